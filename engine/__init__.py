@@ -1,0 +1,1 @@
+"""The scheduling engine: pure, deterministic, no I/O outside backends; never imports the console."""

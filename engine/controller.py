@@ -1,0 +1,236 @@
+"""The controller: owns the engine, feeds it what the backend reports, runs cycles, publishes.
+
+One ``step`` handles one moment: the backend's due items (completions, events, submissions) are
+applied to the engine, then cycles run until one evicts nothing (a preemption can let the victim
+restart elsewhere at once; at most ``MAX_PASSES``), and the decisions go back to the backend.
+Between moments the controller integrates GPU utilization for the report.
+
+``run`` is the asyncio loop the console and ``--no-ui`` use: it sleeps in wall time at ``speed``
+simulated seconds per second (or not at all), takes operator commands from a queue between
+moments, can be paused, and publishes a ``Snapshot`` to every subscriber after each step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .backends.replay import Kind, ReplayBackend
+from .build import build_state, resources_dict
+from .core import CommandError, Engine
+from .enums import Action
+from .policy.registry import Policy
+from .scenario import Scenario
+from .state import MILLI, AuditEntry
+
+MAX_PASSES = 4
+
+
+@dataclass(slots=True)
+class Metrics:
+    """Running totals for the report's summary."""
+
+    allocated_milli_seconds: float = 0.0
+    available_gpu_seconds: float = 0.0
+    cycles: int = 0
+    cycle_seconds: float = 0.0
+
+
+@dataclass(slots=True)
+class Command:
+    """An operator command posted to a running controller (the console's channel)."""
+
+    action: Action
+    node: str | None = None
+    job: str | None = None
+    queue: str | None = None
+    quota: dict[str, float] | None = None
+    borrowing_limit: dict[str, float] | None = None
+    lending_limit: dict[str, float] | None = None
+    actor: str = "operator"
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """What watchers see after each step."""
+
+    now: float
+    running: int
+    pending: int
+    finished: int
+    gpus_allocated: float
+    gpus_schedulable: int
+    audit_tail: list[AuditEntry] = field(default_factory=list)
+
+
+class Controller:
+    def __init__(self, scenario: Scenario, policy: Policy | str = "usher", until: float | None = None, seed: int = 0) -> None:
+        self.scenario = scenario
+        self.seed = seed
+        self.engine = Engine(build_state(scenario), policy)
+        self.backend = ReplayBackend(scenario, self.engine)
+        self.until = until
+        self.now = 0.0
+        self.last_activity = 0.0
+        self.metrics = Metrics()
+        self.commands: asyncio.Queue[Command] | None = None
+        self.subscribers: list[Callable[[Snapshot], None]] = []
+        self.paused = False
+        self.speed: float | None = None
+        self.done = False
+
+    @property
+    def state(self):
+        return self.engine.state
+
+    # -- time -----------------------------------------------------------------------------
+
+    def _advance(self, to: float) -> None:
+        dt = to - self.now
+        if dt > 0:
+            st = self.engine.state
+            self.metrics.allocated_milli_seconds += st.schedulable_used_milli * dt
+            self.metrics.available_gpu_seconds += st.schedulable_gpu_count * dt
+            self.now = to
+
+    def next_time(self) -> float | None:
+        t = self.backend.next_time()
+        if t is None or (self.until is not None and t > self.until):
+            return None
+        return t
+
+    def step(self) -> bool:
+        """Handle the next moment; False when the replay is over."""
+        t = self.next_time()
+        if t is None:
+            self.finish()
+            return False
+        self._advance(t)
+        engine = self.engine
+        for due in self.backend.pop_due(t):
+            if due.kind == Kind.FINISH:
+                engine.finish(engine.state.jobs[due.job_id], t)
+            elif due.kind == Kind.SUBMIT:
+                engine.submit(engine.state.jobs[due.job_id], t)
+            else:
+                ev = due.event
+                assert ev is not None
+                _, evictions = engine.command(
+                    Action(str(ev.action)),
+                    t,
+                    node=ev.node,
+                    job=ev.job,
+                    queue=ev.queue,
+                    quota=resources_dict(ev.quota),
+                    borrowing_limit=resources_dict(ev.borrowing_limit),
+                    lending_limit=resources_dict(ev.lending_limit),
+                    actor="scenario",
+                )
+                self.backend.apply(evictions, t)
+        self.last_activity = t
+        self.schedule()
+        self._publish()
+        return True
+
+    def schedule(self) -> None:
+        """Run cycles at the current moment until one preempts nothing."""
+        for _ in range(MAX_PASSES):
+            started = time.perf_counter()
+            result = self.engine.cycle(self.now)
+            self.metrics.cycles += 1
+            self.metrics.cycle_seconds += time.perf_counter() - started
+            self.backend.apply(result.decisions, self.now)
+            if not result.evicted:
+                break
+
+    def finish(self) -> None:
+        if self.done:
+            return
+        end = self.until if self.until is not None else self.last_activity
+        self._advance(max(end, self.now))
+        self.done = True
+
+    def run_to_end(self) -> None:
+        while self.step():
+            pass
+
+    # -- operator commands ----------------------------------------------------------------
+
+    def apply_command(self, cmd: Command) -> str:
+        """Apply an operator command now and reschedule; raises CommandError for bad targets."""
+        text, evictions = self.engine.command(
+            cmd.action,
+            self.now,
+            node=cmd.node,
+            job=cmd.job,
+            queue=cmd.queue,
+            quota=cmd.quota,
+            borrowing_limit=cmd.borrowing_limit,
+            lending_limit=cmd.lending_limit,
+            actor=cmd.actor,
+        )
+        self.backend.apply(evictions, self.now)
+        self.schedule()
+        self._publish()
+        return text
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        st = self.engine.state
+        running = len(st.running)
+        finished = sum(1 for j in st.jobs if j.state == "Finished")
+        pending = sum(len(q.pending) for q in st.queues.values())
+        return Snapshot(
+            now=self.now,
+            running=running,
+            pending=pending,
+            finished=finished,
+            gpus_allocated=st.schedulable_used_milli / MILLI,
+            gpus_schedulable=st.schedulable_gpu_count,
+            audit_tail=st.audit[-20:],
+        )
+
+    def subscribe(self, callback: Callable[[Snapshot], None]) -> None:
+        self.subscribers.append(callback)
+
+    def _publish(self) -> None:
+        if self.subscribers:
+            snap = self.snapshot()
+            for cb in self.subscribers:
+                cb(snap)
+
+    async def run(self, speed: float | None = 60.0) -> None:
+        """Replay in wall time (``speed`` simulated seconds per second; None = flat out)."""
+        self.speed = speed
+        self.commands = asyncio.Queue()
+        while not self.done:
+            while not self.commands.empty():
+                cmd = self.commands.get_nowait()
+                try:
+                    self.apply_command(cmd)
+                except CommandError as exc:
+                    self.engine.state.audit.append(AuditEntry(self.now, cmd.actor, str(cmd.action), "?", f"rejected: {exc}"))
+            if self.paused:
+                await asyncio.sleep(0.05)
+                continue
+            t = self.next_time()
+            if t is None:
+                self.finish()
+                self._publish()
+                break
+            if self.speed:
+                wait = (t - self.now) / self.speed
+                slept = 0.0
+                while slept < wait and not self.paused and self.commands.empty():
+                    chunk = min(0.1, wait - slept)
+                    await asyncio.sleep(chunk)
+                    slept += chunk
+                    self._advance(self.now + chunk * self.speed if self.now + chunk * self.speed < t else t)
+                    self._publish()
+                if self.paused or not self.commands.empty():
+                    continue
+            self.step()
+            await asyncio.sleep(0)

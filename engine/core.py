@@ -1,0 +1,222 @@
+"""The engine proper: owns the cluster state and changes it through named operations.
+
+Backends and the controller speak to the engine only through these methods: ``submit`` a job,
+``finish`` one, apply an operator or node ``command``, run a ``cycle``, ``unbind`` a bind that a
+backend could not carry out. Every operator action and every preemption lands in the audit trail.
+The engine does no I/O and reads no clock: the caller passes ``now``.
+"""
+
+from __future__ import annotations
+
+from .cycle import Admitter, CycleResult, Decision, run_cycle
+from .enums import Action, DecisionKind, EndReason, JobState, PendingReason
+from .policy.registry import Policy, get_policy
+from .state import INF, AuditEntry, ClusterState, Job, PodPlacement, QuotaVec, Run, Vec
+
+
+class CommandError(ValueError):
+    """An operator command that names nothing the engine knows, or makes no sense now."""
+
+
+class Engine(Admitter):
+    def __init__(self, state: ClusterState, policy: Policy | str = "usher") -> None:
+        self.state = state
+        self.policy = get_policy(policy) if isinstance(policy, str) else policy
+        self.cycles = 0
+
+    # -- jobs -----------------------------------------------------------------------------
+
+    def submit(self, job: Job, now: float) -> None:
+        job.submitted = True
+        job.state = JobState.PENDING
+        job.remaining = job.duration
+        self.state.enqueue(job)
+
+    def finish(self, job: Job, now: float) -> None:
+        run = job.current_run
+        if run is None:
+            return
+        self._end_run(job, run, now, EndReason.FINISHED, None)
+        job.remaining = 0.0
+        job.state = JobState.FINISHED
+        job.pending_reason = None
+
+    def admit(self, job: Job, placements: list[PodPlacement], request: Vec, now: float, result: CycleResult) -> None:
+        state = self.state
+        state.dequeue(job)
+        job.state = JobState.RUNNING
+        job.pending_reason = None
+        job.runs.append(Run(now, list(placements)))
+        state.charge(job, request)
+        state.running.add(job.id)
+        state.admit_counter += 1
+        job.admitted_seq = state.admit_counter
+        state.queues[job.queue].admitted += 1
+        result.decisions.append(Decision(DecisionKind.BIND, job, list(placements)))
+
+    def stop(self, job: Job, now: float, reason: EndReason, by: str | None, result: CycleResult | None) -> None:
+        """End the job's run (preempted, drained, failed) and put it back in its queue."""
+        run = job.current_run
+        if run is None:
+            return
+        self._end_run(job, run, now, reason, by)
+        elapsed = now - run.start
+        saved = (elapsed // job.checkpoint_every) * job.checkpoint_every if job.checkpoint_every else 0.0
+        job.saved += saved
+        if job.remaining is not None:
+            job.remaining = max(0.0, job.remaining - saved)
+        job.state = JobState.PENDING
+        self.state.enqueue(job)
+        if reason == EndReason.PREEMPTED:
+            self.state.audit.append(
+                AuditEntry(now, "scheduler", "preempt", job.name, f"preempted for {by}; lost {elapsed - saved:.0f}s of work")
+            )
+        if result is not None:
+            result.decisions.append(Decision(DecisionKind.EVICT, job, list(run.placements), reason, by))
+
+    def _end_run(self, job: Job, run: Run, now: float, reason: EndReason, by: str | None) -> None:
+        state = self.state
+        run.end = now
+        run.end_reason = reason
+        run.by = by
+        state.unplace(job, run.placements)
+        state.uncharge(job)
+        state.running.discard(job.id)
+
+    def unbind(self, job: Job, now: float, why: str) -> None:
+        """Undo a bind the backend could not carry out; the job goes back to its queue."""
+        run = job.current_run
+        if run is None:
+            return
+        state = self.state
+        state.unplace(job, run.placements)
+        state.uncharge(job)
+        state.running.discard(job.id)
+        job.runs.pop()
+        job.state = JobState.PENDING
+        state.enqueue(job)
+        state.audit.append(AuditEntry(now, "scheduler", "bind", job.name, f"failed: {why}"))
+
+    # -- cycles ---------------------------------------------------------------------------
+
+    def cycle(self, now: float) -> CycleResult:
+        self.cycles += 1
+        return run_cycle(self.state, now, self.policy, self)
+
+    # -- operator commands and node events -------------------------------------------------
+
+    def command(
+        self,
+        action: Action,
+        now: float,
+        *,
+        node: str | None = None,
+        job: str | None = None,
+        queue: str | None = None,
+        quota: dict[str, float] | None = None,
+        borrowing_limit: dict[str, float] | None = None,
+        lending_limit: dict[str, float] | None = None,
+        actor: str = "operator",
+    ) -> tuple[str, list[Decision]]:
+        """Apply one command; returns a one-line result and the evictions it caused."""
+        result = CycleResult()
+        state = self.state
+        if action in (Action.DRAIN, Action.CORDON, Action.UNCORDON, Action.FAIL, Action.RECOVER):
+            if node is None or node not in state.node_by_name:
+                raise CommandError(f"{action}: unknown node {node!r}")
+            target = node
+            text = self._node_action(action, state.node(node), now, result)
+        elif action in (Action.APPROVE, Action.PREEMPT, Action.HOLD, Action.RELEASE):
+            if job is None or job not in state.job_by_name:
+                raise CommandError(f"{action}: unknown job {job!r}")
+            target = job
+            text = self._job_action(action, state.job(job), now, result)
+        elif action == Action.SET_QUOTA:
+            if queue is None or queue not in state.queues:
+                raise CommandError(f"setQuota: unknown queue {queue!r}")
+            target = queue
+            text = self._set_quota(queue, quota, borrowing_limit, lending_limit)
+        else:  # pragma: no cover - StrEnum is closed
+            raise CommandError(f"unknown action {action!r}")
+        state.audit.append(AuditEntry(now, actor, str(action), target, text))
+        return text, result.decisions
+
+    def _node_action(self, action: Action, node, now: float, result: CycleResult) -> str:
+        state = self.state
+        if action == Action.CORDON:
+            state.set_schedulable(node, cordoned=True)
+            return "cordoned"
+        if action == Action.UNCORDON:
+            state.set_schedulable(node, cordoned=False)
+            return "uncordoned"
+        if action == Action.RECOVER:
+            state.set_schedulable(node, failed=False)
+            return "recovered"
+        reason = EndReason.DRAINED if action == Action.DRAIN else EndReason.NODE_FAILED
+        if action == Action.DRAIN:
+            state.set_schedulable(node, cordoned=True)
+        else:
+            state.set_schedulable(node, failed=True)
+        victims = sorted(node.jobs, key=lambda j: state.jobs[j].seq)
+        names = []
+        for jid in victims:
+            job = state.jobs[jid]
+            names.append(job.name)
+            self.stop(job, now, reason, None, result)
+        verb = "drained" if action == Action.DRAIN else "failed"
+        return f"{verb}; requeued {len(names)} job(s)" + (f": {', '.join(names)}" if names else "")
+
+    def _job_action(self, action: Action, job: Job, now: float, result: CycleResult) -> str:
+        if action == Action.APPROVE:
+            job.approved = True
+            return "approved"
+        if action == Action.HOLD:
+            job.held = True
+            return "held" if job.current_run is None else "held (keeps running; will not be readmitted)"
+        if action == Action.RELEASE:
+            job.held = False
+            return "released"
+        if job.current_run is None:
+            return "not running; nothing to preempt"
+        self.stop(job, now, EndReason.OPERATOR_PREEMPTED, None, result)
+        return "preempted and requeued"
+
+    def _set_quota(
+        self,
+        name: str,
+        quota: dict[str, float] | None,
+        borrowing: dict[str, float] | None,
+        lending: dict[str, float] | None,
+    ) -> str:
+        q = self.state.queues[name]
+        parts = []
+        for label, values, attr in (("quota", quota, "nominal"), ("borrowingLimit", borrowing, "borrowing_limit"), ("lendingLimit", lending, "lending_limit")):
+            if not values:
+                continue
+            current = list(getattr(q, attr))
+            for res, value in values.items():
+                current[_resource_index(res)] = INF if value is None else float(value)
+            setattr(q, attr, tuple(current))
+            parts.append(f"{label} {', '.join(f'{k}={_fmt(k, v)}' for k, v in values.items())}")
+        self.state.share_basis_cache.clear()
+        return "set " + "; ".join(parts) if parts else "nothing to change"
+
+    # -- views ----------------------------------------------------------------------------
+
+    def pending_jobs(self) -> list[Job]:
+        return [j for j in self.state.jobs if j.submitted and j.current_run is None and j.state != JobState.FINISHED]
+
+
+def _resource_index(name: str) -> int:
+    return {"gpu": 0, "cpu": 1, "memory": 2}[name]
+
+
+def _fmt(resource: str, value: float | None) -> str:
+    if value is None:
+        return "unlimited"
+    if resource == "gpu":
+        return f"{value / 1000:g}"
+    return f"{value:g}"
+
+
+__all__ = ["Engine", "CommandError", "QuotaVec", "PendingReason"]

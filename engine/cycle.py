@@ -1,0 +1,168 @@
+"""One scheduling cycle: the state in, decisions out (bind, evict), reasons on every pending job.
+
+The cycle walks pending jobs in admission order (``policy.ordering``). For each it checks, in
+order: hold and approval; quota (``policy.quota``), with preemption when the queue's policy allows
+reclaiming; placement of the whole gang (``policy.placement``), honouring the backfill
+reservation; preemption for capacity; and finally records why the job waits. The first job that
+is blocked for capacity gets the reservation (``policy.backfill``).
+
+Placements are *reserved* on the state as the cycle goes (later jobs see the capacity taken), and
+returned as ``Bind`` decisions. A backend that cannot carry one out hands it back to
+``Engine.unbind``, which undoes the reservation (the framework's Unreserve).
+
+Work is bounded by shape: once a gang shape has failed to place in a cycle, later jobs of the same
+shape are not tried again, since capacity only shrinks during a cycle (unless a preemption frees
+some, which clears the memo).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .enums import Approval, DecisionKind, EndReason, JobState, PendingReason
+from .policy import quota
+from .policy.backfill import Reservation, plan_reservation, quick_reject
+from .policy.ordering import AdmissionOrder
+from .policy.placement import Placer, classify_failure, gang_counts, request_of
+from .policy.preemption import find_victims
+from .policy.registry import Policy
+from .state import ClusterState, Job, PodPlacement, Vec
+
+CAPACITY_REASONS = (PendingReason.INSUFFICIENT_CAPACITY, PendingReason.TOPOLOGY_UNSATISFIABLE)
+
+
+@dataclass(slots=True)
+class Decision:
+    """What the backend is asked to do for one job."""
+
+    kind: DecisionKind
+    job: Job
+    placements: list[PodPlacement] = field(default_factory=list)
+    reason: EndReason | None = None
+    by: str | None = None
+
+
+@dataclass(slots=True)
+class CycleResult:
+    decisions: list[Decision] = field(default_factory=list)
+    reservation: Reservation | None = None
+
+    @property
+    def evicted(self) -> int:
+        return sum(1 for d in self.decisions if d.kind == DecisionKind.EVICT)
+
+
+def _wait(job: Job, reason: PendingReason) -> None:
+    job.pending_reason = reason
+    if job.state != JobState.FINISHED:
+        job.state = {
+            PendingReason.HELD: JobState.HELD,
+            PendingReason.AWAITING_APPROVAL: JobState.AWAITING_APPROVAL,
+        }.get(reason, JobState.PENDING)
+
+
+def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter") -> CycleResult:
+    result = CycleResult()
+    order = AdmissionOrder(state, fair_share=policy.fair_share)
+    failed_shapes: dict[tuple, PendingReason] = {}
+    failed_quota: dict[tuple, PendingReason] = {}
+    failed_preempt: set[tuple] = set()
+    reservation: Reservation | None = None
+    for job in order:
+        queue = state.queues[job.queue]
+        if job.held:
+            _wait(job, PendingReason.HELD)
+            continue
+        if queue.approval == Approval.MANUAL and not job.approved:
+            _wait(job, PendingReason.AWAITING_APPROVAL)
+            continue
+        long_run = reservation is not None and now + job.estimated_runtime() > reservation.start
+        guard = reservation.guard if (long_run and reservation is not None) else None
+        attempts = [gang_counts(job, False)]
+        if job.min_count < job.total_pods:
+            attempts.append(gang_counts(job, True))
+        reason: PendingReason | None = None
+        admitted = False
+        for counts in attempts:
+            request = request_of(job, counts)
+            qkey = (job.queue, request)
+            verdict_reason = failed_quota.get(qkey)
+            if verdict_reason is None:
+                verdict = quota.check(state, queue, request)
+                verdict_reason = verdict.reason
+            if verdict_reason is not None:
+                failed_quota[qkey] = verdict_reason
+                pkey = (job.queue, job.priority, request, job.groups)
+                if verdict_reason == PendingReason.WAITING_FOR_QUOTA and policy.preemption and pkey not in failed_preempt:
+                    failed_preempt.add(pkey)
+                    if _preempt_for(state, job, counts, request, now, engine, result):
+                        failed_quota.clear()
+                        failed_shapes.clear()
+                        failed_preempt.clear()
+                        admitted = True
+                        break
+                reason = verdict_reason if reason is None else reason
+                continue
+            shape = (job.groups, tuple(counts), guard is not None)
+            cached = failed_shapes.get(shape)
+            if cached is None:
+                if not quick_reject(state, job, counts):
+                    placer = Placer(state, guard)
+                    if placer.place_gang(job, counts):
+                        engine.admit(job, placer.taken, request, now, result)
+                        admitted = True
+                        break
+                if guard is not None:
+                    free_placer = Placer(state)
+                    if free_placer.place_gang(job, counts):
+                        free_placer.undo(job)
+                        cached = PendingReason.RESERVED_FOR_HIGHER_PRIORITY
+                if cached is None:
+                    cached = classify_failure(state, job, counts)
+                failed_shapes[shape] = cached
+            pkey = (job.queue, job.priority, request, job.groups)
+            if policy.preemption and cached in CAPACITY_REASONS and pkey not in failed_preempt:
+                failed_preempt.add(pkey)
+                if _preempt_for(state, job, counts, request, now, engine, result):
+                    failed_quota.clear()
+                    failed_shapes.clear()
+                    failed_preempt.clear()
+                    admitted = True
+                    break
+            reason = cached if reason is None else reason
+        if admitted:
+            continue
+        assert reason is not None
+        _wait(job, reason)
+        if policy.strict_fifo:
+            order.block(job.queue)
+        if reservation is None and policy.backfill and reason in CAPACITY_REASONS:
+            reservation = plan_reservation(state, job, attempts[0], now)
+    result.reservation = reservation
+    state.reservation = (reservation.job_id, reservation.start) if reservation else None
+    return result
+
+
+def _preempt_for(
+    state: ClusterState, job: Job, counts: list[int], request: Vec, now: float, engine: "Admitter", result: CycleResult
+) -> bool:
+    victims = find_victims(state, job, counts, request, now)
+    if not victims:
+        return False
+    for v in victims:
+        engine.stop(v, now, EndReason.PREEMPTED, by=job.name, result=result)
+    placer = Placer(state)
+    if not placer.place_gang(job, counts):  # cannot happen: find_victims checked it
+        return False
+    engine.admit(job, placer.taken, request, now, result)
+    return True
+
+
+class Admitter:
+    """What the cycle needs from its owner: admitting and stopping jobs (see ``Engine``)."""
+
+    def admit(self, job: Job, placements: list[PodPlacement], request: Vec, now: float, result: CycleResult) -> None:
+        raise NotImplementedError
+
+    def stop(self, job: Job, now: float, reason: EndReason, by: str | None, result: CycleResult | None) -> None:
+        raise NotImplementedError

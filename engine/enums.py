@@ -1,0 +1,94 @@
+"""String enums shared by every layer of the engine: states, reasons, actions, policies.
+
+They are ``StrEnum`` so that reports and logs carry the plain spec names
+(``"WaitingForQuota"``) while code compares against named members.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobState(StrEnum):
+    """Where a job stands, as the report's ``state`` field names it."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    FINISHED = "Finished"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    HELD = "Held"
+
+
+class PendingReason(StrEnum):
+    """Why a job that is not running has not started."""
+
+    WAITING_FOR_QUOTA = "WaitingForQuota"
+    EXCEEDS_QUOTA = "ExceedsQuota"
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    TOPOLOGY_UNSATISFIABLE = "TopologyUnsatisfiable"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    HELD = "Held"
+    RESERVED_FOR_HIGHER_PRIORITY = "ReservedForHigherPriority"
+    NO_MATCHING_NODES = "NoMatchingNodes"
+
+
+class EndReason(StrEnum):
+    """Why a run (an interval in which a job held resources) ended."""
+
+    FINISHED = "Finished"
+    PREEMPTED = "Preempted"
+    DRAINED = "Drained"
+    NODE_FAILED = "NodeFailed"
+    OPERATOR_PREEMPTED = "OperatorPreempted"
+    RUNNING = "Running"
+
+
+class TopologyMode(StrEnum):
+    """How strictly a pod group must sit inside one topology domain."""
+
+    REQUIRED = "required"
+    PREFERRED = "preferred"
+
+
+class Approval(StrEnum):
+    AUTO = "auto"
+    MANUAL = "manual"
+
+
+class WithinQueue(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+
+
+class ReclaimWithinCohort(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class BorrowWithinCohort(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+class Action(StrEnum):
+    """Operator commands and node events, as a scenario's ``events`` list spells them."""
+
+    DRAIN = "drain"
+    CORDON = "cordon"
+    UNCORDON = "uncordon"
+    FAIL = "fail"
+    RECOVER = "recover"
+    APPROVE = "approve"
+    PREEMPT = "preempt"
+    HOLD = "hold"
+    RELEASE = "release"
+    SET_QUOTA = "setQuota"
+
+
+class DecisionKind(StrEnum):
+    """What a scheduling cycle asks a backend to do."""
+
+    BIND = "bind"
+    EVICT = "evict"

@@ -1,0 +1,155 @@
+"""Backfill (Slurm's EASY) and start-time estimates.
+
+EASY backfill gives the first job that is blocked for capacity a *reservation*: walking the
+running jobs by their estimated end (start plus the user's ``estimate``), we release their
+resources on the state until the blocked job fits. The time of the last release is the shadow
+time, the nodes it would use are reserved. A later job may still start now if it ends (by its
+estimate) before the shadow time, or if what it takes on the reserved nodes leaves the
+reservation whole: the ``Guard`` holds, per reserved node, what may still be taken by jobs that
+run past the shadow time. Jobs without an estimate run past any shadow time.
+
+``estimate_starts`` is the same planner run forward over every pending job in admission order: at
+each estimated release it starts whatever fits (quota and placement), giving ``estimatedStart``
+for the report and the console. It works on the state in place and undoes everything.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from ..enums import TopologyMode
+from ..state import INF, ClusterState, Job, Vec
+from . import quota
+from .placement import Guard, Placer, request_of
+
+#: Pending jobs the start-time planner looks at; later ones get no estimate.
+PLAN_DEPTH = 2000
+
+
+@dataclass(slots=True)
+class Reservation:
+    job_id: int
+    start: float
+    guard: Guard
+
+
+def quick_reject(state: ClusterState, job: Job, counts: list[int]) -> bool:
+    """True when the gang cannot fit whatever the arrangement (cheap aggregate checks)."""
+    need_total = 0
+    for g, n in zip(job.groups, counts):
+        w = g.whole_gpus * n
+        need_total += w
+        if w and g.topology_mode == TopologyMode.REQUIRED and g.topology_level is not None:
+            if max((d.whole_free for d in state.domains[g.topology_level]), default=0) < w:
+                return True
+    return need_total > state.total_whole_free
+
+
+def _release(state: ClusterState, job: Job) -> None:
+    run = job.current_run
+    assert run is not None
+    state.unplace(job, run.placements)
+
+
+def _restore(state: ClusterState, job: Job) -> None:
+    run = job.current_run
+    assert run is not None
+    state.place(job, run.placements)
+
+
+def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: float) -> Reservation | None:
+    """Where and when ``job`` could start if running jobs end as estimated; None if never."""
+    ends = sorted((state.jobs[j].estimated_end(now), state.jobs[j].seq, j) for j in state.running)
+    released: list[Job] = []
+    found: Reservation | None = None
+    for i, (end, _, jid) in enumerate(ends):
+        if end == INF:
+            break
+        v = state.jobs[jid]
+        _release(state, v)
+        released.append(v)
+        if i + 1 < len(ends) and ends[i + 1][0] == end:
+            continue
+        if quick_reject(state, job, counts):
+            continue
+        placer = Placer(state)
+        if placer.place_gang(job, counts):
+            headroom = {
+                p.node_id: [state.nodes[p.node_id].whole_free, state.nodes[p.node_id].cpu_free, state.nodes[p.node_id].mem_free]
+                for p in placer.taken
+            }
+            placer.undo(job)
+            found = Reservation(job.id, end, Guard(headroom))
+            break
+    for v in reversed(released):
+        _restore(state, v)
+    return found
+
+
+def estimate_starts(state: ClusterState, order: list[Job], now: float) -> dict[int, float]:
+    """Planned start of each job in ``order`` (pending jobs, admission order) that will start."""
+    out: dict[int, float] = {}
+    pending = order[:PLAN_DEPTH]
+    if not pending:
+        return out
+    # heap entries: (time, tie-break, running job id or ~index into ``planned``)
+    heap = [(end, state.jobs[j].seq, j) for j in state.running if (end := state.jobs[j].estimated_end(now)) != INF]
+    heapq.heapify(heap)
+    released: list[Job] = []
+    planned: list[tuple[Job, list, Vec]] = []
+    live: set[int] = set()
+    reservation = state.reservation
+    try:
+        while heap and pending:
+            t = heap[0][0]
+            while heap and heap[0][0] == t:
+                _, _, ref = heapq.heappop(heap)
+                if ref >= 0:
+                    job = state.jobs[ref]
+                    _release(state, job)
+                    _usage(state, job.queue, job.charged, -1)
+                    released.append(job)
+                else:
+                    job, taken, req = planned[~ref]
+                    state.unplace(job, taken)
+                    _usage(state, job.queue, req, -1)
+                    live.discard(~ref)
+            failed: set[tuple] = set()
+            still: list[Job] = []
+            for job in pending:
+                counts = [g.count for g in job.groups]
+                shape = (job.queue, job.groups)
+                waiting = reservation is not None and reservation[0] == job.id and t < reservation[1]
+                if waiting or shape in failed or quick_reject(state, job, counts):
+                    still.append(job)
+                    continue
+                req = request_of(job, counts)
+                placer = Placer(state)
+                if not quota.check(state, state.queues[job.queue], req).fits or not placer.place_gang(job, counts):
+                    failed.add(shape)
+                    still.append(job)
+                    continue
+                out[job.id] = t
+                _usage(state, job.queue, req, +1)
+                planned.append((job, list(placer.taken), req))
+                live.add(len(planned) - 1)
+                runtime = job.estimated_runtime()
+                if runtime != INF:
+                    heapq.heappush(heap, (t + runtime, job.seq, ~(len(planned) - 1)))
+            pending = still
+    finally:
+        for i in sorted(live, reverse=True):
+            job, taken, req = planned[i]
+            state.unplace(job, taken)
+            _usage(state, job.queue, req, -1)
+        for job in reversed(released):
+            _restore(state, job)
+            _usage(state, job.queue, job.charged, +1)
+    return out
+
+
+def _usage(state: ClusterState, queue: str, amount: Vec, sign: int) -> None:
+    usage = state.queues[queue].usage
+    for r in range(3):
+        usage[r] += sign * amount[r]

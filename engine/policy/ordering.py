@@ -1,0 +1,79 @@
+"""Admission order: which pending job a cycle considers next.
+
+Within a queue, jobs go by priority, then submit time (then file order). Across the queues, the
+next job is the head of the queue with the lowest dominant resource share over weight *after*
+admitting that head (Kueue's fair sharing), ties broken by priority and submit time. Shares move
+as jobs are admitted, so a queue's key is refreshed when it reaches the top of the heap.
+
+With ``strict_fifo`` a queue stops at its first blocked job (Kueue's StrictFIFO); otherwise the
+jobs behind a blocked head are still considered (BestEffortFIFO) and only a backfill reservation
+can hold them back.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ..state import ClusterState, Job
+from .quota import dominant_share
+
+
+@dataclass(slots=True)
+class AdmissionOrder:
+    """An iterator over pending jobs in admission order; ``block(queue)`` ends a queue early."""
+
+    state: ClusterState
+    fair_share: bool = True
+    _heap: list[tuple[float, int, float, int, str, int]] = field(default_factory=list)
+    _snapshots: dict[str, list[tuple[int, float, int, int]]] = field(default_factory=dict)
+    _blocked: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        for name, q in self.state.queues.items():
+            if q.pending:
+                snap = list(q.pending)
+                self._snapshots[name] = snap
+                self._push(name, 0)
+
+    def _key(self, name: str, idx: int) -> tuple[float, int, float, int, str, int]:
+        prio, submit, seq, jid = self._snapshots[name][idx]
+        share = 0.0
+        if self.fair_share:
+            job = self.state.jobs[jid]
+            share = dominant_share(self.state, self.state.queues[name], job.request)
+        return (share, prio, submit, seq, name, idx)
+
+    def _push(self, name: str, idx: int) -> None:
+        if idx < len(self._snapshots[name]):
+            heapq.heappush(self._heap, self._key(name, idx))
+
+    def block(self, queue: str) -> None:
+        """Consider no more jobs of ``queue`` in this cycle."""
+        self._blocked.add(queue)
+
+    def __iter__(self) -> Iterator[Job]:
+        heap = self._heap
+        while heap:
+            key = heapq.heappop(heap)
+            name, idx = key[4], key[5]
+            if name in self._blocked:
+                continue
+            if self.fair_share:
+                fresh = self._key(name, idx)
+                if fresh[0] > key[0] and heap and fresh > heap[0]:
+                    heapq.heappush(heap, fresh)
+                    continue
+            jid = self._snapshots[name][idx][3]
+            self._push(name, idx + 1)
+            yield self.state.jobs[jid]
+
+
+def queue_positions(state: ClusterState) -> dict[int, int]:
+    """Position (from 1) of every pending job within its queue."""
+    out: dict[int, int] = {}
+    for q in state.queues.values():
+        for pos, entry in enumerate(q.pending, start=1):
+            out[entry[3]] = pos
+    return out

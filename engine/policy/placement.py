@@ -1,0 +1,476 @@
+"""Placement: where the pods of a job go, framework style (filter, score, reserve).
+
+The Kubernetes scheduler framework runs Filter plugins over nodes, Score plugins over the
+feasible ones, and picks the best. At 5,000 nodes that is too slow to do for every pod, so as in
+kube-scheduler (``percentageOfNodesToScore``) we score a sample: the capacity index yields nodes in
+best-fit order (fewest whole GPUs free that still fit; the GPU model, schedulability and the GPU
+count are the index's pre-filter), the filter plugins check each candidate, and the first
+``SCORE_SAMPLE`` feasible nodes of the tightest bucket are scored. ``diagnose`` runs the filters
+over every node when a person asks why a pod does not fit.
+
+A gang is placed atomically: each pod is reserved on the state as it is chosen (later pods see
+the capacity it took), and if any pod cannot be placed, every reservation is undone.
+
+Topology (Kueue's TAS): a pod group with ``required: LEVEL`` goes into one domain of that level,
+the tightest that fits (BestFit); ``preferred`` tries that level, then each level above, then
+anywhere. Inside a node a multi-GPU pod takes GPUs of one NVLink island where it can (the
+tightest island that fits), and a shared pod goes onto an already shared GPU where it can, so
+that whole GPUs stay whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Protocol
+
+from ..enums import PendingReason, TopologyMode
+from ..state import MILLI, ClusterState, Job, Node, PodGroup, PodPlacement
+
+SCORE_SAMPLE = 8
+
+
+@dataclass(slots=True)
+class Guard:
+    """Capacity a long-running job may not take because a backfill reservation needs it.
+
+    Maps node id to ``[whole GPUs, cpu, memory]`` that jobs ending after the reservation's
+    start may still use on that node; nodes not listed are unrestricted.
+    """
+
+    headroom: dict[int, list[int]] = field(default_factory=dict)
+
+    def allows(self, node_id: int, whole: int, cpu: int, memory: int) -> bool:
+        h = self.headroom.get(node_id)
+        return h is None or (whole <= h[0] and cpu <= h[1] and memory <= h[2])
+
+    def consume(self, node_id: int, whole: int, cpu: int, memory: int) -> None:
+        h = self.headroom.get(node_id)
+        if h is not None:
+            h[0] -= whole
+            h[1] -= cpu
+            h[2] -= memory
+
+
+# -- plugins ------------------------------------------------------------------------------
+
+
+class FilterPlugin(Protocol):
+    name: str
+
+    def filter(self, node: Node, pod: PodGroup) -> str | None:
+        """None when the pod may go on the node, else a short reason."""
+
+
+class ScorePlugin(Protocol):
+    name: str
+    weight: int
+
+    def score(self, node: Node, pod: PodGroup) -> int:
+        """0 to 100: how good the node is for the pod."""
+
+
+class Schedulable:
+    name = "NodeSchedulable"
+
+    def filter(self, node: Node, pod: PodGroup) -> str | None:
+        if node.failed:
+            return "node failed"
+        if node.cordoned:
+            return "node cordoned"
+        return None
+
+
+class GpuModel:
+    name = "GpuModel"
+
+    def filter(self, node: Node, pod: PodGroup) -> str | None:
+        if pod.gpu_milli and pod.models is not None and node.gpu_model not in pod.models:
+            return "GPU model not accepted"
+        return None
+
+
+class GpuFit:
+    name = "GpuFit"
+
+    def filter(self, node: Node, pod: PodGroup) -> str | None:
+        if pod.whole_gpus:
+            if node.gpu_count < pod.whole_gpus:
+                return "too few GPUs on node"
+            if node.whole_free < pod.whole_gpus:
+                return "not enough free GPUs"
+        elif pod.share:
+            if node.gpu_count == 0:
+                return "too few GPUs on node"
+            if max(node.gpu_free, default=0) < pod.share:
+                return "not enough free GPUs"
+        return None
+
+
+class CpuMemoryFit:
+    name = "CpuMemoryFit"
+
+    def filter(self, node: Node, pod: PodGroup) -> str | None:
+        if node.cpu < pod.cpu or node.memory < pod.memory:
+            return "node too small (cpu/memory)"
+        if node.cpu_free < pod.cpu:
+            return "not enough free cpu"
+        if node.mem_free < pod.memory:
+            return "not enough free memory"
+        return None
+
+
+class NvlinkIsland:
+    """Prefers nodes where a multi-GPU pod fits inside one NVLink island, and tightly."""
+
+    name = "NvlinkIsland"
+    weight = 2
+
+    def score(self, node: Node, pod: PodGroup) -> int:
+        g = pod.whole_gpus
+        if g <= 1 or len(node.islands) == 1:
+            return 100
+        best = None
+        for island in node.islands:
+            free = sum(1 for i in island if node.gpu_free[i] == MILLI)
+            if free >= g and (best is None or free < best):
+                best = free
+        if best is None:
+            return 0
+        return 50 + (50 * g) // best
+
+
+class GpuBinPack:
+    """Prefers nodes left with the fewest free GPUs (keeps big holes for big jobs)."""
+
+    name = "GpuBinPack"
+    weight = 1
+
+    def score(self, node: Node, pod: PodGroup) -> int:
+        if node.gpu_count == 0:
+            return 100
+        left = node.whole_free - pod.whole_gpus
+        return 100 - (100 * left) // node.gpu_count
+
+
+FILTERS: tuple[FilterPlugin, ...] = (Schedulable(), GpuModel(), GpuFit(), CpuMemoryFit())
+SCORES: tuple[ScorePlugin, ...] = (NvlinkIsland(), GpuBinPack())
+
+
+def total_score(node: Node, pod: PodGroup) -> int:
+    return sum(p.weight * p.score(node, pod) for p in SCORES)
+
+
+# -- inside one node ----------------------------------------------------------------------
+
+
+def pick_whole_gpus(node: Node, g: int) -> list[int]:
+    """The tightest NVLink island with ``g`` free GPUs; else the fewest islands that hold them."""
+    free = node.gpu_free
+    per_island = [[i for i in island if free[i] == MILLI] for island in node.islands]
+    best: list[int] | None = None
+    for cand in per_island:
+        if len(cand) >= g and (best is None or len(cand) < len(best)):
+            best = cand
+    if best is not None:
+        return best[:g]
+    out: list[int] = []
+    for cand in sorted(per_island, key=len, reverse=True):
+        out.extend(cand[: g - len(out)])
+        if len(out) == g:
+            break
+    return out
+
+
+def pick_shared_gpu(node: Node, share: int) -> int | None:
+    """A partly used GPU with room (least left over); else a whole GPU from the emptiest island."""
+    free = node.gpu_free
+    best = None
+    for i, f in enumerate(free):
+        if share <= f < MILLI and (best is None or f < free[best]):
+            best = i
+    if best is not None:
+        return best
+    island_best = None
+    for island in node.islands:
+        whole = [i for i in island if free[i] == MILLI]
+        if whole and (island_best is None or len(whole) < len(island_best)):
+            island_best = whole
+    return island_best[0] if island_best else None
+
+
+# -- choosing a node ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Placer:
+    """Places pods on a state, recording what it took so the caller can keep or undo it."""
+
+    state: ClusterState
+    guard: Guard | None = None
+    taken: list[PodPlacement] = field(default_factory=list)
+
+    def _fits_node(self, node: Node, pod: PodGroup) -> bool:
+        if node.cpu_free < pod.cpu or node.mem_free < pod.memory:
+            return False
+        if self.guard is not None and not self.guard.allows(node.id, pod.whole_gpus, pod.cpu, pod.memory):
+            return False
+        return True
+
+    def _models(self, pod: PodGroup) -> Iterable[list[set[int]]]:
+        buckets = self.state.buckets
+        if pod.models is None or not pod.gpu_milli:
+            return buckets.values()
+        return [buckets[m] for m in pod.models if m in buckets]
+
+    def _best_in(self, nodes: Iterable[Node], pod: PodGroup) -> Node | None:
+        best: Node | None = None
+        best_score = -1
+        for node in nodes:
+            s = total_score(node, pod)
+            if s > best_score or (s == best_score and best is not None and node.id < best.id):
+                best, best_score = node, s
+        return best
+
+    def choose_node(self, pod: PodGroup, within: list[int] | None = None) -> Node | None:
+        """The best node for one pod, optionally only among the node ids ``within``."""
+        nodes = self.state.nodes
+        if pod.share:
+            return self._choose_shared(pod, within)
+        g = pod.whole_gpus
+        if within is not None:
+            feasible = [
+                n
+                for n in (nodes[i] for i in within)
+                if n.schedulable
+                and n.whole_free >= g
+                and (pod.models is None or not g or n.gpu_model in pod.models)
+                and self._fits_node(n, pod)
+            ]
+            if not feasible:
+                return None
+            tight = min(n.whole_free for n in feasible)
+            return self._best_in((n for n in feasible if n.whole_free == tight), pod)
+        model_buckets = list(self._models(pod))
+        top = self.state.max_gpus
+        for k in range(g, top + 1):
+            feasible: list[Node] = []
+            for buckets in model_buckets:
+                for nid in buckets[k]:
+                    node = nodes[nid]
+                    if self._fits_node(node, pod):
+                        feasible.append(node)
+                        if len(feasible) >= SCORE_SAMPLE:
+                            break
+                if len(feasible) >= SCORE_SAMPLE:
+                    break
+            if feasible:
+                return self._best_in(feasible, pod)
+        return None
+
+    def _choose_shared(self, pod: PodGroup, within: list[int] | None) -> Node | None:
+        nodes = self.state.nodes
+        share = pod.share
+        pool: Iterable[int] = self.state.partial_nodes if within is None else within
+        best: Node | None = None
+        best_left = MILLI + 1
+        for nid in pool:
+            node = nodes[nid]
+            if not node.schedulable or (pod.models is not None and node.gpu_model not in pod.models):
+                continue
+            if not self._fits_node(node, pod):
+                continue
+            for f in node.gpu_free:
+                if share <= f < MILLI and f - share < best_left:
+                    best, best_left = node, f - share
+        if best is not None:
+            return best
+        whole = PodGroup(pod.name, 1, MILLI, pod.cpu, pod.memory, pod.models)
+        return self.choose_node(whole, within)
+
+    def put(self, job: Job, pod: PodGroup, node: Node, pod_name: str) -> PodPlacement:
+        if pod.share:
+            gpu = pick_shared_gpu(node, pod.share)
+            assert gpu is not None
+            took_whole = 1 if node.gpu_free[gpu] == MILLI else 0
+            gpus, share = [gpu], pod.share
+        else:
+            gpus, share = pick_whole_gpus(node, pod.whole_gpus), 0
+            took_whole = len(gpus)
+        placement = PodPlacement(pod_name, node.id, gpus, share, pod.cpu, pod.memory)
+        self.state.allocate(node, gpus, share, pod.cpu, pod.memory)
+        node.jobs.add(job.id)
+        if self.guard is not None:
+            self.guard.consume(node.id, took_whole, pod.cpu, pod.memory)
+        self.taken.append(placement)
+        return placement
+
+    def undo(self, job: Job, mark: int = 0) -> None:
+        """Give back every placement taken since ``mark`` (all of them by default)."""
+        tail = self.taken[mark:]
+        del self.taken[mark:]
+        state = self.state
+        for p in reversed(tail):
+            node = state.nodes[p.node_id]
+            state.release(node, p.gpus, p.share, p.cpu, p.memory)
+            if self.guard is not None:
+                h = self.guard.headroom.get(node.id)
+                if h is not None:
+                    whole = len(p.gpus) if not p.share else int(node.gpu_free[p.gpus[0]] == MILLI)
+                    h[0] += whole
+                    h[1] += p.cpu
+                    h[2] += p.memory
+        for nid in {p.node_id for p in tail}:
+            node = state.nodes[nid]
+            if not any(p.node_id == nid for p in self.taken) and not _job_still_on(job, node):
+                node.jobs.discard(job.id)
+
+    # -- groups and gangs -----------------------------------------------------------------
+
+    def _place_group_on(self, job: Job, pod: PodGroup, n: int, start: int, within: list[int] | None) -> bool:
+        for k in range(start, start + n):
+            node = self.choose_node(pod, within)
+            if node is None:
+                return False
+            self.put(job, pod, node, f"{pod.name}-{k}")
+        return True
+
+    def _domain_capacity(self, pod: PodGroup, node_ids: list[int], need: int) -> int:
+        """How many pods of ``pod`` fit in these nodes now (stops counting at ``need``)."""
+        nodes = self.state.nodes
+        count = 0
+        g, share = pod.whole_gpus, pod.share
+        for nid in node_ids:
+            node = nodes[nid]
+            if not node.schedulable:
+                continue
+            if pod.gpu_milli and pod.models is not None and node.gpu_model not in pod.models:
+                continue
+            fit = 1 << 30
+            if pod.cpu:
+                fit = min(fit, node.cpu_free // pod.cpu)
+            if pod.memory:
+                fit = min(fit, node.mem_free // pod.memory)
+            if g:
+                whole = node.whole_free
+                if self.guard is not None and nid in self.guard.headroom:
+                    whole = min(whole, self.guard.headroom[nid][0])
+                fit = min(fit, whole // g)
+            elif share:
+                fit = min(fit, sum(f // share for f in node.gpu_free))
+            count += fit
+            if count >= need:
+                return count
+        return count
+
+    def _place_group_topology(self, job: Job, pod: PodGroup, n: int, start: int, unconstrained_ok: bool) -> bool:
+        state = self.state
+        level = pod.topology_level
+        assert level is not None
+        levels = [level] if pod.topology_mode == TopologyMode.REQUIRED else list(range(level, -1, -1))
+        need_whole = pod.whole_gpus * n
+        for li in levels:
+            cands = [d for d in state.domains[li] if d.whole_free >= need_whole]
+            cands.sort(key=lambda d: (d.whole_free, d.name))
+            for dom in cands:
+                if self._domain_capacity(pod, dom.node_ids, n) < n:
+                    continue
+                mark = len(self.taken)
+                if self._place_group_on(job, pod, n, start, dom.node_ids):
+                    return True
+                self.undo(job, mark)
+        if unconstrained_ok and pod.topology_mode == TopologyMode.PREFERRED:
+            return self._place_group_on(job, pod, n, start, None)
+        return False
+
+    def place_gang(self, job: Job, counts: list[int], ignore_topology: bool = False) -> bool:
+        """Place ``counts[i]`` pods of each group of ``job``; all or nothing."""
+        order = sorted(range(len(job.groups)), key=lambda i: -job.groups[i].gpu_milli)
+        for gi in order:
+            pod = job.groups[gi]
+            n = counts[gi]
+            if n == 0:
+                continue
+            if pod.topology_mode is not None and not ignore_topology:
+                ok = self._place_group_topology(job, pod, n, 0, True)
+            else:
+                ok = self._place_group_on(job, pod, n, 0, None)
+            if not ok:
+                self.undo(job)
+                return False
+        return True
+
+
+def _job_still_on(job: Job, node: Node) -> bool:
+    run = job.current_run
+    if run is None:
+        return False
+    return any(p.node_id == node.id for p in run.placements)
+
+
+def gang_counts(job: Job, minimal: bool) -> list[int]:
+    """Pods per group for the full gang, or for the smallest gang ``minCount`` allows."""
+    full = [g.count for g in job.groups]
+    if not minimal or job.min_count >= job.total_pods:
+        return full
+    need = job.min_count
+    counts = []
+    for g in job.groups:
+        take = min(g.count, need)
+        counts.append(take)
+        need -= take
+    return counts
+
+
+def request_of(job: Job, counts: list[int]) -> tuple[int, int, int]:
+    gpu = cpu = mem = 0
+    for g, n in zip(job.groups, counts):
+        gpu += g.gpu_milli * n
+        cpu += g.cpu * n
+        mem += g.memory * n
+    return (gpu, cpu, mem)
+
+
+def no_matching_nodes(state: ClusterState, job: Job) -> PodGroup | None:
+    """The first pod group that no schedulable node could ever hold, even empty."""
+    for pod in job.groups:
+        ok = False
+        for node in state.nodes:
+            if not node.schedulable:
+                continue
+            if pod.gpu_milli and pod.models is not None and node.gpu_model not in pod.models:
+                continue
+            if node.cpu < pod.cpu or node.memory < pod.memory:
+                continue
+            if pod.whole_gpus > node.gpu_count or (pod.share and node.gpu_count == 0):
+                continue
+            ok = True
+            break
+        if not ok:
+            return pod
+    return None
+
+
+def classify_failure(state: ClusterState, job: Job, counts: list[int]) -> PendingReason:
+    """Why a gang that did not fit does not fit: no node could ever hold it, topology, or room."""
+    if no_matching_nodes(state, job) is not None:
+        return PendingReason.NO_MATCHING_NODES
+    if any(g.topology_mode == TopologyMode.REQUIRED for g in job.groups):
+        placer = Placer(state)
+        if placer.place_gang(job, counts, ignore_topology=True):
+            placer.undo(job)
+            return PendingReason.TOPOLOGY_UNSATISFIABLE
+    return PendingReason.INSUFFICIENT_CAPACITY
+
+
+def diagnose(state: ClusterState, pod: PodGroup) -> dict[str, int]:
+    """Run every filter plugin over every node: how many nodes each reason rules out."""
+    counts: dict[str, int] = {}
+    for node in state.nodes:
+        for plugin in FILTERS:
+            reason = plugin.filter(node, pod)
+            if reason is not None:
+                counts[reason] = counts.get(reason, 0) + 1
+                break
+        else:
+            counts["fits"] = counts.get("fits", 0) + 1
+    return counts

@@ -1,0 +1,162 @@
+"""Loading a scenario file: YAML with line numbers, schema validation, traces, cross-checks.
+
+`load_scenario(path)` and `parse_scenario(text)` return a `Scenario` or raise `ScenarioError`
+listing every problem found, each with the file, the YAML path (`jobs[3].pods[0].gpu`) and the
+line. Schema errors are all reported at once; the cross-checks run once the schema passes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import types
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from .checks import check_scenario
+from .errors import FieldIssues, Locator, PathSegment, Problem, ScenarioError, format_path
+from .models import Scenario
+from .traces import import_traces
+from .yamltree import YamlDocument, read_yaml
+
+
+def load_scenario(path: str | os.PathLike[str]) -> Scenario:
+    """Read and check a scenario file; trace paths are relative to its folder."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ScenarioError([Problem(str(file), "", None, f"cannot read the file: {reason}")]) from None
+    return parse_scenario(text, file=str(file), base_dir=file.parent)
+
+
+def parse_scenario(text: str, file: str = "<string>", base_dir: Path | None = None) -> Scenario:
+    """Check a scenario given as YAML text; `file` names it in problems, `base_dir` anchors traces."""
+    doc = read_yaml(text)
+    locator = Locator(file, doc.line_of)
+    problems = [Problem(file, format_path(issue.path), issue.line, issue.message) for issue in doc.issues]
+    if doc.data is None:
+        if not problems:
+            problems.append(Problem(file, "", 1, "the file is empty; a scenario needs at least `name`"))
+        raise ScenarioError(problems)
+    if not isinstance(doc.data, dict):
+        kind = "a list" if isinstance(doc.data, list) else f"the value {doc.data!r}"
+        problems.append(
+            Problem(file, "", doc.line_of(()), f"the top level must be a mapping (name:, nodes:, jobs: ...), not {kind}")
+        )
+        raise ScenarioError(problems)
+    try:
+        scenario = Scenario.model_validate(doc.data)
+    except ValidationError as exc:
+        problems.extend(_schema_problems(exc, doc, locator))
+        raise ScenarioError(_ordered(problems, file)) from None
+    imported = import_traces(scenario.traces, base_dir if base_dir is not None else Path.cwd(), locator)
+    problems.extend(imported.problems)
+    checked = check_scenario(scenario, imported, locator)
+    problems.extend(checked.errors)
+    if problems:
+        raise ScenarioError(_ordered(problems, file))
+    scenario.attach_traces(imported.nodes, imported.jobs)
+    scenario.warnings.extend(checked.warnings)
+    return scenario
+
+
+def _ordered(problems: list[Problem], file: str) -> list[Problem]:
+    """Unique problems, the scenario file's first by line, then other files' in found order."""
+    unique = list(dict.fromkeys(problems))
+    return sorted(unique, key=lambda p: (0, p.line or 0) if p.file == file else (1, 0))
+
+
+# --- pydantic errors -> problems ------------------------------------------------------------
+
+
+def _schema_problems(exc: ValidationError, doc: YamlDocument, locator: Locator) -> list[Problem]:
+    problems: list[Problem] = []
+    for error in exc.errors():
+        kind = error["type"]
+        path = _data_path(doc.data, error["loc"], missing=kind == "missing")
+        cause = error.get("ctx", {}).get("error")
+        if isinstance(cause, FieldIssues):
+            problems.extend(locator.problem((*path, name), message) for name, message in cause.issues)
+        elif kind == "missing":
+            problems.append(locator.problem(path, "required field is missing"))
+        elif kind == "extra_forbidden":
+            problems.append(locator.problem(path, _unknown_field(path)))
+        elif isinstance(cause, Exception):
+            problems.append(locator.problem(path, str(cause)))
+        else:
+            problems.append(locator.problem(path, _message(error["msg"], error.get("input"), error.get("ctx", {}))))
+    return problems
+
+
+def _data_path(data: Any, loc: Sequence[PathSegment], *, missing: bool) -> tuple[PathSegment, ...]:
+    """The part of a pydantic `loc` that names data in the file (drops union tags, `[key]`)."""
+    path: list[PathSegment] = []
+    node = data
+    for index, seg in enumerate(loc):
+        if isinstance(node, dict) and seg in node:
+            node = node[seg]
+        elif isinstance(node, list) and isinstance(seg, int) and 0 <= seg < len(node):
+            node = node[seg]
+        elif not (missing and index == len(loc) - 1):
+            continue
+        path.append(seg)
+    return tuple(path)
+
+
+def _message(msg: str, value: object, ctx: dict[str, Any]) -> str:
+    if msg.startswith("List should have at least"):
+        least = ctx.get("min_length", 1)
+        return "must not be empty" if least == 1 else f"must have at least {least} items"
+    if msg.startswith("Input should be"):
+        msg = "must be" + msg[len("Input should be") :]
+    if isinstance(value, str | int | float | bool) and "got" not in msg:
+        msg += f" (got {value!r})"
+    return msg
+
+
+def _unknown_field(path: tuple[PathSegment, ...]) -> str:
+    name = str(path[-1]) if path else ""
+    allowed = _fields_at(path[:-1])
+    if not allowed:
+        return "unknown field"
+    close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+    if close:
+        return f"unknown field (did you mean {close[0]}?)"
+    return f"unknown field (allowed here: {', '.join(allowed)})"
+
+
+def _fields_at(path: Sequence[PathSegment]) -> list[str]:
+    """YAML field names of the model found at `path` in a scenario, if it is a model."""
+    target: Any = Scenario
+    for seg in path:
+        target = _strip_optional(target)
+        if isinstance(target, type) and issubclass(target, BaseModel):
+            found = next(
+                (f for name, f in target.model_fields.items() if seg in (name, f.alias)), None
+            )
+            if found is None:
+                return []
+            target = found.annotation
+        elif get_origin(target) is list and isinstance(seg, int):
+            target = get_args(target)[0]
+        elif get_origin(target) is dict:
+            target = get_args(target)[1]
+        else:
+            return []
+    target = _strip_optional(target)
+    if isinstance(target, type) and issubclass(target, BaseModel):
+        return [f.alias or name for name, f in target.model_fields.items()]
+    return []
+
+
+def _strip_optional(annotation: Any) -> Any:
+    if get_origin(annotation) in (Union, types.UnionType):
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        return members[0] if len(members) == 1 else annotation
+    return annotation
+

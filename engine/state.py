@@ -1,0 +1,457 @@
+"""The engine's state: plain slotted records of nodes, jobs and queues, and the capacity indexes.
+
+Pydantic stays at the boundary (scenario files); here everything is a ``@dataclass(slots=True)``
+with integer units so the hot path does no parsing and no float drift:
+
+- GPU amounts are *milli-GPUs* (``1000`` = one whole GPU, ``460`` = a 0.46 share);
+- CPU is millicores, memory bytes; a node that does not state them has ``UNLIMITED``.
+
+``ClusterState`` owns the indexes that make placement cheap at 5,000 nodes: for every GPU model,
+the schedulable nodes bucketed by how many *whole* GPUs they have free, the nodes with a partly
+used GPU, and per topology domain the whole GPUs free. Every change of capacity goes through
+``ClusterState.allocate`` / ``ClusterState.release`` so the indexes can never drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .enums import (
+    Approval,
+    BorrowWithinCohort,
+    EndReason,
+    JobState,
+    PendingReason,
+    ReclaimWithinCohort,
+    TopologyMode,
+    WithinQueue,
+)
+
+MILLI = 1000
+UNLIMITED = 1 << 62
+HOSTNAME_LEVEL = "kubernetes.io/hostname"
+INF = float("inf")
+
+#: A resource vector: (gpu milli, cpu millicores, memory bytes).
+Vec = tuple[int, int, int]
+#: A quota vector: the same resources; ``inf`` where a queue sets no limit.
+QuotaVec = tuple[float, float, float]
+RESOURCE_NAMES = ("gpu", "cpu", "memory")
+ZERO: Vec = (0, 0, 0)
+
+
+def vadd(a: Vec, b: Vec) -> Vec:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
+
+
+def vsub(a: Vec, b: Vec) -> Vec:
+    return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
+
+
+@dataclass(slots=True)
+class Node:
+    """One node: its GPUs (free milli per index), NVLink islands, CPU and memory."""
+
+    id: int
+    name: str
+    labels: dict[str, str]
+    gpu_model: str
+    gpu_memory: int
+    gpu_count: int
+    islands: list[list[int]]
+    cpu: int
+    memory: int
+    gpu_free: list[int] = field(default_factory=list)
+    cpu_free: int = 0
+    mem_free: int = 0
+    whole_free: int = 0
+    cordoned: bool = False
+    failed: bool = False
+    #: domain id per topology level (index into ClusterState.domains[level])
+    domains: list[int] = field(default_factory=list)
+    #: job ids with at least one pod here
+    jobs: set[int] = field(default_factory=set)
+
+    @property
+    def schedulable(self) -> bool:
+        return not (self.cordoned or self.failed)
+
+    @property
+    def gpu_used_milli(self) -> int:
+        return self.gpu_count * MILLI - sum(self.gpu_free)
+
+    def has_partial(self) -> bool:
+        return any(0 < f < MILLI for f in self.gpu_free)
+
+
+@dataclass(slots=True)
+class Domain:
+    """One topology domain (a block, a rack, a host) at one level."""
+
+    level: int
+    name: str
+    node_ids: list[int]
+    parent: int | None
+    whole_free: int = 0
+    gpu_total: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class PodGroup:
+    """Identical pods of a job (a spec ``pods`` entry)."""
+
+    name: str
+    count: int
+    gpu_milli: int
+    cpu: int
+    memory: int
+    models: frozenset[str] | None
+    topology_mode: TopologyMode | None = None
+    topology_level: int | None = None
+
+    @property
+    def whole_gpus(self) -> int:
+        """Whole GPUs per pod; 0 for a shared (fractional) or CPU-only pod."""
+        return self.gpu_milli // MILLI if self.gpu_milli >= MILLI else 0
+
+    @property
+    def share(self) -> int:
+        """Milli-GPU share per pod when the pod shares a GPU, else 0."""
+        return self.gpu_milli if 0 < self.gpu_milli < MILLI else 0
+
+    @property
+    def request(self) -> Vec:
+        return (self.gpu_milli, self.cpu, self.memory)
+
+
+@dataclass(slots=True)
+class PodPlacement:
+    """Where one pod runs: node, GPU indices and, for a shared GPU, the share it holds."""
+
+    pod: str
+    node_id: int
+    gpus: list[int]
+    share: int  # milli per GPU listed when shared; 0 for whole GPUs
+    cpu: int
+    memory: int
+
+    @property
+    def gpu_milli(self) -> int:
+        return self.share if self.share else MILLI * len(self.gpus)
+
+
+@dataclass(slots=True)
+class Run:
+    """An interval in which a job held resources."""
+
+    start: float
+    placements: list[PodPlacement]
+    end: float | None = None
+    end_reason: EndReason | None = None
+    by: str | None = None
+
+
+@dataclass(slots=True)
+class Job:
+    """A job (possibly a gang) and its life so far."""
+
+    id: int
+    name: str
+    queue: str
+    submit: float
+    priority: int
+    duration: float | None
+    estimate: float | None
+    preemptible: bool
+    checkpoint_every: float | None
+    min_count: int
+    groups: tuple[PodGroup, ...]
+    #: the full gang's request and the request of its smallest admissible gang
+    request: Vec = ZERO
+    state: JobState = JobState.PENDING
+    submitted: bool = False
+    approved: bool = False
+    held: bool = False
+    #: work still to do (seconds of run time); None = runs until the end
+    remaining: float | None = None
+    #: work saved by checkpoints over earlier runs (reduces the estimate too)
+    saved: float = 0.0
+    runs: list[Run] = field(default_factory=list)
+    #: the request charged to the queue while running (full or minCount gang)
+    charged: Vec = ZERO
+    admitted_seq: int = 0
+    pending_reason: PendingReason | None = None
+    blocked_detail: str | None = None
+    seq: int = 0
+
+    @property
+    def total_pods(self) -> int:
+        return sum(g.count for g in self.groups)
+
+    @property
+    def current_run(self) -> Run | None:
+        if self.runs and self.runs[-1].end is None:
+            return self.runs[-1]
+        return None
+
+    @property
+    def is_gang(self) -> bool:
+        return self.total_pods > 1
+
+    def order_key(self) -> tuple[int, float, int]:
+        """Ordering within a queue: priority, then submit time, then file order."""
+        return (-self.priority, self.submit, self.seq)
+
+    def estimated_end(self, now: float) -> float:
+        """When the current run should end by the user's estimate; inf when unknown."""
+        run = self.current_run
+        if run is None or self.estimate is None:
+            return INF
+        return max(now, run.start + max(self.estimate - self.saved, 0.0))
+
+    def estimated_runtime(self) -> float:
+        """How long a fresh start should take by the estimate; inf when unknown."""
+        if self.estimate is None:
+            return INF
+        return max(self.estimate - self.saved, 0.0)
+
+    def work_at_risk(self, now: float) -> float:
+        """Run time since the last checkpoint: what a preemption now would lose."""
+        run = self.current_run
+        if run is None:
+            return 0.0
+        elapsed = now - run.start
+        if self.checkpoint_every:
+            return elapsed % self.checkpoint_every
+        return elapsed
+
+
+@dataclass(slots=True)
+class Queue:
+    """A queue (Kueue's ClusterQueue): nominal quota, cohort limits, fair-share weight."""
+
+    name: str
+    cohort: str | None
+    nominal: QuotaVec
+    borrowing_limit: QuotaVec
+    lending_limit: QuotaVec
+    weight: float
+    approval: Approval
+    within_queue: WithinQueue
+    reclaim_within_cohort: ReclaimWithinCohort
+    borrow_within_cohort: BorrowWithinCohort
+    usage: list[int] = field(default_factory=lambda: [0, 0, 0])
+    #: pending job order keys, kept sorted: (-priority, submit, seq, job id)
+    pending: list[tuple[int, float, int, int]] = field(default_factory=list)
+    admitted: int = 0
+
+    @property
+    def guaranteed(self) -> QuotaVec:
+        """Nominal quota that is never lent (nominal minus lending limit)."""
+        return tuple(  # type: ignore[return-value]
+            max(0.0, n - l) if l != INF else 0.0
+            for n, l in zip(self.nominal, self.lending_limit)
+        )
+
+
+@dataclass(slots=True)
+class AuditEntry:
+    """One line of the audit trail: an operator action, a node event, a preemption."""
+
+    time: float
+    actor: str
+    action: str
+    target: str
+    result: str
+
+
+class ClusterState:
+    """Nodes, jobs, queues and the free-capacity indexes, changed only through its methods."""
+
+    def __init__(self, name: str, levels: list[str], priority_classes: dict[str, int]) -> None:
+        self.name = name
+        self.levels = levels
+        self.priority_classes = priority_classes
+        self.nodes: list[Node] = []
+        self.node_by_name: dict[str, int] = {}
+        self.domains: list[list[Domain]] = [[] for _ in levels]
+        self.jobs: list[Job] = []
+        self.job_by_name: dict[str, int] = {}
+        self.queues: dict[str, Queue] = {}
+        self.cohorts: dict[str, list[str]] = {}
+        #: model -> whole-free count -> node ids (schedulable nodes only)
+        self.buckets: dict[str, list[set[int]]] = {}
+        #: schedulable nodes with a GPU that is partly used
+        self.partial_nodes: set[int] = set()
+        self.max_gpus = 0
+        self.running: set[int] = set()
+        self.admit_counter = 0
+        self.audit: list[AuditEntry] = []
+        self.share_basis_cache: dict[str, tuple[float, float, float]] = {}
+        #: whole GPUs free on schedulable nodes, cluster-wide
+        self.total_whole_free = 0
+        #: GPUs on schedulable nodes, and the milli-GPUs allocated on them (for utilization)
+        self.schedulable_gpu_count = 0
+        self.schedulable_used_milli = 0
+        #: the backfill reservation of the last cycle: (job id, planned start)
+        self.reservation: tuple[int, float] | None = None
+
+    # -- building -------------------------------------------------------------------------
+
+    def add_node(self, node: Node) -> None:
+        node.gpu_free = [MILLI] * node.gpu_count
+        node.whole_free = node.gpu_count
+        node.cpu_free = node.cpu
+        node.mem_free = node.memory
+        self.nodes.append(node)
+        self.node_by_name[node.name] = node.id
+        self.max_gpus = max(self.max_gpus, node.gpu_count)
+
+    def finish_building(self) -> None:
+        """Build topology domains and the free-capacity indexes once all nodes are in."""
+        for b in self.buckets.values():
+            while len(b) <= self.max_gpus:
+                b.append(set())
+        index: list[dict[tuple[int | None, str], int]] = [{} for _ in self.levels]
+        for node in self.nodes:
+            node.domains = []
+            parent: int | None = None
+            for li, key in enumerate(self.levels):
+                value = node.name if key == HOSTNAME_LEVEL else node.labels.get(key, "")
+                dkey = (parent, value)
+                did = index[li].get(dkey)
+                if did is None:
+                    did = len(self.domains[li])
+                    index[li][dkey] = did
+                    label = value or f"(no {key})"
+                    self.domains[li].append(Domain(li, label, [], parent))
+                dom = self.domains[li][did]
+                dom.node_ids.append(node.id)
+                dom.gpu_total += node.gpu_count
+                node.domains.append(did)
+                parent = did
+            if node.schedulable:
+                self._index_add(node)
+
+    # -- indexes --------------------------------------------------------------------------
+
+    def _bucket(self, model: str) -> list[set[int]]:
+        b = self.buckets.get(model)
+        if b is None:
+            b = [set() for _ in range(self.max_gpus + 1)]
+            self.buckets[model] = b
+        return b
+
+    def _index_add(self, node: Node) -> None:
+        self._bucket(node.gpu_model)[node.whole_free].add(node.id)
+        self.total_whole_free += node.whole_free
+        self.schedulable_gpu_count += node.gpu_count
+        self.schedulable_used_milli += node.gpu_count * MILLI - sum(node.gpu_free)
+        if node.has_partial():
+            self.partial_nodes.add(node.id)
+        for li, did in enumerate(node.domains):
+            self.domains[li][did].whole_free += node.whole_free
+
+    def _index_remove(self, node: Node) -> None:
+        self._bucket(node.gpu_model)[node.whole_free].discard(node.id)
+        self.total_whole_free -= node.whole_free
+        self.schedulable_gpu_count -= node.gpu_count
+        self.schedulable_used_milli -= node.gpu_count * MILLI - sum(node.gpu_free)
+        self.partial_nodes.discard(node.id)
+        for li, did in enumerate(node.domains):
+            self.domains[li][did].whole_free -= node.whole_free
+
+    def set_schedulable(self, node: Node, cordoned: bool | None = None, failed: bool | None = None) -> None:
+        was = node.schedulable
+        if was:
+            self._index_remove(node)
+        if cordoned is not None:
+            node.cordoned = cordoned
+        if failed is not None:
+            node.failed = failed
+        if node.schedulable:
+            self._index_add(node)
+
+    # -- capacity changes -----------------------------------------------------------------
+
+    def allocate(self, node: Node, gpus: list[int], share: int, cpu: int, memory: int) -> None:
+        """Take GPUs (whole, or ``share`` milli of each listed GPU), CPU and memory on a node."""
+        if node.schedulable:
+            self._index_remove(node)
+        free = node.gpu_free
+        take = share or MILLI
+        for i in gpus:
+            if free[i] == MILLI:
+                node.whole_free -= 1
+            free[i] -= take
+        node.cpu_free -= cpu
+        node.mem_free -= memory
+        if node.schedulable:
+            self._index_add(node)
+
+    def release(self, node: Node, gpus: list[int], share: int, cpu: int, memory: int) -> None:
+        """Give back what ``allocate`` took."""
+        if node.schedulable:
+            self._index_remove(node)
+        free = node.gpu_free
+        give = share or MILLI
+        for i in gpus:
+            free[i] += give
+            if free[i] == MILLI:
+                node.whole_free += 1
+        node.cpu_free += cpu
+        node.mem_free += memory
+        if node.schedulable:
+            self._index_add(node)
+
+    def place(self, job: Job, placements: list[PodPlacement]) -> None:
+        for p in placements:
+            node = self.nodes[p.node_id]
+            self.allocate(node, p.gpus, p.share, p.cpu, p.memory)
+            node.jobs.add(job.id)
+
+    def unplace(self, job: Job, placements: list[PodPlacement]) -> None:
+        for p in placements:
+            node = self.nodes[p.node_id]
+            self.release(node, p.gpus, p.share, p.cpu, p.memory)
+            node.jobs.discard(job.id)
+
+    # -- queues ---------------------------------------------------------------------------
+
+    def enqueue(self, job: Job) -> None:
+        from bisect import insort
+
+        insort(self.queues[job.queue].pending, (*job.order_key(), job.id))
+
+    def dequeue(self, job: Job) -> None:
+        from bisect import bisect_left
+
+        pending = self.queues[job.queue].pending
+        key = (*job.order_key(), job.id)
+        i = bisect_left(pending, key)
+        if i < len(pending) and pending[i] == key:
+            del pending[i]
+
+    def charge(self, job: Job, amount: Vec) -> None:
+        q = self.queues[job.queue]
+        q.usage[0] += amount[0]
+        q.usage[1] += amount[1]
+        q.usage[2] += amount[2]
+        job.charged = amount
+
+    def uncharge(self, job: Job) -> None:
+        q = self.queues[job.queue]
+        a = job.charged
+        q.usage[0] -= a[0]
+        q.usage[1] -= a[1]
+        q.usage[2] -= a[2]
+        job.charged = ZERO
+
+    # -- lookups --------------------------------------------------------------------------
+
+    def job(self, name: str) -> Job:
+        return self.jobs[self.job_by_name[name]]
+
+    def node(self, name: str) -> Node:
+        return self.nodes[self.node_by_name[name]]
+

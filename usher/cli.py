@@ -1,0 +1,154 @@
+"""The ``usher`` command line: console, headless controller, demo, replay and check.
+
+Exit codes follow ``spec/scenario.md``: 0 success; 2 bad input, with every problem listed by
+file, YAML path and line; 1 anything else, one line of cause (a traceback only with ``--debug``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import resources
+from pathlib import Path
+
+from . import __version__
+
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad input from the command line itself (exit 2)."""
+
+
+def _duration(text: str) -> float:
+    from usher.engine.scenario.quantity import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--readonly", action="store_true", help="no action that changes the cluster")
+    p.add_argument("--theme", default="dark", help="console theme name (themes/)")
+    p.add_argument("--seed", type=int, default=0, help="the only source of randomness (default 0)")
+    p.add_argument("--until", type=_duration, default=None, help="stop the replay at this simulated time (e.g. 6h)")
+    p.add_argument("--policy", default="usher", help="placement / ordering policy (default usher)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="usher", description="GPU batch scheduler and operator console for Kubernetes.")
+    parser.add_argument("--version", action="version", version=f"usher {__version__}")
+    parser.add_argument("--no-ui", action="store_true", help="run headless (controller / replay without a terminal)")
+    parser.add_argument("--kubeconfig", default=None)
+    parser.add_argument("--context", default=None)
+    _common(parser)
+    sub = parser.add_subparsers(dest="command")
+    demo = sub.add_parser("demo", help="the console on the bundled demo scenario")
+    _common(demo)
+    demo.add_argument("--speed", type=float, default=600.0, help="simulated seconds per wall second (default 600)")
+    demo.add_argument("--no-ui", action="store_true")
+    demo.add_argument("--report", type=Path, default=None)
+    replay = sub.add_parser("replay", help="replay a scenario file")
+    replay.add_argument("file", type=Path)
+    _common(replay)
+    replay.add_argument("--speed", type=float, default=60.0, help="simulated seconds per wall second (default 60)")
+    replay.add_argument("--no-ui", action="store_true", help="replay as fast as possible, no console")
+    replay.add_argument("--report", type=Path, default=None, help="write the JSON report here")
+    check = sub.add_parser("check", help="validate a scenario file")
+    check.add_argument("file", type=Path)
+    check.add_argument("--debug", action="store_true")
+    return parser
+
+
+def demo_path() -> Path:
+    return Path(str(resources.files("usher.fixtures").joinpath("demo.yaml")))
+
+
+def _load(path: Path):
+    from usher.engine.scenario import load_scenario
+
+    return load_scenario(path)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    scenario = _load(args.file)
+    nodes = scenario.all_nodes()
+    jobs = scenario.all_jobs()
+    gpus = sum(n.gpus for n in nodes)
+    print(f"{args.file}: ok: {scenario.name}: {len(nodes)} nodes, {gpus} GPUs, {len(scenario.queues)} queues, "
+          f"{len(jobs)} jobs, {len(scenario.events)} events")
+    return EXIT_OK
+
+
+def _controller(args: argparse.Namespace, path: Path):
+    from usher.engine.controller import Controller
+    from usher.engine.policy.registry import get_policy
+
+    try:
+        policy = get_policy(args.policy)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from None
+    scenario = _load(path)
+    return Controller(scenario, policy, until=args.until, seed=args.seed)
+
+
+def cmd_replay(args: argparse.Namespace, path: Path) -> int:
+    ctrl = _controller(args, path)
+    if args.no_ui:
+        from usher.engine.report import build_report, dumps
+
+        ctrl.run_to_end()
+        text = dumps(build_report(ctrl))
+        if args.report is not None:
+            args.report.write_text(text)
+            s = ctrl.engine.state
+            print(f"{path}: replayed to {ctrl.now:.0f}s in {ctrl.metrics.cycles} cycles; report: {args.report}",
+                  file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+        return EXIT_OK
+    from usher.console.app import run_console
+
+    return run_console(ctrl, speed=args.speed, readonly=args.readonly, theme=args.theme)
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    print("usher: the Kubernetes backend is not built yet (it lands with the Kubernetes backend issue); "
+          "try `usher demo` or `usher replay FILE`", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = getattr(args, "debug", False)
+    from usher.engine.scenario import ScenarioError
+
+    try:
+        if args.command == "check":
+            return cmd_check(args)
+        if args.command == "replay":
+            return cmd_replay(args, args.file)
+        if args.command == "demo":
+            return cmd_replay(args, demo_path())
+        return cmd_cluster(args)
+    except ScenarioError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except UsageError as exc:
+        print(f"usher: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the promise is one line, no traceback
+        if debug:
+            raise
+        print(f"usher: error: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
