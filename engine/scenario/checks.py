@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .errors import Locator, PathSegment, Problem
-from .models import NODE_ACTIONS, JOB_ACTIONS, JobSpec, NodeSpec, PodSpec, Scenario
+from .models import JOB_ACTIONS, NODE_ACTIONS, JobSpec, NodeSpec, PodSpec, Scenario
 from .quantity import format_cpu, format_memory
 from .traces import MAX_ROW_PROBLEMS, TraceImport, TraceOrigin
 
@@ -122,12 +122,14 @@ class _Checker:
         sources = [(node, _Where(("nodes", i))) for i, node in enumerate(self.scenario.nodes)]
         for g, group in enumerate(self.scenario.node_groups):
             sources.extend((node, _Where(("nodeGroups", g))) for node in group.nodes())
-        sources.extend(zip(self.imported.nodes, (_Where(trace=o) for o in self.imported.node_origins)))
+        origins = (_Where(trace=origin) for origin in self.imported.node_origins)
+        sources.extend(zip(self.imported.nodes, origins, strict=True))
         return sources
 
     def job_sources(self) -> list[tuple[JobSpec, _Where]]:
         sources = [(job, _Where(("jobs", i))) for i, job in enumerate(self.scenario.jobs)]
-        sources.extend(zip(self.imported.jobs, (_Where(trace=o) for o in self.imported.job_origins)))
+        origins = (_Where(trace=origin) for origin in self.imported.job_origins)
+        sources.extend(zip(self.imported.jobs, origins, strict=True))
         return sources
 
     def unique(self, kind: str, named: Iterable[tuple[str, _Where]]) -> set[str]:
@@ -148,18 +150,19 @@ class _Checker:
         self, job: JobSpec, where: _Where, queues: set[str], capacity: _Capacity, gpu_models: set[str]
     ) -> None:
         scenario = self.scenario
-        if job.queue not in queues:
+        if job.queue not in queues and where.trace is None:  # trace jobs: reported at traces[i].queue
             self.error(where, _unknown("queue", job.queue, queues), ("queue",))
         if isinstance(job.priority, str) and job.priority not in scenario.priority_classes:
             self.error(where, _unknown("priority class", job.priority, set(scenario.priority_classes)), ("priority",))
         pod_names: set[str] = set()
+        every_pod_fits = True
         for j, pod in enumerate(job.pods):
             pod_where = _Where((*where.path, "pods", j), where.trace)
             if pod.name in pod_names:
                 self.error(pod_where, f"duplicate pod name {pod.name!r} in job {job.name!r}", ("name",))
             pod_names.add(pod.name)
             self.check_pod_topology(pod, pod_where)
-            self.check_pod_fits(pod, pod_where, capacity)
+            every_pod_fits = self.check_pod_fits(pod, pod_where, capacity) and every_pod_fits
             if pod.gpu_model and pod.gpu > 0 and where.trace is None and not set(pod.gpu_model) & gpu_models:
                 self.warn(
                     (*pod_where.path, "gpuModel"),
@@ -170,14 +173,18 @@ class _Checker:
                 where, f"minCount {job.min_count} is more than the job's {job.pod_count} pods", ("minCount",)
             )
             return
+        if not every_pod_fits:
+            return
         per_pod = sorted(pod.whole_gpus for pod in job.pods for _ in range(pod.count))
         needed = sum(per_pod[: job.gang_size])
         if needed > capacity.total_gpus:
-            gang = "all" if job.min_count is None else f"minCount {job.min_count} of"
+            if job.min_count is not None:
+                gang = f"minCount {job.min_count} of {job.pod_count} pods"
+            else:
+                gang = "1 pod" if job.pod_count == 1 else f"all {job.pod_count} pods"
             self.error(
                 where,
-                f"needs {needed} whole GPUs at once ({gang} {job.pod_count} pods), "
-                f"but the cluster has {capacity.total_gpus}",
+                f"needs {needed} whole GPUs at once ({gang}), but the cluster has {capacity.total_gpus}",
             )
 
     def check_pod_topology(self, pod: PodSpec, where: _Where) -> None:
@@ -193,7 +200,8 @@ class _Checker:
                 ("topology", pod.topology.mode.value),
             )
 
-    def check_pod_fits(self, pod: PodSpec, where: _Where, capacity: _Capacity) -> None:
+    def check_pod_fits(self, pod: PodSpec, where: _Where, capacity: _Capacity) -> bool:
+        """Whether one pod fits on some node when the cluster is empty (reports why not)."""
         fits_alone = True
         gpus = pod.whole_gpus
         if gpus > capacity.max_gpus:
@@ -227,6 +235,8 @@ class _Checker:
             if pod.memory:
                 wanted.append(f"{format_memory(pod.memory)} memory")
             self.error(where, f"no single node has {' and '.join(wanted)} for one pod")
+            return False
+        return fits_alone
 
     def fits_some_node(self, pod: PodSpec, capacity: _Capacity) -> bool:
         need = 1.0 if pod.is_shared else pod.gpu

@@ -45,9 +45,8 @@ def parse_scenario(text: str, file: str = "<string>", base_dir: Path | None = No
         raise ScenarioError(problems)
     if not isinstance(doc.data, dict):
         kind = "a list" if isinstance(doc.data, list) else f"the value {doc.data!r}"
-        problems.append(
-            Problem(file, "", doc.line_of(()), f"the top level must be a mapping (name:, nodes:, jobs: ...), not {kind}")
-        )
+        message = f"the top level must be a mapping (name:, nodes:, jobs: ...), not {kind}"
+        problems.append(Problem(file, "", doc.line_of(()), message))
         raise ScenarioError(problems)
     try:
         scenario = Scenario.model_validate(doc.data)
@@ -98,14 +97,18 @@ def _data_path(data: Any, loc: Sequence[PathSegment], *, missing: bool) -> tuple
     path: list[PathSegment] = []
     node = data
     for index, seg in enumerate(loc):
-        if isinstance(node, dict) and seg in node:
-            node = node[seg]
-        elif isinstance(node, list) and isinstance(seg, int) and 0 <= seg < len(node):
+        if _holds(node, seg):
             node = node[seg]
         elif not (missing and index == len(loc) - 1):
             continue
         path.append(seg)
     return tuple(path)
+
+
+def _holds(node: Any, seg: PathSegment) -> bool:
+    if isinstance(node, dict):
+        return seg in node
+    return isinstance(node, list) and isinstance(seg, int) and 0 <= seg < len(node)
 
 
 def _message(msg: str, value: object, ctx: dict[str, Any]) -> str:

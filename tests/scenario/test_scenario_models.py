@@ -143,7 +143,7 @@ def test_pod_gpu_rule() -> None:
         PodSpec(gpu=1.5)
     with pytest.raises(ValidationError, match="negative"):
         PodSpec(gpu=-1)
-    with pytest.raises(ValidationError, match="at least 0.001"):
+    with pytest.raises(ValidationError, match=r"at least 0\.001"):
         PodSpec(gpu=0.0001)
     assert PodSpec(gpu=0.9999).gpu == 1.0
 
@@ -151,7 +151,7 @@ def test_pod_gpu_rule() -> None:
 def test_nvlink_must_partition_the_gpus() -> None:
     assert NodeSpec(name="n", gpus=4, nvlink=[[0, 1], [2, 3]]).nvlink_islands == [[0, 1], [2, 3]]
     for bad in ([[0, 1], [1, 2, 3]], [[0, 1, 2]], [[0, 1, 2, 3, 4]], [[0, 1, 2, 3], []]):
-        with pytest.raises(ValidationError, match="islands must split GPUs 0..3"):
+        with pytest.raises(ValidationError, match=r"islands must split GPUs 0\.\.3"):
             NodeSpec(name="n", gpus=4, nvlink=bad)
     assert NodeSpec(name="n").nvlink_islands == []
 
@@ -196,7 +196,8 @@ def test_node_group_naming_and_labels_as_in_the_spec() -> None:
 
 
 @pytest.mark.parametrize(
-    ("count", "first", "last"), [(1, "g-01", "g-01"), (9, "g-01", "g-09"), (100, "g-001", "g-100"), (1000, "g-0001", "g-1000")]
+    ("count", "first", "last"),
+    [(1, "g-01", "g-01"), (9, "g-01", "g-09"), (99, "g-01", "g-99"), (100, "g-001", "g-100"), (1000, "g-0001", "g-1000")],
 )
 def test_node_group_zero_padding(count: int, first: str, last: str) -> None:
     names = NodeGroup(prefix="g", count=count).node_names()
