@@ -110,7 +110,8 @@ def message(state: ClusterState, job: Job, reason: PendingReason, now: float) ->
             parts.append(
                 f"needs {_pod_words(g, n)} inside one {level}, but the roomiest {level} has {roomiest} GPUs free"
             )
-        return f"{'; '.join(parts).capitalize()} ({free} free in the whole cluster)."
+        text = "; ".join(parts)
+        return f"{text[:1].upper()}{text[1:]} ({free} free in the whole cluster)."
     if reason == PendingReason.RESERVED_FOR_HIGHER_PRIORITY and state.reservation is not None:
         holder = state.jobs[state.reservation[0]]
         start = state.reservation[1]

@@ -47,8 +47,7 @@ class _Capacity:
     @classmethod
     def of(cls, nodes: Sequence[NodeSpec]) -> _Capacity:
         shapes = frozenset(
-            (n.gpus, math.inf if n.cpu is None else n.cpu, math.inf if n.memory is None else n.memory)
-            for n in nodes
+            (n.gpus, math.inf if n.cpu is None else n.cpu, math.inf if n.memory is None else n.memory) for n in nodes
         )
         return cls(
             max_gpus=max((s[0] for s in shapes), default=0),
@@ -139,9 +138,7 @@ class _Checker:
                 field_path: Path = ("name",) if where.path and where.path[0] in ("nodes", "jobs") else ()
                 if where.path[:1] == ("nodeGroups",):
                     field_path = ("prefix",)
-                self.error(
-                    where, f"duplicate {kind} name {name!r} (also {self.describe(first[name])})", field_path
-                )
+                self.error(where, f"duplicate {kind} name {name!r} (also {self.describe(first[name])})", field_path)
             else:
                 first[name] = where
         return set(first)
@@ -169,9 +166,7 @@ class _Checker:
                     f"no node has GPU model {' or '.join(pod.gpu_model)}; the job will stay pending",
                 )
         if job.min_count is not None and job.min_count > job.pod_count:
-            self.error(
-                where, f"minCount {job.min_count} is more than the job's {job.pod_count} pods", ("minCount",)
-            )
+            self.error(where, f"minCount {job.min_count} is more than the job's {job.pod_count} pods", ("minCount",))
             return
         if not every_pod_fits:
             return
@@ -206,9 +201,7 @@ class _Checker:
         gpus = pod.whole_gpus
         if gpus > capacity.max_gpus:
             fits_alone = False
-            self.error(
-                where, f"asks for {gpus} GPUs per pod, but the largest node has {capacity.max_gpus}", ("gpu",)
-            )
+            self.error(where, f"asks for {gpus} GPUs per pod, but the largest node has {capacity.max_gpus}", ("gpu",))
         elif pod.is_shared and capacity.max_gpus == 0:
             fits_alone = False
             self.error(where, "asks for a share of a GPU, but no node has a GPU", ("gpu",))

@@ -139,9 +139,7 @@ def _fields_at(path: Sequence[PathSegment]) -> list[str]:
     for seg in path:
         target = _strip_optional(target)
         if isinstance(target, type) and issubclass(target, BaseModel):
-            found = next(
-                (f for name, f in target.model_fields.items() if seg in (name, f.alias)), None
-            )
+            found = next((f for name, f in target.model_fields.items() if seg in (name, f.alias)), None)
             if found is None:
                 return []
             target = found.annotation
@@ -162,4 +160,3 @@ def _strip_optional(annotation: Any) -> Any:
         members = [a for a in get_args(annotation) if a is not type(None)]
         return members[0] if len(members) == 1 else annotation
     return annotation
-

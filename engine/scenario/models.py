@@ -247,8 +247,7 @@ class NodeTemplate(SchemaModel):
             if empty:
                 details.append("an island is empty")
             raise FieldIssues(
-                [("nvlink", f"islands must split GPUs 0..{self.gpus - 1} with each GPU once: "
-                  + "; ".join(details))]
+                [("nvlink", f"islands must split GPUs 0..{self.gpus - 1} with each GPU once: " + "; ".join(details))]
                 if self.gpus
                 else [("nvlink", "a node without GPUs has no NVLink islands")]
             )
@@ -271,9 +270,7 @@ class NodeSpec(NodeTemplate):
     def _hostname(self) -> NodeSpec:
         host = self.labels.get(HOSTNAME_LABEL)
         if host is not None and host != self.name:
-            raise FieldIssues(
-                [("labels", f"{HOSTNAME_LABEL} is always the node's name ({self.name!r}), got {host!r}")]
-            )
+            raise FieldIssues([("labels", f"{HOSTNAME_LABEL} is always the node's name ({self.name!r}), got {host!r}")])
         self.labels[HOSTNAME_LABEL] = self.name
         return self
 

@@ -99,10 +99,7 @@ def parse_cpu(value: object) -> int:
         milli = text.endswith("m")
         number = text[:-1] if milli else text
         if not re.fullmatch(_NUMBER, number):
-            raise ValueError(
-                f"not a CPU quantity: {value!r} (use cores such as 96 or 0.5, "
-                "or millicores such as 500m)"
-            )
+            raise ValueError(f"not a CPU quantity: {value!r} (use cores such as 96 or 0.5, or millicores such as 500m)")
         amount = _decimal(number) if milli else _decimal(number) * 1000
     else:
         amount = Decimal(repr(_number(value, "a CPU quantity"))) * 1000

@@ -119,9 +119,7 @@ def _import_file(
         if bad_rows <= MAX_ROW_PROBLEMS:
             result.problems.append(problem)
     if bad_rows > MAX_ROW_PROBLEMS:
-        result.problems.append(
-            Problem(shown, "", None, f"... and {bad_rows - MAX_ROW_PROBLEMS} more malformed rows")
-        )
+        result.problems.append(Problem(shown, "", None, f"... and {bad_rows - MAX_ROW_PROBLEMS} more malformed rows"))
 
 
 def _rows(handle: TextIO) -> Iterator[tuple[int, list[str]]]:

@@ -56,10 +56,7 @@ def read_yaml(text: str) -> YamlDocument:
     try:
         root = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        message = " ".join(part for part in (exc.context, exc.problem) if part)
-        return YamlDocument(None, issues=[YamlIssue((), line, f"YAML syntax error: {message}")])
+        return YamlDocument(None, issues=[_syntax_issue(exc)])
     except yaml.YAMLError as exc:
         return YamlDocument(None, issues=[YamlIssue((), None, f"YAML syntax error: {exc}")])
     doc = YamlDocument(None)
@@ -68,6 +65,18 @@ def read_yaml(text: str) -> YamlDocument:
     doc.lines[()] = root.start_mark.line + 1
     doc.data = _Builder(doc).build(root, ())
     return doc
+
+
+def _syntax_issue(exc: yaml.MarkedYAMLError) -> YamlIssue:
+    """`did not find expected key (while parsing a block mapping that starts on line 2)`."""
+    mark = exc.problem_mark or exc.context_mark
+    line = mark.line + 1 if mark is not None else None
+    message = f"YAML syntax error: {exc.problem or exc.context or 'cannot parse'}"
+    if exc.problem and exc.context:
+        started = exc.context_mark.line + 1 if exc.context_mark is not None else None
+        where = f" that starts on line {started}" if started is not None and started != line else ""
+        message += f" ({exc.context}{where})"
+    return YamlIssue((), line, message)
 
 
 class _Builder:
@@ -124,9 +133,7 @@ class _Builder:
                 continue
             line = key_node.start_mark.line + 1
             if key in first_line:
-                self._issue(
-                    (*path, key), key_node, f"duplicate key {key!r} (first given on line {first_line[key]})"
-                )
+                self._issue((*path, key), key_node, f"duplicate key {key!r} (first given on line {first_line[key]})")
             first_line[key] = line
             self.doc.lines[(*path, key)] = line
             result[key] = self.build(value_node, (*path, key))

@@ -183,8 +183,7 @@ def test_nvlink_not_a_partition() -> None:
 
 def test_pod_topology_needs_exactly_one_mode() -> None:
     text = HEAD + (
-        "jobs:\n  - name: j\n    queue: q\n    pods:\n"
-        "      - topology: {required: usher/rack, preferred: usher/rack}\n"
+        "jobs:\n  - name: j\n    queue: q\n    pods:\n      - topology: {required: usher/rack, preferred: usher/rack}\n"
     )
     path, line, message = only(text)
     assert (path, line) == ("jobs[0].pods[0].topology", 14)
@@ -299,11 +298,7 @@ def test_event_on_unknown_job_is_a_warning() -> None:
 
 def test_topology_checks() -> None:
     text = HEAD + (
-        "jobs:\n"
-        "  - name: j\n"
-        "    queue: q\n"
-        "    pods:\n"
-        "      - topology: {required: usher/block}\n"  # 14
+        "jobs:\n  - name: j\n    queue: q\n    pods:\n      - topology: {required: usher/block}\n"  # 14
     )
     assert only(text) == (
         "jobs[0].pods[0].topology.required",
@@ -405,10 +400,6 @@ def test_problem_without_line() -> None:
 
 
 def test_merge_keys_and_anchors() -> None:
-    text = HEAD + (
-        "jobs:\n"
-        "  - &base {name: j1, queue: q, submit: 1h, pods: [{gpu: 1}]}\n"
-        "  - {<<: *base, name: j2}\n"
-    )
+    text = HEAD + ("jobs:\n  - &base {name: j1, queue: q, submit: 1h, pods: [{gpu: 1}]}\n  - {<<: *base, name: j2}\n")
     scenario = parse_scenario(text)
     assert [(j.name, j.submit) for j in scenario.jobs] == [("j1", 3600.0), ("j2", 3600.0)]

@@ -104,7 +104,11 @@ events:
     )
     node = scenario.nodes[0]
     assert (node.gpus, node.gpu_model, node.gpu_memory, node.cpu, node.memory) == (
-        8, "H100", 80 * 2**30, 96000, 2**40,
+        8,
+        "H100",
+        80 * 2**30,
+        96000,
+        2**40,
     )
     queue = scenario.queues[0]
     assert queue.quota == Resources(gpu=1.5, cpu=64, memory="1Ti")
@@ -177,14 +181,23 @@ def test_node_group_naming_and_labels_as_in_the_spec() -> None:
             "prefix": "b",
             "count": 32,
             "layout": {"usher/rack": 4, "usher/block": 16},
-            "template": {"gpus": 8, "gpuModel": "H100", "cpu": 96, "memory": "1Ti", "labels": {"pool": "x"},
-                         "nvlink": [[0, 1, 2, 3, 4, 5, 6, 7]]},
+            "template": {
+                "gpus": 8,
+                "gpuModel": "H100",
+                "cpu": 96,
+                "memory": "1Ti",
+                "labels": {"pool": "x"},
+                "nvlink": [[0, 1, 2, 3, 4, 5, 6, 7]],
+            },
         }
     )
     nodes = group.nodes()
     assert [n.name for n in nodes[:3]] == ["b-01", "b-02", "b-03"] and nodes[-1].name == "b-32"
     assert nodes[0].labels == {
-        "pool": "x", "usher/rack": "b-rack1", "usher/block": "b-block1", HOSTNAME_LABEL: "b-01",
+        "pool": "x",
+        "usher/rack": "b-rack1",
+        "usher/block": "b-block1",
+        HOSTNAME_LABEL: "b-01",
     }
     racks = [n.labels["usher/rack"] for n in nodes]
     assert racks[:5] == ["b-rack1"] * 4 + ["b-rack2"] and racks[-1] == "b-rack8"
@@ -197,7 +210,13 @@ def test_node_group_naming_and_labels_as_in_the_spec() -> None:
 
 @pytest.mark.parametrize(
     ("count", "first", "last"),
-    [(1, "g-01", "g-01"), (9, "g-01", "g-09"), (99, "g-01", "g-99"), (100, "g-001", "g-100"), (1000, "g-0001", "g-1000")],
+    [
+        (1, "g-01", "g-01"),
+        (9, "g-01", "g-09"),
+        (99, "g-01", "g-99"),
+        (100, "g-001", "g-100"),
+        (1000, "g-0001", "g-1000"),
+    ],
 )
 def test_node_group_zero_padding(count: int, first: str, last: str) -> None:
     names = NodeGroup(prefix="g", count=count).node_names()

@@ -53,7 +53,11 @@ def test_spec_example_with_its_trace_entry(tmp_path: Path) -> None:
     assert sum(n.gpus for n in scenario.trace_nodes) == 6212
     first = nodes[33]
     assert (first.name, first.gpus, first.gpu_model, first.cpu, first.memory) == (
-        "openb-node-0000", 2, "P100", 64000, 262144 * 2**20,
+        "openb-node-0000",
+        2,
+        "P100",
+        64000,
+        262144 * 2**20,
     )
     assert first.labels == {"kubernetes.io/hostname": "openb-node-0000"}
 
@@ -145,8 +149,12 @@ def test_missing_columns_and_files(tmp_path: Path) -> None:
         load_scenario(tmp_path / "s.yaml")
     found = [(p.file, p.line, p.path, p.message) for p in caught.value.problems]
     assert found == [
-        (str(tmp_path / "s.yaml"), 5, "traces[0].pods", 
-         f"cannot read {tmp_path / 'pods.csv'}: No such file or directory"),
+        (
+            str(tmp_path / "s.yaml"),
+            5,
+            "traces[0].pods",
+            f"cannot read {tmp_path / 'pods.csv'}: No such file or directory",
+        ),
         (str(tmp_path / "nodes.csv"), 1, "", "missing column(s) cpu_milli, memory_mib, model in the header row"),
     ]
 
