@@ -48,7 +48,7 @@ class Engine(Admitter):
         job.pending_reason = None
         job.runs.append(Run(now, list(placements)))
         state.charge(job, request)
-        state.running.add(job.id)
+        state.mark_running(job)
         state.admit_counter += 1
         job.admitted_seq = state.admit_counter
         state.queues[job.queue].admitted += 1
@@ -81,7 +81,7 @@ class Engine(Admitter):
         run.by = by
         state.unplace(job, run.placements)
         state.uncharge(job)
-        state.running.discard(job.id)
+        state.mark_stopped(job)
 
     def unbind(self, job: Job, now: float, why: str) -> None:
         """Undo a bind the backend could not carry out; the job goes back to its queue."""
@@ -91,7 +91,7 @@ class Engine(Admitter):
         state = self.state
         state.unplace(job, run.placements)
         state.uncharge(job)
-        state.running.discard(job.id)
+        state.mark_stopped(job)
         job.runs.pop()
         job.state = JobState.PENDING
         state.enqueue(job)
@@ -198,7 +198,7 @@ class Engine(Admitter):
                 current[_resource_index(res)] = INF if value is None else float(value)
             setattr(q, attr, tuple(current))
             parts.append(f"{label} {', '.join(f'{k}={_fmt(k, v)}' for k, v in values.items())}")
-        self.state.share_basis_cache.clear()
+        self.state.quotas_changed()
         return "set " + "; ".join(parts) if parts else "nothing to change"
 
     # -- views ----------------------------------------------------------------------------

@@ -4,7 +4,8 @@ The cycle walks pending jobs in admission order (``policy.ordering``). For each 
 order: hold and approval; quota (``policy.quota``), with preemption when the queue's policy allows
 reclaiming; placement of the whole gang (``policy.placement``), honouring the backfill
 reservation; preemption for capacity; and finally records why the job waits. The first job that
-is blocked for capacity gets the reservation (``policy.backfill``).
+is blocked for capacity gets the reservation (``policy.backfill``). As in Kueue, only the first
+blocked job of each queue may preempt in a cycle (the queue's head as far as this cycle goes).
 
 Placements are *reserved* on the state as the cycle goes (later jobs see the capacity taken), and
 returned as ``Bind`` decisions. A backend that cannot carry one out hands it back to
@@ -67,6 +68,8 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
     failed_shapes: dict[tuple, PendingReason] = {}
     failed_quota: dict[tuple, PendingReason] = {}
     failed_preempt: set[tuple] = set()
+    #: queues whose first blocked job already had its preemption attempt this cycle
+    tried_preempt: set[str] = set()
     reservation: Reservation | None = None
     for job in order:
         queue = state.queues[job.queue]
@@ -93,7 +96,13 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
             if verdict_reason is not None:
                 failed_quota[qkey] = verdict_reason
                 pkey = (job.queue, job.priority, request, job.groups)
-                if verdict_reason == PendingReason.WAITING_FOR_QUOTA and policy.preemption and pkey not in failed_preempt:
+                if (
+                    verdict_reason == PendingReason.WAITING_FOR_QUOTA
+                    and policy.preemption
+                    and job.queue not in tried_preempt
+                    and pkey not in failed_preempt
+                ):
+                    tried_preempt.add(job.queue)
                     failed_preempt.add(pkey)
                     if _preempt_for(state, job, counts, request, now, engine, result):
                         failed_quota.clear()
@@ -121,7 +130,8 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
                     cached = classify_failure(state, job, counts)
                 failed_shapes[shape] = cached
             pkey = (job.queue, job.priority, request, job.groups)
-            if policy.preemption and cached in CAPACITY_REASONS and pkey not in failed_preempt:
+            if policy.preemption and cached in CAPACITY_REASONS and job.queue not in tried_preempt and pkey not in failed_preempt:
+                tried_preempt.add(job.queue)
                 failed_preempt.add(pkey)
                 if _preempt_for(state, job, counts, request, now, engine, result):
                     failed_quota.clear()

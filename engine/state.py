@@ -181,8 +181,9 @@ class Job:
     charged: Vec = ZERO
     admitted_seq: int = 0
     pending_reason: PendingReason | None = None
-    blocked_detail: str | None = None
     seq: int = 0
+    #: when the current run should end by the estimate (inf when unknown); set on admission
+    est_end: float = INF
 
     @property
     def total_pods(self) -> int:
@@ -203,11 +204,8 @@ class Job:
         return (-self.priority, self.submit, self.seq)
 
     def estimated_end(self, now: float) -> float:
-        """When the current run should end by the user's estimate; inf when unknown."""
-        run = self.current_run
-        if run is None or self.estimate is None:
-            return INF
-        return max(now, run.start + max(self.estimate - self.saved, 0.0))
+        """When the current run should end by the user's estimate (not before now); inf when unknown."""
+        return max(now, self.est_end)
 
     def estimated_runtime(self) -> float:
         """How long a fresh start should take by the estimate; inf when unknown."""
@@ -245,12 +243,16 @@ class Queue:
     pending: list[tuple[int, float, int, int]] = field(default_factory=list)
     admitted: int = 0
 
-    @property
-    def guaranteed(self) -> QuotaVec:
-        """Nominal quota that is never lent (nominal minus lending limit)."""
-        return tuple(  # type: ignore[return-value]
-            max(0.0, n - l) if l != INF else 0.0
-            for n, l in zip(self.nominal, self.lending_limit)
+    #: nominal quota that is never lent (nominal minus lending limit); see ``refresh``
+    guaranteed: QuotaVec = (0.0, 0.0, 0.0)
+
+    def __post_init__(self) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute derived limits after the quota or the lending limit changed."""
+        self.guaranteed = tuple(  # type: ignore[assignment]
+            max(0.0, n - l) if l != INF else 0.0 for n, l in zip(self.nominal, self.lending_limit)
         )
 
 
@@ -285,9 +287,13 @@ class ClusterState:
         self.partial_nodes: set[int] = set()
         self.max_gpus = 0
         self.running: set[int] = set()
+        #: running jobs by queue, and (estimated end, seq, id) of running jobs kept sorted
+        self.running_by_queue: dict[str, set[int]] = {}
+        self.ends: list[tuple[float, int, int]] = []
         self.admit_counter = 0
         self.audit: list[AuditEntry] = []
         self.share_basis_cache: dict[str, tuple[float, float, float]] = {}
+        self.pool_cache: dict[tuple[str, int], float] = {}
         #: whole GPUs free on schedulable nodes, cluster-wide
         self.total_whole_free = 0
         #: GPUs on schedulable nodes, and the milli-GPUs allocated on them (for utilization)
@@ -416,6 +422,29 @@ class ClusterState:
             self.release(node, p.gpus, p.share, p.cpu, p.memory)
             node.jobs.discard(job.id)
 
+    # -- running jobs ---------------------------------------------------------------------
+
+    def mark_running(self, job: Job) -> None:
+        """Record that ``job`` holds resources from now on (its current run is set)."""
+        from bisect import insort
+
+        run = job.current_run
+        assert run is not None
+        job.est_end = run.start + job.estimated_runtime()
+        self.running.add(job.id)
+        self.running_by_queue.setdefault(job.queue, set()).add(job.id)
+        insort(self.ends, (job.est_end, job.seq, job.id))
+
+    def mark_stopped(self, job: Job) -> None:
+        from bisect import bisect_left
+
+        self.running.discard(job.id)
+        self.running_by_queue.get(job.queue, set()).discard(job.id)
+        key = (job.est_end, job.seq, job.id)
+        i = bisect_left(self.ends, key)
+        if i < len(self.ends) and self.ends[i] == key:
+            del self.ends[i]
+
     # -- queues ---------------------------------------------------------------------------
 
     def enqueue(self, job: Job) -> None:
@@ -446,6 +475,13 @@ class ClusterState:
         q.usage[1] -= a[1]
         q.usage[2] -= a[2]
         job.charged = ZERO
+
+    def quotas_changed(self) -> None:
+        """Drop everything derived from queue limits (after a setQuota)."""
+        for q in self.queues.values():
+            q.refresh()
+        self.share_basis_cache.clear()
+        self.pool_cache.clear()
 
     # -- lookups --------------------------------------------------------------------------
 

@@ -38,12 +38,15 @@ def quick_reject(state: ClusterState, job: Job, counts: list[int]) -> bool:
     """True when the gang cannot fit whatever the arrangement (cheap aggregate checks)."""
     need_total = 0
     for g, n in zip(job.groups, counts):
+        need_total += g.whole_gpus * n
+    if need_total > state.total_whole_free:
+        return True
+    for g, n in zip(job.groups, counts):
         w = g.whole_gpus * n
-        need_total += w
         if w and g.topology_mode == TopologyMode.REQUIRED and g.topology_level is not None:
             if max((d.whole_free for d in state.domains[g.topology_level]), default=0) < w:
                 return True
-    return need_total > state.total_whole_free
+    return False
 
 
 def _release(state: ClusterState, job: Job) -> None:
@@ -60,16 +63,17 @@ def _restore(state: ClusterState, job: Job) -> None:
 
 def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: float) -> Reservation | None:
     """Where and when ``job`` could start if running jobs end as estimated; None if never."""
-    ends = sorted((state.jobs[j].estimated_end(now), state.jobs[j].seq, j) for j in state.running)
+    ends = state.ends
     released: list[Job] = []
     found: Reservation | None = None
     for i, (end, _, jid) in enumerate(ends):
         if end == INF:
             break
+        end = max(end, now)
         v = state.jobs[jid]
         _release(state, v)
         released.append(v)
-        if i + 1 < len(ends) and ends[i + 1][0] == end:
+        if i + 1 < len(ends) and max(ends[i + 1][0], now) == end:
             continue
         if quick_reject(state, job, counts):
             continue
@@ -94,8 +98,7 @@ def estimate_starts(state: ClusterState, order: list[Job], now: float) -> dict[i
     if not pending:
         return out
     # heap entries: (time, tie-break, running job id or ~index into ``planned``)
-    heap = [(end, state.jobs[j].seq, j) for j in state.running if (end := state.jobs[j].estimated_end(now)) != INF]
-    heapq.heapify(heap)
+    heap = [(max(end, now), seq, j) for end, seq, j in state.ends if end != INF]
     released: list[Job] = []
     planned: list[tuple[Job, list, Vec]] = []
     live: set[int] = set()

@@ -454,7 +454,8 @@ def classify_failure(state: ClusterState, job: Job, counts: list[int]) -> Pendin
     """Why a gang that did not fit does not fit: no node could ever hold it, topology, or room."""
     if no_matching_nodes(state, job) is not None:
         return PendingReason.NO_MATCHING_NODES
-    if any(g.topology_mode == TopologyMode.REQUIRED for g in job.groups):
+    need = sum(g.whole_gpus * n for g, n in zip(job.groups, counts))
+    if need <= state.total_whole_free and any(g.topology_mode == TopologyMode.REQUIRED for g in job.groups):
         placer = Placer(state)
         if placer.place_gang(job, counts, ignore_topology=True):
             placer.undo(job)

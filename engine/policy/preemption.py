@@ -18,54 +18,71 @@ state itself and is undone, so nothing changes unless the caller evicts the vict
 
 from __future__ import annotations
 
-from ..enums import BorrowWithinCohort, ReclaimWithinCohort, WithinQueue
-from ..state import ClusterState, Job, Vec
+from enum import IntEnum
+
+from ..enums import BorrowWithinCohort, ReclaimWithinCohort, TopologyMode, WithinQueue
+
+from ..state import ClusterState, Job, Queue, Vec
 from . import quota
 from .placement import Placer
 
 MAX_CANDIDATES = 64
 
 
-def _allowed(state: ClusterState, job: Job, victim: Job, borrowing: bool) -> bool:
+class Rule(IntEnum):
+    """Which running jobs of one queue a preemptor may take."""
+
+    NONE = 0
+    LOWER = 1  # lower priority only
+    LOWER_OR_NEWER = 2  # lower priority, or equal priority and submitted later
+    ANY = 3
+
+
+def queue_rule(state: ClusterState, job: Job, victim_queue: Queue, borrowing: bool) -> Rule:
+    """The preemptor's queue policy applied to the running jobs of ``victim_queue``."""
     q = state.queues[job.queue]
-    if victim.queue == job.queue:
-        if q.within_queue == WithinQueue.LOWER_PRIORITY:
-            return victim.priority < job.priority
-        if q.within_queue == WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY:
-            return victim.priority < job.priority or (
-                victim.priority == job.priority and (victim.submit, victim.seq) > (job.submit, job.seq)
-            )
-        return False
-    vq = state.queues[victim.queue]
-    if q.cohort is None or vq.cohort != q.cohort or not quota.is_borrowing(vq):
-        return False
+    if victim_queue.name == job.queue:
+        return {
+            WithinQueue.LOWER_PRIORITY: Rule.LOWER,
+            WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY: Rule.LOWER_OR_NEWER,
+        }.get(q.within_queue, Rule.NONE)
+    if q.cohort is None or victim_queue.cohort != q.cohort or not quota.is_borrowing(victim_queue):
+        return Rule.NONE
     if borrowing:
-        return q.borrow_within_cohort == BorrowWithinCohort.LOWER_PRIORITY and victim.priority < job.priority
-    if q.reclaim_within_cohort == ReclaimWithinCohort.ANY:
+        return Rule.LOWER if q.borrow_within_cohort == BorrowWithinCohort.LOWER_PRIORITY else Rule.NONE
+    return {ReclaimWithinCohort.ANY: Rule.ANY, ReclaimWithinCohort.LOWER_PRIORITY: Rule.LOWER}.get(
+        q.reclaim_within_cohort, Rule.NONE
+    )
+
+
+def _passes(rule: Rule, job: Job, v: Job) -> bool:
+    if rule == Rule.ANY:
         return True
-    if q.reclaim_within_cohort == ReclaimWithinCohort.LOWER_PRIORITY:
-        return victim.priority < job.priority
-    return False
+    if v.priority < job.priority:
+        return True
+    return rule == Rule.LOWER_OR_NEWER and v.priority == job.priority and (v.submit, v.seq) > (job.submit, job.seq)
 
 
 def candidates(state: ClusterState, job: Job, request: Vec, now: float) -> list[Job]:
     """Running jobs the policy lets ``job`` preempt, best victims first."""
     q = state.queues[job.queue]
     borrowing = quota.needs_borrowing(q, request)
-    out = [
-        v
-        for v in (state.jobs[j] for j in state.running)
-        if v.preemptible and v.id != job.id and _allowed(state, job, v, borrowing)
-    ]
-    out.sort(
-        key=lambda v: (
-            v.queue == job.queue,
-            -quota.dominant_share(state, state.queues[v.queue]),
-            v.priority,
-            v.work_at_risk(now),
-            -v.admitted_seq,
-        )
-    )
+    out: list[Job] = []
+    for name, ids in state.running_by_queue.items():
+        if not ids:
+            continue
+        vq = state.queues[name]
+        rule = queue_rule(state, job, vq, borrowing)
+        if rule == Rule.NONE:
+            continue
+        for jid in ids:
+            v = state.jobs[jid]
+            if v.preemptible and _passes(rule, job, v):
+                out.append(v)
+    if not out:
+        return out
+    shares = {name: quota.dominant_share(state, state.queues[name]) for name in {v.queue for v in out}}
+    out.sort(key=lambda v: (v.queue == job.queue, -shares[v.queue], v.priority, v.work_at_risk(now), -v.admitted_seq))
     return out[:MAX_CANDIDATES]
 
 
@@ -93,10 +110,45 @@ def _fits(state: ClusterState, job: Job, counts: list[int], request: Vec) -> boo
     return False
 
 
+def _could_fit(state: ClusterState, job: Job, counts: list[int], request: Vec, cands: list[Job]) -> bool:
+    """Cheap bounds: with every candidate gone, could quota and GPUs (per domain) suffice?"""
+    saved = [(v, v.charged) for v in cands]
+    for v, _ in saved:
+        state.uncharge(v)
+    ok = quota.check(state, state.queues[job.queue], request).fits
+    for v, charged in saved:
+        state.charge(v, charged)
+    if not ok:
+        return False
+    nodes = state.nodes
+    freed: dict[int, int] = {}
+    for v in cands:
+        for p in v.current_run.placements:  # type: ignore[union-attr]
+            if not p.share and nodes[p.node_id].schedulable:
+                freed[p.node_id] = freed.get(p.node_id, 0) + len(p.gpus)
+    need = sum(g.whole_gpus * n for g, n in zip(job.groups, counts))
+    if need > state.total_whole_free + sum(freed.values()):
+        return False
+    for g, n in zip(job.groups, counts):
+        if g.topology_mode != TopologyMode.REQUIRED or g.topology_level is None or not g.whole_gpus:
+            continue
+        level = g.topology_level
+        extra: dict[int, int] = {}
+        for nid, k in freed.items():
+            d = nodes[nid].domains[level]
+            extra[d] = extra.get(d, 0) + k
+        best = max(dom.whole_free + extra.get(i, 0) for i, dom in enumerate(state.domains[level]))
+        if best < g.whole_gpus * n:
+            return False
+    return True
+
+
 def find_victims(state: ClusterState, job: Job, counts: list[int], request: Vec, now: float) -> list[Job] | None:
     """A minimal list of jobs whose eviction lets ``job`` fit, or None when none does."""
     cands = candidates(state, job, request, now)
     if not cands:
+        return None
+    if not _could_fit(state, job, counts, request, cands):
         return None
     charged = {v.id: v.charged for v in cands}
     lifted: list[Job] = []

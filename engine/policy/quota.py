@@ -46,12 +46,16 @@ FITS = QuotaVerdict(None)
 
 def pool_capacity(state: ClusterState, cohort: str, r: int) -> float:
     """What the cohort's members lend together for resource ``r``."""
+    cached = state.pool_cache.get((cohort, r))
+    if cached is not None:
+        return cached
     total = 0.0
     for name in state.cohorts[cohort]:
         q = state.queues[name]
         if q.nominal[r] == INF:
             continue
         total += min(q.lending_limit[r], q.nominal[r])
+    state.pool_cache[(cohort, r)] = total
     return total
 
 

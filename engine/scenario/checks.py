@@ -17,7 +17,7 @@ from .models import JOB_ACTIONS, NODE_ACTIONS, JobSpec, NodeSpec, PodSpec, Scena
 from .quantity import format_cpu, format_memory
 from .traces import MAX_ROW_PROBLEMS, TraceImport, TraceOrigin
 
-Path = tuple[PathSegment, ...]
+YamlPath = tuple[PathSegment, ...]
 
 
 @dataclass
@@ -30,7 +30,7 @@ class CheckResult:
 class _Where:
     """Where a node or job was defined: a YAML path, or a row of a trace file."""
 
-    path: Path = ()
+    path: YamlPath = ()
     trace: TraceOrigin | None = None
 
 
@@ -69,7 +69,7 @@ class _Checker:
 
     # --- reporting ---------------------------------------------------------------------
 
-    def error(self, where: _Where, message: str, field_path: Path = ()) -> None:
+    def error(self, where: _Where, message: str, field_path: YamlPath = ()) -> None:
         if where.trace is None:
             self.result.errors.append(self.locator.problem((*where.path, *field_path), message))
             return
@@ -79,7 +79,7 @@ class _Checker:
         if count <= MAX_ROW_PROBLEMS:
             self.result.errors.append(Problem(origin.file, "", origin.line, message))
 
-    def warn(self, path: Path, message: str) -> None:
+    def warn(self, path: YamlPath, message: str) -> None:
         self.result.warnings.append(self.locator.problem(path, message))
 
     def describe(self, where: _Where) -> str:
@@ -135,7 +135,7 @@ class _Checker:
         first: dict[str, _Where] = {}
         for name, where in named:
             if name in first:
-                field_path: Path = ("name",) if where.path and where.path[0] in ("nodes", "jobs") else ()
+                field_path: YamlPath = ("name",) if where.path and where.path[0] in ("nodes", "jobs") else ()
                 if where.path[:1] == ("nodeGroups",):
                     field_path = ("prefix",)
                 self.error(where, f"duplicate {kind} name {name!r} (also {self.describe(first[name])})", field_path)

@@ -51,7 +51,8 @@ def parse_scenario(text: str, file: str = "<string>", base_dir: Path | None = No
     try:
         scenario = Scenario.model_validate(doc.data)
     except ValidationError as exc:
-        problems.extend(_schema_problems(exc, doc, locator))
+        flagged = {p.path for p in problems}  # a value the YAML reader already refused
+        problems.extend(p for p in _schema_problems(exc, doc, locator) if p.path not in flagged)
         raise ScenarioError(_ordered(problems, file)) from None
     imported = import_traces(scenario.traces, base_dir if base_dir is not None else Path.cwd(), locator)
     problems.extend(imported.problems)

@@ -90,15 +90,22 @@ QUEUE_ACTIONS = frozenset({EventAction.SET_QUOTA})
 # --- canonical scalar types -------------------------------------------------------------
 
 
-def _gpu_request(value: object) -> float:
+def _gpu_amount(value: object) -> float:
+    """A finite number of GPUs, 0 or more (quotas may be fractional)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"must be a number of GPUs (got {value!r})")
     try:
         number = float(value)
     except ValueError:
         raise ValueError(f"must be a number of GPUs (got {value!r})") from None
-    if number < 0 or number != number or number == float("inf"):
-        raise ValueError(f"must not be negative (got {value!r})")
+    if not 0 <= number < float("inf"):
+        raise ValueError(f"must be a number of GPUs, 0 or more (got {value!r})")
+    return number
+
+
+def _gpu_request(value: object) -> float:
+    """A pod's GPUs: whole, or a share of one GPU rounded to 1/GPU_SHARE_STEP."""
+    number = _gpu_amount(value)
     if number.is_integer():
         return number
     if number > 1:
@@ -107,18 +114,6 @@ def _gpu_request(value: object) -> float:
     if share == 0:
         raise ValueError(f"a GPU share must be at least {1 / GPU_SHARE_STEP} (got {value!r})")
     return share
-
-
-def _gpu_amount(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"must be a number of GPUs (got {value!r})")
-    try:
-        number = float(value)
-    except ValueError:
-        raise ValueError(f"must be a number of GPUs (got {value!r})") from None
-    if number < 0 or number != number or number == float("inf"):
-        raise ValueError(f"must be a number of GPUs, 0 or more (got {value!r})")
-    return number
 
 
 def _positive_duration(value: object) -> float:

@@ -20,14 +20,14 @@ from .errors import PathSegment
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
-Path = tuple[PathSegment, ...]
+YamlPath = tuple[PathSegment, ...]
 
 
 @dataclass
 class YamlIssue:
     """A problem found while reading YAML: syntax, duplicate keys, odd keys or tags."""
 
-    path: Path
+    path: YamlPath
     line: int | None
     message: str
 
@@ -37,7 +37,7 @@ class YamlDocument:
     """The data of one YAML document with the line of each path in it."""
 
     data: Any
-    lines: dict[Path, int] = field(default_factory=dict)
+    lines: dict[YamlPath, int] = field(default_factory=dict)
     issues: list[YamlIssue] = field(default_factory=list)
 
     def line_of(self, path: Sequence[PathSegment]) -> int | None:
@@ -72,7 +72,9 @@ def _syntax_issue(exc: yaml.MarkedYAMLError) -> YamlIssue:
     mark = exc.problem_mark or exc.context_mark
     line = mark.line + 1 if mark is not None else None
     message = f"YAML syntax error: {exc.problem or exc.context or 'cannot parse'}"
-    if exc.problem and exc.context:
+    if exc.problem == "but found another document":
+        message = "a scenario file holds one YAML document; this starts another"
+    elif exc.problem and exc.context:
         started = exc.context_mark.line + 1 if exc.context_mark is not None else None
         where = f" that starts on line {started}" if started is not None and started != line else ""
         message += f" ({exc.context}{where})"
@@ -85,7 +87,7 @@ class _Builder:
         self.scalars = SafeConstructor()
         self.active: set[int] = set()
 
-    def build(self, node: Node, path: Path) -> Any:
+    def build(self, node: Node, path: YamlPath) -> Any:
         if id(node) in self.active:
             self._issue(path, node, "an alias refers to the mapping or list that contains it")
             return None
@@ -99,21 +101,21 @@ class _Builder:
         finally:
             self.active.discard(id(node))
 
-    def _scalar(self, node: Node, path: Path) -> Any:
+    def _scalar(self, node: Node, path: YamlPath) -> Any:
         try:
             return self.scalars.construct_object(node)
         except ConstructorError as exc:
             self._issue(path, node, f"cannot read this value: {exc.problem}")
             return None
 
-    def _sequence(self, node: SequenceNode, path: Path) -> list[Any]:
+    def _sequence(self, node: SequenceNode, path: YamlPath) -> list[Any]:
         items = []
         for index, item in enumerate(node.value):
             self.doc.lines[(*path, index)] = item.start_mark.line + 1
             items.append(self.build(item, (*path, index)))
         return items
 
-    def _mapping(self, node: MappingNode, path: Path) -> dict[Any, Any]:
+    def _mapping(self, node: MappingNode, path: YamlPath) -> dict[Any, Any]:
         result: dict[Any, Any] = {}
         merges = [value for key, value in node.value if key.tag == _MERGE_TAG]
         for source in merges:
@@ -139,7 +141,7 @@ class _Builder:
             result[key] = self.build(value_node, (*path, key))
         return result
 
-    def _merge(self, result: dict[Any, Any], source: Node, path: Path) -> None:
+    def _merge(self, result: dict[Any, Any], source: Node, path: YamlPath) -> None:
         sources = source.value if isinstance(source, SequenceNode) else [source]
         for item in sources:
             if not isinstance(item, MappingNode):
@@ -149,5 +151,5 @@ class _Builder:
             for key, value in merged.items():
                 result.setdefault(key, value)
 
-    def _issue(self, path: Path, node: Node, message: str) -> None:
+    def _issue(self, path: YamlPath, node: Node, message: str) -> None:
         self.doc.issues.append(YamlIssue(path, node.start_mark.line + 1, message))

@@ -81,6 +81,27 @@ def test_yaml_syntax_error_has_its_line() -> None:
     assert path == "" and line == 3 and message.startswith("YAML syntax error")
 
 
+def test_syntax_error_names_where_the_unclosed_part_starts() -> None:
+    path, line, message = only("name: x\njobs:\n  - {name: a, queue: q, pods: [{gpu: 1}]\n")
+    assert (path, line) == ("", 4)
+    assert message == (
+        "YAML syntax error: did not find expected ',' or '}' (while parsing a flow mapping that starts on line 3)"
+    )
+
+
+def test_one_document_and_known_tags_only() -> None:
+    assert only("---\nname: a\n---\nname: b\n") == (
+        "",
+        3,
+        "a scenario file holds one YAML document; this starts another",
+    )
+    assert only("name: !foo x\n") == (
+        "name",
+        1,
+        "cannot read this value: could not determine a constructor for the tag '!foo'",
+    )
+
+
 def test_duplicate_key() -> None:
     path, line, message = only(HEAD + "jobs: []\nqueues: []\n")
     assert (path, line) == ("queues", 11)

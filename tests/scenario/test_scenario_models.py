@@ -145,8 +145,9 @@ def test_snake_case_names_work_from_python() -> None:
 def test_pod_gpu_rule() -> None:
     with pytest.raises(ValidationError, match=r"must be a whole number or a share between 0 and 1 \(got 1.5\)"):
         PodSpec(gpu=1.5)
-    with pytest.raises(ValidationError, match="negative"):
-        PodSpec(gpu=-1)
+    for bad in (-1, "nan", "inf", "two", True):
+        with pytest.raises(ValidationError, match="must be a number of GPUs"):
+            PodSpec(gpu=bad)
     with pytest.raises(ValidationError, match=r"at least 0\.001"):
         PodSpec(gpu=0.0001)
     assert PodSpec(gpu=0.9999).gpu == 1.0
