@@ -1,7 +1,7 @@
 """Synthetic scenarios for the benchmarks, written as scenario YAML (the path users take).
 
 Run times are drawn with the seed from the Philly run-time distribution in
-``../shared/traces/philly-derived`` (clipped to 1 minute .. 3 days); without that file, from a
+``../shared/traces/philly-derived`` (clipped to 1 minute .. 1 day); without that file, from a
 log-uniform stand-in with the same median. Everything is deterministic for a given seed.
 """
 
@@ -20,7 +20,7 @@ def runtimes(rng: random.Random, n: int) -> list[int]:
         with PHILLY.open() as f:
             values = [float(row["runtime"]) for row in csv.DictReader(f)]
         values = [v for v in values if v > 0]
-        return [int(min(max(rng.choice(values), 60), 3 * 86400)) for _ in range(n)]
+        return [int(min(max(rng.choice(values), 60), 86400)) for _ in range(n)]
     return [int(math.exp(rng.uniform(math.log(60), math.log(86400)))) for _ in range(n)]
 
 
@@ -45,7 +45,8 @@ def b2_busy(nodes: int = 1000, jobs: int = 20000, days: float = 7.0, seed: int =
     """B2: racks of 8 nodes in blocks of 8 racks, 4 cohorted queues, a week of mixed jobs.
 
     Sizes: 1, 2, 4, 8 GPUs on one node, and gangs of 2-4 pods x 8 GPUs (16-32 GPUs) that require
-    one rack. Run times from Philly, scaled so that the offered load is ``load`` of the cluster.
+    one rack. Run times from Philly, scaled so that the offered load is about ``load`` of the
+    cluster over the submission window (then capped at two days a job).
     """
     rng = random.Random(seed)
     horizon = days * 86400
@@ -75,7 +76,7 @@ def b2_busy(nodes: int = 1000, jobs: int = 20000, days: float = 7.0, seed: int =
     for i, (p, t) in enumerate(zip(picks, times)):
         count, gpu, _ = shapes[p]
         submit = int(rng.uniform(0, horizon))
-        duration = max(60, int(t * scale))
+        duration = min(2 * 86400, max(60, int(t * scale)))
         estimate = int(duration * rng.uniform(1.0, 2.0))
         topo = ", topology: {required: usher/rack}" if count > 1 else ""
         lines.append(

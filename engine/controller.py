@@ -22,7 +22,7 @@ from .build import build_state, resources_dict
 from .core import CommandError, Engine
 from .enums import Action
 from .policy.registry import Policy
-from .scenario import Scenario
+from .scenario import EventSpec, Scenario
 from .state import MILLI, AuditEntry
 
 MAX_PASSES = 4
@@ -117,22 +117,32 @@ class Controller:
             else:
                 ev = due.event
                 assert ev is not None
-                _, evictions = engine.command(
-                    Action(str(ev.action)),
-                    t,
-                    node=ev.node,
-                    job=ev.job,
-                    queue=ev.queue,
-                    quota=resources_dict(ev.quota),
-                    borrowing_limit=resources_dict(ev.borrowing_limit),
-                    lending_limit=resources_dict(ev.lending_limit),
-                    actor="scenario",
-                )
-                self.backend.apply(evictions, t)
+                self._scenario_event(ev, t)
         self.last_activity = t
         self.schedule()
         self._publish()
         return True
+
+    def _scenario_event(self, ev: EventSpec, t: float) -> None:
+        """Apply one scenario event; one naming nothing known is recorded as rejected, not fatal."""
+        engine = self.engine
+        try:
+            _, evictions = engine.command(
+                ev.action,
+                t,
+                node=ev.node,
+                job=ev.job,
+                queue=ev.queue,
+                quota=resources_dict(ev.quota),
+                borrowing_limit=resources_dict(ev.borrowing_limit),
+                lending_limit=resources_dict(ev.lending_limit),
+                actor="scenario",
+            )
+        except CommandError as exc:
+            target = ev.node or ev.job or ev.queue or "?"
+            engine.state.audit.append(AuditEntry(t, "scenario", str(ev.action), target, f"rejected: {exc}"))
+            return
+        self.backend.apply(evictions, t)
 
     def schedule(self) -> None:
         """Run cycles at the current moment until one preempts nothing."""

@@ -15,7 +15,7 @@ from enum import IntEnum
 
 from ..core import Engine
 from ..cycle import Decision
-from ..enums import Action, DecisionKind
+from ..enums import DecisionKind
 from ..scenario import Scenario
 from ..scenario.models import EventSpec
 
@@ -88,7 +88,3 @@ class ReplayBackend:
 
     def pending_events(self) -> int:
         return sum(1 for _, _, _, d in self._heap if d.kind != Kind.FINISH)
-
-
-def event_action(event: EventSpec) -> Action:
-    return Action(str(event.action))

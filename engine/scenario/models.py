@@ -26,6 +26,14 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from ..enums import (
+    Action,
+    Approval,
+    BorrowWithinCohort,
+    ReclaimWithinCohort,
+    TopologyMode,
+    WithinQueue,
+)
 from .errors import FieldIssues, Problem
 from .quantity import parse_cpu, parse_duration, parse_memory
 
@@ -36,44 +44,12 @@ GPU_SHARE_STEP = 1000
 """Fractional GPU requests are rounded to 1/GPU_SHARE_STEP of a GPU."""
 
 
-class Approval(StrEnum):
-    AUTO = "auto"
-    MANUAL = "manual"
-
-
-class WithinQueuePolicy(StrEnum):
-    NEVER = "Never"
-    LOWER_PRIORITY = "LowerPriority"
-    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
-
-
-class ReclaimWithinCohortPolicy(StrEnum):
-    NEVER = "Never"
-    LOWER_PRIORITY = "LowerPriority"
-    ANY = "Any"
-
-
-class BorrowWithinCohortPolicy(StrEnum):
-    NEVER = "Never"
-    LOWER_PRIORITY = "LowerPriority"
-
-
-class TopologyMode(StrEnum):
-    REQUIRED = "required"
-    PREFERRED = "preferred"
-
-
-class EventAction(StrEnum):
-    DRAIN = "drain"
-    CORDON = "cordon"
-    UNCORDON = "uncordon"
-    FAIL = "fail"
-    RECOVER = "recover"
-    APPROVE = "approve"
-    PREEMPT = "preempt"
-    HOLD = "hold"
-    RELEASE = "release"
-    SET_QUOTA = "setQuota"
+# The enums are the engine's own (one definition for the file format and the engine);
+# the scenario-side names are kept as aliases.
+WithinQueuePolicy = WithinQueue
+ReclaimWithinCohortPolicy = ReclaimWithinCohort
+BorrowWithinCohortPolicy = BorrowWithinCohort
+EventAction = Action
 
 
 class TraceFormat(StrEnum):

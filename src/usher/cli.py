@@ -70,7 +70,10 @@ def demo_path() -> Path:
 def _load(path: Path):
     from usher.engine.scenario import load_scenario
 
-    return load_scenario(path)
+    scenario = load_scenario(path)
+    for warning in scenario.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return scenario
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -104,7 +107,6 @@ def cmd_replay(args: argparse.Namespace, path: Path) -> int:
         text = dumps(build_report(ctrl))
         if args.report is not None:
             args.report.write_text(text)
-            s = ctrl.engine.state
             print(f"{path}: replayed to {ctrl.now:.0f}s in {ctrl.metrics.cycles} cycles; report: {args.report}",
                   file=sys.stderr)
         else:
