@@ -45,8 +45,8 @@ def b2_busy(nodes: int = 1000, jobs: int = 20000, days: float = 7.0, seed: int =
     """B2: racks of 8 nodes in blocks of 8 racks, 4 cohorted queues, a week of mixed jobs.
 
     Sizes: 1, 2, 4, 8 GPUs on one node, and gangs of 2-4 pods x 8 GPUs (16-32 GPUs) that require
-    one rack. Run times from Philly, scaled so that the offered load is about ``load`` of the
-    cluster over the submission window (then capped at two days a job).
+    one rack. Run times from Philly, scaled (each capped at two days) so that the work offered
+    is ``load`` times what the cluster can do over the submission window.
     """
     rng = random.Random(seed)
     horizon = days * 86400
@@ -54,8 +54,19 @@ def b2_busy(nodes: int = 1000, jobs: int = 20000, days: float = 7.0, seed: int =
     weights = [w for _, _, w in shapes]
     picks = rng.choices(range(len(shapes)), weights=weights, k=jobs)
     times = runtimes(rng, jobs)
-    demand = sum(shapes[p][0] * shapes[p][1] * t for p, t in zip(picks, times))
-    scale = load * nodes * 8 * horizon / demand
+    cap = 2 * 86400
+    target = load * nodes * 8 * horizon
+
+    def offered(scale: float) -> float:
+        return sum(shapes[p][0] * shapes[p][1] * min(cap, max(60, t * scale)) for p, t in zip(picks, times))
+
+    lo, hi = 0.0, 1.0
+    while offered(hi) < target and hi < 1e6:
+        hi *= 2
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if offered(mid) < target else (lo, mid)
+    scale = hi
     lines = [
         "name: b2-busy",
         "topology: {levels: [usher/block, usher/rack, kubernetes.io/hostname]}",
@@ -76,7 +87,7 @@ def b2_busy(nodes: int = 1000, jobs: int = 20000, days: float = 7.0, seed: int =
     for i, (p, t) in enumerate(zip(picks, times)):
         count, gpu, _ = shapes[p]
         submit = int(rng.uniform(0, horizon))
-        duration = min(2 * 86400, max(60, int(t * scale)))
+        duration = int(min(cap, max(60, t * scale)))
         estimate = int(duration * rng.uniform(1.0, 2.0))
         topo = ", topology: {required: usher/rack}" if count > 1 else ""
         lines.append(

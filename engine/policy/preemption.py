@@ -8,7 +8,8 @@ Candidates come only from where the preemptor's queue policy allows (Kueue's thr
   of its cohort that are borrowing (``Any``, or only ``LowerPriority``);
 - ``borrowWithinCohort``: when the preemptor must borrow, lower-priority jobs of borrowing queues.
 
-Jobs marked ``preemptible: false`` are never victims; a victim gang is always evicted whole.
+Jobs marked ``preemptible: false`` are never victims, nor is a job admitted at this same moment;
+a victim gang is always evicted whole.
 Candidates are ordered as Kueue does, with our tie-break on lost work: other queues first (the
 queue furthest above its fair share first), lower priority first, less work lost since the last
 checkpoint first, most recently admitted first. They are removed one by one until the preemptor
@@ -77,7 +78,8 @@ def candidates(state: ClusterState, job: Job, request: Vec, now: float) -> list[
             continue
         for jid in ids:
             v = state.jobs[jid]
-            if v.preemptible and _passes(rule, job, v):
+            # A job admitted at this very moment is left alone (no zero-length runs, no thrash).
+            if v.preemptible and _passes(rule, job, v) and v.runs[-1].start < now:
                 out.append(v)
     if not out:
         return out
