@@ -80,8 +80,8 @@ class Engine(Admitter):
         run.end_reason = reason
         run.by = by
         state.unplace(job, run.placements)
+        state.mark_stopped(job, run)
         state.uncharge(job)
-        state.mark_stopped(job)
 
     def unbind(self, job: Job, now: float, why: str) -> None:
         """Undo a bind the backend could not carry out; the job goes back to its queue."""
@@ -90,8 +90,8 @@ class Engine(Admitter):
             return
         state = self.state
         state.unplace(job, run.placements)
+        state.mark_stopped(job, run)
         state.uncharge(job)
-        state.mark_stopped(job)
         job.runs.pop()
         job.state = JobState.PENDING
         state.enqueue(job)

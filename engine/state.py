@@ -290,6 +290,8 @@ class ClusterState:
         #: running jobs by queue, and (estimated end, seq, id) of running jobs kept sorted
         self.running_by_queue: dict[str, set[int]] = {}
         self.ends: list[tuple[float, int, int]] = []
+        #: preemptible running jobs summed by (queue, priority): [whole GPUs, gpu, cpu, memory]
+        self.preemptible_totals: dict[tuple[str, int], list[int]] = {}
         self.admit_counter = 0
         self.audit: list[AuditEntry] = []
         self.share_basis_cache: dict[str, tuple[float, float, float]] = {}
@@ -434,10 +436,22 @@ class ClusterState:
         self.running.add(job.id)
         self.running_by_queue.setdefault(job.queue, set()).add(job.id)
         insort(self.ends, (job.est_end, job.seq, job.id))
+        if job.preemptible:
+            self._count_preemptible(job, run, +1)
 
-    def mark_stopped(self, job: Job) -> None:
+    def _count_preemptible(self, job: Job, run: Run, sign: int) -> None:
+        t = self.preemptible_totals.setdefault((job.queue, job.priority), [0, 0, 0, 0])
+        t[0] += sign * sum(len(p.gpus) for p in run.placements if not p.share)
+        t[1] += sign * job.charged[0]
+        t[2] += sign * job.charged[1]
+        t[3] += sign * job.charged[2]
+
+    def mark_stopped(self, job: Job, run: Run) -> None:
+        """Undo ``mark_running``; call before the job's charge is dropped."""
         from bisect import bisect_left
 
+        if job.id in self.running and job.preemptible:
+            self._count_preemptible(job, run, -1)
         self.running.discard(job.id)
         self.running_by_queue.get(job.queue, set()).discard(job.id)
         key = (job.est_end, job.seq, job.id)

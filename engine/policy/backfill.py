@@ -61,9 +61,80 @@ def _restore(state: ClusterState, job: Job) -> None:
     state.place(job, run.placements)
 
 
+def _first_step(state: ClusterState, job: Job, counts: list[int]) -> int | None:
+    """Counting only, no state changes: the first release after which the gang could fit.
+
+    For a one-group gang of whole-GPU pods, walks the estimated ends adding released GPUs,
+    CPU and memory to per-node tallies and counts how many pods fit per node, per domain of
+    the required level (a domain's count is taken on first touch), or cluster-wide (from the
+    capacity buckets). It may be early (it ignores NVLink and the spread of GPUs over models),
+    never late except for GPUs shared between jobs, so the caller still checks by placing.
+    Returns 0 for gangs it does not model, None when the gang never fits by the estimates.
+    """
+    if len(job.groups) != 1 or not job.groups[0].whole_gpus:
+        return 0
+    g = job.groups[0]
+    n, w = counts[0], g.whole_gpus
+    nodes = state.nodes
+    level = g.topology_level if g.topology_mode == TopologyMode.REQUIRED else None
+    tally: dict[int, list[int]] = {}
+
+    def pods_on(nid: int) -> int:
+        node = nodes[nid]
+        if not node.schedulable or (g.models is not None and node.gpu_model not in g.models):
+            return 0
+        free, cpu, mem = tally.get(nid) or (node.whole_free, node.cpu_free, node.mem_free)
+        fit = free // w
+        if g.cpu:
+            fit = min(fit, cpu // g.cpu)
+        if g.memory:
+            fit = min(fit, mem // g.memory)
+        return fit
+
+    total = 0
+    for model, buckets in state.buckets.items():
+        if g.models is None or model in g.models:
+            total += sum(len(b) * (k // w) for k, b in enumerate(buckets))
+    domain_fit: dict[int, int] = {}
+    ends = state.ends
+    for i, (end, _, jid) in enumerate(ends):
+        if end == INF:
+            return None
+        run = state.jobs[jid].current_run
+        assert run is not None
+        for p in run.placements:
+            nid = p.node_id
+            if not nodes[nid].schedulable:
+                continue
+            if level is not None:
+                d = nodes[nid].domains[level]
+                if d not in domain_fit:
+                    domain_fit[d] = sum(pods_on(x) for x in state.domains[level][d].node_ids)
+            before = pods_on(nid)
+            t = tally.get(nid)
+            if t is None:
+                node = nodes[nid]
+                t = tally[nid] = [node.whole_free, node.cpu_free, node.mem_free]
+            t[0] += 0 if p.share else len(p.gpus)
+            t[1] += p.cpu
+            t[2] += p.memory
+            delta = pods_on(nid) - before
+            total += delta
+            if level is not None:
+                domain_fit[nodes[nid].domains[level]] += delta
+        if i + 1 < len(ends) and ends[i + 1][0] == end:
+            continue
+        if total >= n and (level is None or max(domain_fit.values(), default=0) >= n):
+            return i
+    return None
+
+
 def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: float) -> Reservation | None:
     """Where and when ``job`` could start if running jobs end as estimated; None if never."""
     ends = state.ends
+    first = _first_step(state, job, counts)
+    if first is None:
+        return None
     released: list[Job] = []
     found: Reservation | None = None
     for i, (end, _, jid) in enumerate(ends):
@@ -73,7 +144,7 @@ def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: floa
         v = state.jobs[jid]
         _release(state, v)
         released.append(v)
-        if i + 1 < len(ends) and max(ends[i + 1][0], now) == end:
+        if i < first or (i + 1 < len(ends) and max(ends[i + 1][0], now) == end):
             continue
         if quick_reject(state, job, counts):
             continue

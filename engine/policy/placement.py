@@ -455,7 +455,22 @@ def classify_failure(state: ClusterState, job: Job, counts: list[int]) -> Pendin
     if no_matching_nodes(state, job) is not None:
         return PendingReason.NO_MATCHING_NODES
     need = sum(g.whole_gpus * n for g, n in zip(job.groups, counts))
-    if need <= state.total_whole_free and any(g.topology_mode == TopologyMode.REQUIRED for g in job.groups):
+    if need > state.total_whole_free:
+        return PendingReason.INSUFFICIENT_CAPACITY
+    if len(job.groups) == 1 and job.groups[0].whole_gpus:
+        # Would the pods fit anywhere, ignoring topology? Count from the capacity buckets.
+        g, n = job.groups[0], counts[0]
+        fit = sum(
+            len(b) * (k // g.whole_gpus)
+            for model, buckets in state.buckets.items()
+            if g.models is None or model in g.models
+            for k, b in enumerate(buckets)
+        )
+        if fit < n:
+            return PendingReason.INSUFFICIENT_CAPACITY
+        if g.topology_mode == TopologyMode.REQUIRED:
+            return PendingReason.TOPOLOGY_UNSATISFIABLE
+    if any(g.topology_mode == TopologyMode.REQUIRED for g in job.groups):
         placer = Placer(state)
         if placer.place_gang(job, counts, ignore_topology=True):
             placer.undo(job)

@@ -64,6 +64,38 @@ def _passes(rule: Rule, job: Job, v: Job) -> bool:
     return rule == Rule.LOWER_OR_NEWER and v.priority == job.priority and (v.submit, v.seq) > (job.submit, job.seq)
 
 
+def _bound(state: ClusterState, job: Job, counts: list[int], request: Vec) -> bool:
+    """From per-(queue, priority) totals alone: could evicting every allowed job be enough?"""
+    q = state.queues[job.queue]
+    borrowing = quota.needs_borrowing(q, request)
+    rules = {name: queue_rule(state, job, vq, borrowing) for name, vq in state.queues.items()}
+    gpus = 0
+    lifted: list[tuple[str, list[int]]] = []
+    for (name, prio), t in state.preemptible_totals.items():
+        rule = rules[name]
+        if rule == Rule.NONE or not t[1] and not t[2] and not t[3]:
+            continue
+        if rule == Rule.ANY or prio < job.priority or (rule == Rule.LOWER_OR_NEWER and prio == job.priority):
+            gpus += t[0]
+            lifted.append((name, t))
+    if not lifted:
+        return False
+    if sum(g.whole_gpus * n for g, n in zip(job.groups, counts)) > state.total_whole_free + gpus:
+        return False
+    for name, t in lifted:
+        usage = state.queues[name].usage
+        usage[0] -= t[1]
+        usage[1] -= t[2]
+        usage[2] -= t[3]
+    ok = quota.check(state, q, request).fits
+    for name, t in lifted:
+        usage = state.queues[name].usage
+        usage[0] += t[1]
+        usage[1] += t[2]
+        usage[2] += t[3]
+    return ok
+
+
 def candidates(state: ClusterState, job: Job, request: Vec, now: float) -> list[Job]:
     """Running jobs the policy lets ``job`` preempt, best victims first."""
     q = state.queues[job.queue]
@@ -147,6 +179,8 @@ def _could_fit(state: ClusterState, job: Job, counts: list[int], request: Vec, c
 
 def find_victims(state: ClusterState, job: Job, counts: list[int], request: Vec, now: float) -> list[Job] | None:
     """A minimal list of jobs whose eviction lets ``job`` fit, or None when none does."""
+    if not _bound(state, job, counts, request):
+        return None
     cands = candidates(state, job, request, now)
     if not cands:
         return None
