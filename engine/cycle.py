@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .enums import Approval, DecisionKind, EndReason, JobState, PendingReason
 from .policy import quota
-from .policy.backfill import Reservation, plan_reservation, quick_reject
+from .policy.backfill import Reservation, cached_reservation, plan_reservation, quick_reject
 from .policy.ordering import AdmissionOrder
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
 from .policy.preemption import find_victims
@@ -147,7 +147,10 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
         if policy.strict_fifo:
             order.block(job.queue)
         if reservation is None and policy.backfill and reason in CAPACITY_REASONS:
-            reservation = plan_reservation(state, job, attempts[0], now)
+            reservation = cached_reservation(state.last_plan, state, job, now)
+            if reservation is None:
+                reservation = plan_reservation(state, job, attempts[0], now)
+                state.last_plan = reservation.fresh_copy() if reservation is not None else None
     result.reservation = reservation
     state.reservation = (reservation.job_id, reservation.start) if reservation else None
     return result

@@ -293,6 +293,7 @@ class ClusterState:
         #: preemptible running jobs summed by (queue, priority): [whole GPUs, gpu, cpu, memory]
         self.preemptible_totals: dict[tuple[str, int], list[int]] = {}
         self.admit_counter = 0
+        self.stop_counter = 0
         self.audit: list[AuditEntry] = []
         self.share_basis_cache: dict[str, tuple[float, float, float]] = {}
         self.pool_cache: dict[tuple[str, int], float] = {}
@@ -303,6 +304,8 @@ class ClusterState:
         self.schedulable_used_milli = 0
         #: the backfill reservation of the last cycle: (job id, planned start)
         self.reservation: tuple[int, float] | None = None
+        #: the last reservation planned (a ``policy.backfill.Reservation``), reused while valid
+        self.last_plan: object | None = None
 
     # -- building -------------------------------------------------------------------------
 
@@ -452,6 +455,7 @@ class ClusterState:
 
         if job.id in self.running and job.preemptible:
             self._count_preemptible(job, run, -1)
+        self.stop_counter += 1
         self.running.discard(job.id)
         self.running_by_queue.get(job.queue, set()).discard(job.id)
         key = (job.est_end, job.seq, job.id)

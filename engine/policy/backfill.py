@@ -32,6 +32,23 @@ class Reservation:
     job_id: int
     start: float
     guard: Guard
+    #: (admissions, stops) of the state it was planned on: while both are unchanged, so is the plan
+    epoch: tuple[int, int] = (0, 0)
+
+    def fresh_copy(self) -> Reservation:
+        """The same plan with a guard that has not been drawn on yet."""
+        return Reservation(self.job_id, self.start, Guard({k: list(v) for k, v in self.guard.headroom.items()}), self.epoch)
+
+
+def cached_reservation(
+    previous: Reservation | None, state: ClusterState, job: Job, now: float
+) -> Reservation | None:
+    """The previous cycle's plan for ``job`` when no job has started or stopped since."""
+    if previous is None or previous.job_id != job.id or previous.start < now:
+        return None
+    if previous.epoch != (state.admit_counter, state.stop_counter):
+        return None
+    return previous.fresh_copy()
 
 
 def quick_reject(state: ClusterState, job: Job, counts: list[int]) -> bool:
@@ -155,7 +172,7 @@ def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: floa
                 for p in placer.taken
             }
             placer.undo(job)
-            found = Reservation(job.id, end, Guard(headroom))
+            found = Reservation(job.id, end, Guard(headroom), (state.admit_counter, state.stop_counter))
             break
     for v in reversed(released):
         _restore(state, v)
