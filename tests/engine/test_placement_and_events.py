@@ -21,41 +21,31 @@ jobs:
     assert nodes_of(job(r, "gang")["runs"][0]) == ["n-05"]
 
 
+SPLIT_RACKS = """
+name: t
+topology: {levels: [usher/rack, kubernetes.io/hostname]}
+nodeGroups:
+  - {prefix: n, count: 4, layout: {usher/rack: 2}, template: {gpus: 8}}
+queues: [{name: q}]
+jobs:
+  - {name: gang, queue: q, submit: 1m, duration: 1h, pods: [{count: 2, gpu: 8, topology: {required: usher/rack}}]}
+events:
+  - {at: 0s, action: cordon, node: n-02}
+  - {at: 0s, action: cordon, node: n-04}
+"""
+
+
 def test_required_rack_is_unsatisfiable_when_free_gpus_are_spread_across_racks():
-    r = replay("""
-name: t
-topology: {levels: [usher/rack, kubernetes.io/hostname]}
-nodeGroups:
-  - {prefix: n, count: 4, layout: {usher/rack: 2}, template: {gpus: 8}}
-queues: [{name: q}]
-jobs:
-  - {name: gang, queue: q, submit: 1m, duration: 1h, pods: [{count: 2, gpu: 8, topology: {required: usher/rack}}]}
-events:
-  - {at: 0s, action: cordon, node: n-02}
-  - {at: 0s, action: cordon, node: n-04}
-  - {at: 30m, action: uncordon, node: n-04}
-""")
-    gang = job(r, "gang")
-    run = gang["runs"][0]
-    # 16 GPUs were free from the start, but not in one rack: it waited for n-04 to return.
-    assert run["start"] == 1800.0
-    assert sorted(nodes_of(run)) == ["n-03", "n-04"]
-    early = replay("""
-name: t
-topology: {levels: [usher/rack, kubernetes.io/hostname]}
-nodeGroups:
-  - {prefix: n, count: 4, layout: {usher/rack: 2}, template: {gpus: 8}}
-queues: [{name: q}]
-jobs:
-  - {name: gang, queue: q, submit: 1m, duration: 1h, pods: [{count: 2, gpu: 8, topology: {required: usher/rack}}]}
-events:
-  - {at: 0s, action: cordon, node: n-02}
-  - {at: 0s, action: cordon, node: n-04}
-""", until=600)
+    early = replay(SPLIT_RACKS, until=600)
     gang = job(early, "gang")
     assert gang["pendingReason"] == "TopologyUnsatisfiable"
     assert "inside one usher/rack" in gang["message"] and "8 GPUs free" in gang["message"]
     assert "16 free in the whole cluster" in gang["message"]
+    # 16 GPUs were free from the start, but not in one rack: it waits for n-04 to return.
+    later = replay(SPLIT_RACKS + "  - {at: 30m, action: uncordon, node: n-04}\n")
+    run = job(later, "gang")["runs"][0]
+    assert run["start"] == 1800.0
+    assert sorted(nodes_of(run)) == ["n-03", "n-04"]
 
 
 def test_preferred_topology_falls_back_to_spanning_racks():
@@ -186,32 +176,25 @@ events:
     assert job(r, "j")["runs"][0]["start"] == 3600.0
 
 
+OPERATOR = EVENTS_BASE + """
+jobs:
+  - {name: needs-ok, queue: m, duration: 1h, pods: [{gpu: 1}]}
+  - {name: held, queue: q, duration: 1h, pods: [{gpu: 1}]}
+  - {name: victim, queue: q, duration: 2h, pods: [{gpu: 1}]}
+events:
+  - {at: 0s, action: hold, job: held}
+  - {at: 20m, action: approve, job: needs-ok}
+  - {at: 30m, action: release, job: held}
+  - {at: 40m, action: preempt, job: victim}
+"""
+
+
 def test_manual_approval_hold_release_and_operator_preemption():
-    r = replay(EVENTS_BASE + """
-jobs:
-  - {name: needs-ok, queue: m, duration: 1h, pods: [{gpu: 1}]}
-  - {name: held, queue: q, duration: 1h, pods: [{gpu: 1}]}
-  - {name: victim, queue: q, duration: 2h, pods: [{gpu: 1}]}
-events:
-  - {at: 0s, action: hold, job: held}
-  - {at: 20m, action: approve, job: needs-ok}
-  - {at: 30m, action: release, job: held}
-  - {at: 40m, action: preempt, job: victim}
-""", until=600)
-    assert job(r, "needs-ok")["state"] == "AwaitingApproval"
-    assert job(r, "needs-ok")["pendingReason"] == "AwaitingApproval"
-    assert job(r, "held")["state"] == "Held" and job(r, "held")["pendingReason"] == "Held"
-    full = replay(EVENTS_BASE + """
-jobs:
-  - {name: needs-ok, queue: m, duration: 1h, pods: [{gpu: 1}]}
-  - {name: held, queue: q, duration: 1h, pods: [{gpu: 1}]}
-  - {name: victim, queue: q, duration: 2h, pods: [{gpu: 1}]}
-events:
-  - {at: 0s, action: hold, job: held}
-  - {at: 20m, action: approve, job: needs-ok}
-  - {at: 30m, action: release, job: held}
-  - {at: 40m, action: preempt, job: victim}
-""")
+    early = replay(OPERATOR, until=600)
+    assert job(early, "needs-ok")["state"] == "AwaitingApproval"
+    assert job(early, "needs-ok")["pendingReason"] == "AwaitingApproval"
+    assert job(early, "held")["state"] == "Held" and job(early, "held")["pendingReason"] == "Held"
+    full = replay(OPERATOR)
     assert job(full, "needs-ok")["runs"][0]["start"] == 1200.0
     assert job(full, "held")["runs"][0]["start"] == 1800.0
     v = job(full, "victim")["runs"]
