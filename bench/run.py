@@ -1,7 +1,8 @@
 """Engine benchmarks B1-B3 (issue 2). Prints a markdown table; figures go to docs/benchmarks.md.
 
-    python bench/run.py            # all three
+    python bench/run.py            # B1, B2, B3
     python bench/run.py b1 b2      # some
+    python bench/run.py b2-heavy   # B2 at 150% offered load (a stress run: minutes)
 
 Each benchmark builds its scenario as YAML text, loads it through the normal loader (timed
 separately), and then times the engine alone. RSS is the process's peak (ru_maxrss), so run one
@@ -100,7 +101,7 @@ BENCHES = {"b1": b1, "b2": b2, "b2-heavy": b2_heavy, "b3": b3}
 
 
 def main(argv: list[str]) -> None:
-    names = argv or list(BENCHES)
+    names = argv or ["b1", "b2", "b3"]  # b2-heavy (150% offered load) is a stress run, by name only
     print("| benchmark | result |\n|---|---|")
     for name in names:
         for label, value in BENCHES[name]():
