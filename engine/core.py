@@ -9,9 +9,9 @@ The engine does no I/O and reads no clock: the caller passes ``now``.
 from __future__ import annotations
 
 from .cycle import Admitter, CycleResult, Decision, run_cycle
-from .enums import Action, DecisionKind, EndReason, JobState, PendingReason
+from .enums import Action, DecisionKind, EndReason, JobState
 from .policy.registry import Policy, get_policy
-from .state import INF, AuditEntry, ClusterState, Job, PodPlacement, QuotaVec, Run, Vec
+from .state import INF, AuditEntry, ClusterState, Job, PodPlacement, Run, Vec
 
 
 class CommandError(ValueError):
@@ -218,5 +218,3 @@ def _fmt(resource: str, value: float | None) -> str:
         return f"{value / 1000:g}"
     return f"{value:g}"
 
-
-__all__ = ["Engine", "CommandError", "QuotaVec", "PendingReason"]

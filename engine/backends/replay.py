@@ -85,6 +85,3 @@ class ReplayBackend:
                 job = d.job
                 if job.remaining is not None:
                     self._push(now + job.remaining, Due(Kind.FINISH, job.id, len(job.runs)))
-
-    def pending_events(self) -> int:
-        return sum(1 for _, _, _, d in self._heap if d.kind != Kind.FINISH)
