@@ -201,11 +201,6 @@ class Engine(Admitter):
         self.state.quotas_changed()
         return "set " + "; ".join(parts) if parts else "nothing to change"
 
-    # -- views ----------------------------------------------------------------------------
-
-    def pending_jobs(self) -> list[Job]:
-        return [j for j in self.state.jobs if j.submitted and j.current_run is None and j.state != JobState.FINISHED]
-
 
 def _resource_index(name: str) -> int:
     return {"gpu": 0, "cpu": 1, "memory": 2}[name]

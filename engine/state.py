@@ -76,10 +76,6 @@ class Node:
     def schedulable(self) -> bool:
         return not (self.cordoned or self.failed)
 
-    @property
-    def gpu_used_milli(self) -> int:
-        return self.gpu_count * MILLI - sum(self.gpu_free)
-
     def has_partial(self) -> bool:
         return any(0 < f < MILLI for f in self.gpu_free)
 
@@ -118,10 +114,6 @@ class PodGroup:
     def share(self) -> int:
         """Milli-GPU share per pod when the pod shares a GPU, else 0."""
         return self.gpu_milli if 0 < self.gpu_milli < MILLI else 0
-
-    @property
-    def request(self) -> Vec:
-        return (self.gpu_milli, self.cpu, self.memory)
 
 
 @dataclass(slots=True)
@@ -194,10 +186,6 @@ class Job:
         if self.runs and self.runs[-1].end is None:
             return self.runs[-1]
         return None
-
-    @property
-    def is_gang(self) -> bool:
-        return self.total_pods > 1
 
     def order_key(self) -> tuple[int, float, int]:
         """Ordering within a queue: priority, then submit time, then file order."""

@@ -5,8 +5,6 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-import pytest
-
 from usher.engine.controller import Controller
 from usher.engine.report import build_report
 from usher.engine.scenario import parse_scenario
@@ -28,8 +26,3 @@ def job(report: dict[str, Any], name: str) -> dict[str, Any]:
 
 def nodes_of(run: dict[str, Any]) -> list[str]:
     return [p["node"] for p in run["placements"]]
-
-
-@pytest.fixture
-def run_scenario():
-    return replay

@@ -56,27 +56,23 @@ class ReplayBackend:
         """When the next thing happens, skipping completions of runs that were cut short."""
         heap = self._heap
         jobs = self.engine.state.jobs
-        while heap:
-            due = heap[0][3]
-            if due.kind == Kind.FINISH and len(jobs[due.job_id].runs) != due.run_no or (
-                due.kind == Kind.FINISH and jobs[due.job_id].current_run is None
-            ):
-                heapq.heappop(heap)
-                continue
-            return heap[0][0]
-        return None
+        while heap and self._stale(heap[0][3]):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     def pop_due(self, now: float) -> list[Due]:
         out: list[Due] = []
         heap = self._heap
         while heap and heap[0][0] <= now:
             out.append(heapq.heappop(heap)[3])
-        jobs = self.engine.state.jobs
-        return [
-            d
-            for d in out
-            if d.kind != Kind.FINISH or (len(jobs[d.job_id].runs) == d.run_no and jobs[d.job_id].current_run is not None)
-        ]
+        return [d for d in out if not self._stale(d)]
+
+    def _stale(self, due: Due) -> bool:
+        """A completion of a run that was cut short (preempted, drained, failed)."""
+        if due.kind != Kind.FINISH:
+            return False
+        job = self.engine.state.jobs[due.job_id]
+        return len(job.runs) != due.run_no or job.current_run is None
 
     def apply(self, decisions: list[Decision], now: float) -> None:
         """Carry out decisions: a bind always succeeds here and its completion is scheduled."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from ..enums import TopologyMode
 from ..state import INF, ClusterState, Job, Vec
 from . import quota
-from .placement import Guard, Placer, request_of
+from .placement import Guard, Placer, pods_fitting_by_gpus, request_of
 
 #: Pending jobs the start-time planner looks at; later ones get no estimate.
 PLAN_DEPTH = 2000
@@ -108,10 +108,7 @@ def _first_step(state: ClusterState, job: Job, counts: list[int]) -> int | None:
             fit = min(fit, mem // g.memory)
         return fit
 
-    total = 0
-    for model, buckets in state.buckets.items():
-        if g.models is None or model in g.models:
-            total += sum(len(b) * (k // w) for k, b in enumerate(buckets))
+    total = pods_fitting_by_gpus(state, g)
     domain_fit: dict[int, int] = {}
     ends = state.ends
     for i, (end, _, jid) in enumerate(ends):

@@ -450,6 +450,17 @@ def no_matching_nodes(state: ClusterState, job: Job) -> PodGroup | None:
     return None
 
 
+def pods_fitting_by_gpus(state: ClusterState, pod: PodGroup) -> int:
+    """How many whole-GPU pods like ``pod`` the schedulable nodes could take, counting GPUs only."""
+    w = pod.whole_gpus
+    return sum(
+        len(b) * (k // w)
+        for model, buckets in state.buckets.items()
+        if pod.models is None or model in pod.models
+        for k, b in enumerate(buckets)
+    )
+
+
 def classify_failure(state: ClusterState, job: Job, counts: list[int]) -> PendingReason:
     """Why a gang that did not fit does not fit: no node could ever hold it, topology, or room."""
     if no_matching_nodes(state, job) is not None:
@@ -460,13 +471,7 @@ def classify_failure(state: ClusterState, job: Job, counts: list[int]) -> Pendin
     if len(job.groups) == 1 and job.groups[0].whole_gpus:
         # Would the pods fit anywhere, ignoring topology? Count from the capacity buckets.
         g, n = job.groups[0], counts[0]
-        fit = sum(
-            len(b) * (k // g.whole_gpus)
-            for model, buckets in state.buckets.items()
-            if g.models is None or model in g.models
-            for k, b in enumerate(buckets)
-        )
-        if fit < n:
+        if pods_fitting_by_gpus(state, g) < n:
             return PendingReason.INSUFFICIENT_CAPACITY
         if g.topology_mode == TopologyMode.REQUIRED:
             return PendingReason.TOPOLOGY_UNSATISFIABLE

@@ -123,10 +123,6 @@ def needs_borrowing(queue: Queue, request: Vec) -> bool:
     return any(request[r] and queue.usage[r] + request[r] > queue.nominal[r] for r in range(3))
 
 
-def borrowed(queue: Queue) -> Vec:
-    return tuple(int(max(0, queue.usage[r] - queue.nominal[r])) if queue.nominal[r] != INF else 0 for r in range(3))  # type: ignore[return-value]
-
-
 def share_basis(state: ClusterState, queue: Queue) -> tuple[float, float, float]:
     """The capacity a queue's share is measured against: its cohort's nominal, or the cluster."""
     cached = state.share_basis_cache.get(queue.name)
