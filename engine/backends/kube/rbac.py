@@ -1,0 +1,122 @@
+"""The Kubernetes API permissions of the usher controller and of the console's operators.
+
+This is the one list of what usher may do to a cluster. The controller's API calls must stay
+within ``CONTROLLER_PERMISSIONS``: a call that needs anything else needs a new entry here and the
+matching rule in ``deploy/`` (the tests in ``tests/kube/test_deploy.py`` hold the manifests to
+exactly this list, in both directions, so the RBAC stays least privilege). ``OPERATOR_PERMISSIONS``
+is the same for people who run the console against a cluster (the ``usher-operator`` ClusterRole).
+
+A permission names an API group (``""`` is core v1), a resource (``pods/binding`` for a
+subresource), one verb and a scope: ``CLUSTER`` is granted by a ClusterRole, for cluster-scoped
+objects and for namespaced ones in every namespace; ``NAMESPACE`` is granted by a Role in
+``USHER_NAMESPACE`` only. Where ``names`` is not empty the rule carries ``resourceNames``, and a
+client must ask for that object by name: ``get``/``update`` on it, and ``list``/``watch`` with the
+field selector ``metadata.name=<name>`` (Kubernetes authorises a named list or watch only so).
+``create`` can never be restricted by name, since the object does not exist yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+USHER_NAMESPACE = "usher-system"
+"""Where the controller runs, holds its leader Lease and reads its queue config."""
+
+SERVICE_ACCOUNT = "usher"
+"""The controller's service account, in ``USHER_NAMESPACE``."""
+
+QUEUES_CONFIGMAP = "usher-queues"
+"""The ConfigMap that holds the queue config (key ``QUEUES_CONFIG_KEY``); never created by usher."""
+
+QUEUES_CONFIG_KEY = "queues.yaml"
+
+LEADER_LEASE = "usher-controller"
+"""The coordination.k8s.io Lease the controller replicas elect their leader on."""
+
+
+class Verb(StrEnum):
+    """The Kubernetes API verbs as RBAC rules spell them."""
+
+    GET = "get"
+    LIST = "list"
+    WATCH = "watch"
+    CREATE = "create"
+    UPDATE = "update"
+    PATCH = "patch"
+    DELETE = "delete"
+    DELETE_COLLECTION = "deletecollection"
+
+
+class Scope(StrEnum):
+    """Where a permission holds: cluster-wide (ClusterRole) or in ``USHER_NAMESPACE`` (Role)."""
+
+    CLUSTER = "cluster"
+    NAMESPACE = "namespace"
+
+
+@dataclass(frozen=True, slots=True)
+class Permission:
+    """One verb on one resource, in one scope, optionally on named objects only."""
+
+    group: str
+    """API group; ``""`` is the core group."""
+    resource: str
+    """Plural resource name, ``resource/subresource`` for a subresource."""
+    verb: Verb
+    scope: Scope
+    names: tuple[str, ...] = ()
+    """Object names the permission is limited to (RBAC ``resourceNames``); empty: any object."""
+
+
+def _grants(
+    group: str, resource: str, verbs: tuple[Verb, ...], scope: Scope, names: tuple[str, ...] = ()
+) -> tuple[Permission, ...]:
+    return tuple(Permission(group, resource, verb, scope, names) for verb in verbs)
+
+
+_READ = (Verb.GET, Verb.LIST, Verb.WATCH)
+_COORDINATION = "coordination.k8s.io"
+_POD_GROUPS = "scheduling.x-k8s.io"
+
+CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
+    # Nodes: capacity, labels, NVLink annotation; cordon for drain.
+    *_grants("", "nodes", (*_READ, Verb.PATCH), Scope.CLUSTER),
+    # Pods: the queue's jobs and what runs; annotations such as usher/gpus.
+    *_grants("", "pods", (*_READ, Verb.PATCH), Scope.CLUSTER),
+    *_grants("", "pods/binding", (Verb.CREATE,), Scope.CLUSTER),
+    *_grants("", "pods/eviction", (Verb.CREATE,), Scope.CLUSTER),
+    *_grants("", "pods/status", (Verb.PATCH,), Scope.CLUSTER),
+    # Events on pods and nodes: why a job waits, what was preempted and by whom.
+    *_grants("", "events", (Verb.CREATE, Verb.PATCH), Scope.CLUSTER),
+    # Gangs declared through the coscheduling plugin's PodGroup.
+    *_grants(_POD_GROUPS, "podgroups", _READ, Scope.CLUSTER),
+    # The queue config, read and (for setQuota) written back; never created.
+    *_grants("", "configmaps", (*_READ, Verb.UPDATE), Scope.NAMESPACE, (QUEUES_CONFIGMAP,)),
+    # Leader election.
+    *_grants(_COORDINATION, "leases", (Verb.GET, Verb.UPDATE), Scope.NAMESPACE, (LEADER_LEASE,)),
+    *_grants(_COORDINATION, "leases", (Verb.CREATE,), Scope.NAMESPACE),
+)
+"""Every API call the controller (``usher --no-ui``) makes must be allowed by one of these."""
+
+OPERATOR_PERMISSIONS: tuple[Permission, ...] = (
+    # Read what the controller reads (the Lease: to show which replica leads).
+    *_grants("", "nodes", _READ, Scope.CLUSTER),
+    *_grants("", "pods", _READ, Scope.CLUSTER),
+    *_grants(_POD_GROUPS, "podgroups", _READ, Scope.CLUSTER),
+    *_grants("", "configmaps", _READ, Scope.CLUSTER, (QUEUES_CONFIGMAP,)),
+    *_grants(_COORDINATION, "leases", _READ, Scope.CLUSTER, (LEADER_LEASE,)),
+    # Act: cordon/drain nodes, approve/hold pods, evict (preempt), set quotas, record why.
+    *_grants("", "nodes", (Verb.PATCH,), Scope.CLUSTER),
+    *_grants("", "pods", (Verb.PATCH,), Scope.CLUSTER),
+    *_grants("", "pods/eviction", (Verb.CREATE,), Scope.CLUSTER),
+    *_grants("", "configmaps", (Verb.UPDATE,), Scope.CLUSTER, (QUEUES_CONFIGMAP,)),
+    *_grants("", "events", (Verb.CREATE,), Scope.CLUSTER),
+    # The console asks the API server which actions the user may take (to grey out the rest).
+    *_grants("authorization.k8s.io", "selfsubjectaccessreviews", (Verb.CREATE,), Scope.CLUSTER),
+)
+"""What the ``usher-operator`` ClusterRole grants to people who run the console.
+
+All of it is cluster scope, one ClusterRole: the ConfigMap and Lease rules are limited by name
+(``usher-queues``, ``usher-controller``), which exist only in ``USHER_NAMESPACE``.
+"""
