@@ -14,8 +14,8 @@ from .enums import (
     WithinQueue,
 )
 from .scenario import Scenario
-from .scenario.models import JobSpec, Resources
-from .state import INF, MILLI, UNLIMITED, ClusterState, Job, Node, PodGroup, Queue, QuotaVec
+from .scenario.models import JobSpec, QueueSpec, Resources
+from .state import INF, MILLI, UNLIMITED, ClusterState, Job, Node, PodGroup, Queue, QuotaVec, Vec
 
 
 def quota_vec(res: Resources | None, default: float = INF) -> QuotaVec:
@@ -79,12 +79,32 @@ def build_job(scenario: Scenario, spec: JobSpec, job_id: int, levels: list[str])
         groups=tuple(groups),
         seq=job_id,
     )
-    job.request = (
+    job.request = group_request(groups)
+    return job
+
+
+def group_request(groups: list[PodGroup] | tuple[PodGroup, ...]) -> Vec:
+    """The whole gang's request: every pod of every group."""
+    return (
         sum(g.gpu_milli * g.count for g in groups),
         sum(g.cpu * g.count for g in groups),
         sum(g.memory * g.count for g in groups),
     )
-    return job
+
+
+def queue_from_spec(qs: QueueSpec) -> Queue:
+    return Queue(
+        name=qs.name,
+        cohort=qs.cohort,
+        nominal=quota_vec(qs.quota),
+        borrowing_limit=quota_vec(qs.borrowing_limit),
+        lending_limit=quota_vec(qs.lending_limit),
+        weight=qs.weight,
+        approval=Approval(qs.approval),
+        within_queue=WithinQueue(qs.preemption.within_queue),
+        reclaim_within_cohort=ReclaimWithinCohort(qs.preemption.reclaim_within_cohort),
+        borrow_within_cohort=BorrowWithinCohort(qs.preemption.borrow_within_cohort),
+    )
 
 
 def build_state(scenario: Scenario) -> ClusterState:
@@ -107,19 +127,7 @@ def build_state(scenario: Scenario) -> ClusterState:
         )
     state.finish_building()
     for qs in scenario.queues:
-        nominal = quota_vec(qs.quota)
-        state.queues[qs.name] = Queue(
-            name=qs.name,
-            cohort=qs.cohort,
-            nominal=nominal,
-            borrowing_limit=quota_vec(qs.borrowing_limit),
-            lending_limit=quota_vec(qs.lending_limit),
-            weight=qs.weight,
-            approval=Approval(qs.approval),
-            within_queue=WithinQueue(qs.preemption.within_queue),
-            reclaim_within_cohort=ReclaimWithinCohort(qs.preemption.reclaim_within_cohort),
-            borrow_within_cohort=BorrowWithinCohort(qs.preemption.borrow_within_cohort),
-        )
+        state.queues[qs.name] = queue_from_spec(qs)
         if qs.cohort is not None:
             state.cohorts.setdefault(qs.cohort, []).append(qs.name)
     for i, spec in enumerate(scenario.all_jobs()):

@@ -54,6 +54,26 @@ class Engine(Admitter):
         state.queues[job.queue].admitted += 1
         result.decisions.append(Decision(DecisionKind.BIND, job, list(placements)))
 
+    def adopt(self, job: Job, placements: list[PodPlacement], start: float) -> None:
+        """Take in a job found already running (a restarted controller rebuilding from a cluster)."""
+        state = self.state
+        state.dequeue(job)
+        state.place(job, placements)
+        job.submitted = True
+        job.state = JobState.RUNNING
+        job.pending_reason = None
+        job.runs.append(Run(start, list(placements)))
+        state.charge(job, job.request if len(placements) >= job.total_pods else _request(job, placements))
+        state.mark_running(job)
+        state.admit_counter += 1
+        job.admitted_seq = state.admit_counter
+
+    def withdraw(self, job: Job) -> None:
+        """Take a queued job out of its queue (its pods went away before it was admitted)."""
+        self.state.dequeue(job)
+        job.submitted = False
+        job.pending_reason = None
+
     def stop(self, job: Job, now: float, reason: EndReason, by: str | None, result: CycleResult | None) -> None:
         """End the job's run (preempted, drained, failed) and put it back in its queue."""
         run = job.current_run
@@ -200,6 +220,14 @@ class Engine(Admitter):
             parts.append(f"{label} {', '.join(f'{k}={_fmt(k, v)}' for k, v in values.items())}")
         self.state.quotas_changed()
         return "set " + "; ".join(parts) if parts else "nothing to change"
+
+
+def _request(job: Job, placements: list[PodPlacement]) -> Vec:
+    return (
+        sum(p.gpu_milli for p in placements),
+        sum(p.cpu for p in placements),
+        sum(p.memory for p in placements),
+    )
 
 
 def _resource_index(name: str) -> int:

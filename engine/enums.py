@@ -30,6 +30,10 @@ class PendingReason(StrEnum):
     HELD = "Held"
     RESERVED_FOR_HIGHER_PRIORITY = "ReservedForHigherPriority"
     NO_MATCHING_NODES = "NoMatchingNodes"
+    # Only on a cluster, where jobs are pods that can be malformed or arrive one by one:
+    UNKNOWN_QUEUE = "UnknownQueue"
+    WAITING_FOR_GANG = "WaitingForGangMembers"
+    INVALID_REQUEST = "InvalidRequest"
 
 
 class EndReason(StrEnum):

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from .checks import check_scenario
 from .errors import FieldIssues, Locator, PathSegment, Problem, ScenarioError, format_path
 from .models import Scenario
-from .traces import import_traces
+from .traces import TraceImport, import_traces
 from .yamltree import YamlDocument, read_yaml
 
 
@@ -62,6 +62,39 @@ def parse_scenario(text: str, file: str = "<string>", base_dir: Path | None = No
         raise ScenarioError(_ordered(problems, file))
     scenario.attach_traces(imported.nodes, imported.jobs)
     scenario.warnings.extend(checked.warnings)
+    return scenario
+
+
+#: The keys a queue configuration (the cluster's ``usher-queues`` ConfigMap) may hold.
+QUEUE_CONFIG_KEYS = ("topology", "priorityClasses", "queues")
+
+
+def parse_queue_config(text: str, file: str = "<queues>", name: str = "cluster") -> Scenario:
+    """Check a cluster's queue configuration: a scenario's ``topology`` and ``queues`` only.
+
+    Problems are reported like a scenario's (YAML path and line); the result is a ``Scenario``
+    named ``name`` with no nodes or jobs, so the engine builds its queues the same way.
+    """
+    doc = read_yaml(text)
+    problems = [Problem(file, format_path(issue.path), issue.line, issue.message) for issue in doc.issues]
+    data = doc.data if doc.data is not None else {}
+    if not isinstance(data, dict):
+        problems.append(Problem(file, "", doc.line_of(()), "the top level must be a mapping with `queues:`"))
+        raise ScenarioError(problems)
+    for key in data:
+        if key not in QUEUE_CONFIG_KEYS:
+            allowed = ", ".join(QUEUE_CONFIG_KEYS)
+            problems.append(Problem(file, str(key), doc.line_of((key,)), f"unknown field; a queue configuration has {allowed}"))
+    if problems:
+        raise ScenarioError(_ordered(problems, file))
+    locator = Locator(file, doc.line_of)
+    try:
+        scenario = Scenario.model_validate({"name": name, **data})
+    except ValidationError as exc:
+        raise ScenarioError(_ordered(_schema_problems(exc, doc, locator), file)) from None
+    checked = check_scenario(scenario, TraceImport(), locator)
+    if checked.errors:
+        raise ScenarioError(_ordered(checked.errors, file))
     return scenario
 
 

@@ -1,0 +1,635 @@
+"""The controller loop against a real (or sandbox) cluster: informers in, binds and evictions out.
+
+``KubeController.run`` lists and watches nodes, the pods with ``schedulerName: usher``, the
+queues ConfigMap and coscheduling PodGroups; the ``Mirror`` turns what they report into engine
+operations; after each batch of changes the leader runs scheduling cycles and carries out the
+decisions:
+
+- evictions first (policy/v1 Eviction; a PodDisruptionBudget refusal is reported, and the binds
+  of that cycle are withdrawn so nothing lands on capacity that is still in use);
+- then each admitted gang is bound pod by pod, concurrently, over the client's kept-alive
+  connection pool. A gang is bound completely or not at all: if any bind fails, the pods that
+  did bind are evicted, the engine takes the job back into its queue, and the gang is retried in
+  a later cycle. Binds to a node wait until pods we evicted from it are gone.
+
+Only the Lease holder binds, evicts or writes pod conditions; a standby keeps its mirror warm and
+takes over within the lease duration. Pending pods get the ``PodScheduled=False`` condition with
+the engine's reason and one-sentence message, and an Event when the reason changes, so
+``kubectl describe pod`` says why a pod waits. Operator commands (from the console) become API
+writes: annotations for approve/hold, a node patch for cordon, evictions for preempt and drain, a
+ConfigMap update with a resourceVersion precondition for quotas; each is recorded as an Event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import yaml
+
+from ...controller import Command, Snapshot
+from ...core import CommandError
+from ...cycle import Decision
+from ...enums import Action, DecisionKind
+from ...explain import explain_all
+from ...policy.registry import Policy
+from ...scenario import ScenarioError, parse_queue_config
+from ...state import MILLI, AuditEntry
+from .client import ApiError, DisruptionBudgetBlocked, KubeClient, NotFound
+from .informer import EventType, Informer
+from .lease import LeaderElector
+from .metrics import ControllerMetrics
+from .mirror import Gang, Mirror
+from .objects import (
+    LEASE_NAME,
+    QUEUES_CONFIGMAP,
+    QUEUES_KEY,
+    SCHEDULER_NAME,
+    SYSTEM_NAMESPACE,
+    Annotation,
+    PodView,
+    key_of,
+    node_view,
+    pod_view,
+)
+
+log = logging.getLogger("usher.controller")
+
+MAX_PASSES = 4
+BIND_CONCURRENCY = 64
+#: how often pending pods' conditions are brought up to date, and how stale a message may get
+STATUS_INTERVAL = 5.0
+MESSAGE_REFRESH = 60.0
+#: how long a bind waits for pods evicted from its node to go away
+EVICTION_WAIT = 120.0
+
+
+class Source(StrEnum):
+    NODES = "nodes"
+    PODS = "pods"
+    CONFIG = "config"
+    POD_GROUPS = "podgroups"
+
+
+@dataclass(slots=True)
+class Stats:
+    """Counters for the note, the benchmark and the console."""
+
+    binds: int = 0
+    bind_errors: int = 0
+    evictions: int = 0
+    evictions_blocked: int = 0
+    status_writes: int = 0
+    cycles: int = 0
+    first_cycle_at: float | None = None
+
+
+@dataclass(slots=True)
+class _Written:
+    reason: str
+    message: str
+    at: float
+
+
+class KubeController:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        identity: str,
+        name: str = "cluster",
+        namespace: str = SYSTEM_NAMESPACE,
+        policy: Policy | str = "usher",
+        clock: Callable[[], float] = time.time,
+        metrics: ControllerMetrics | None = None,
+        lease_duration: float = 15.0,
+        elect: bool = True,
+        readonly: bool = False,
+        status_interval: float = STATUS_INTERVAL,
+    ) -> None:
+        self.client = client
+        self.identity = identity
+        self.namespace = namespace
+        self.clock = clock
+        self.metrics = metrics or ControllerMetrics()
+        self.mirror = Mirror(name, policy)
+        self.readonly = readonly
+        self.status_interval = status_interval
+        self.elector = LeaderElector(client, namespace, LEASE_NAME, identity, lease_duration=lease_duration, clock=clock) if elect and not readonly else None
+        self.deltas: asyncio.Queue[tuple[Source, EventType, dict[str, Any]]] = asyncio.Queue()
+        self.informers: list[Informer] = []
+        self.stats = Stats()
+        self.subscribers: list[Callable[[Snapshot], None]] = []
+        self.commands: asyncio.Queue[Command] | None = None
+        self.paused = False
+        self.done = False
+        self.synced = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._busy = 0
+        self._written: dict[str, _Written] = {}
+        self._gone_waiters: dict[str, asyncio.Event] = {}
+        self._bind_slots = asyncio.Semaphore(BIND_CONCURRENCY)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._last_status = 0.0
+
+    # -- what watchers see ----------------------------------------------------------------
+
+    @property
+    def state(self):
+        return self.mirror.state
+
+    @property
+    def now(self) -> float:
+        return self.clock()
+
+    @property
+    def is_leader(self) -> bool:
+        if self.readonly:
+            return False
+        return self.elector is None or self.elector.is_leader
+
+    def snapshot(self) -> Snapshot:
+        st = self.state
+        return Snapshot(
+            now=self.clock(),
+            running=len(st.running),
+            pending=sum(len(q.pending) for q in st.queues.values()),
+            finished=sum(1 for j in st.jobs if j.state == "Finished"),
+            gpus_allocated=st.schedulable_used_milli / MILLI,
+            gpus_schedulable=st.schedulable_gpu_count,
+            audit_tail=st.audit[-20:],
+        )
+
+    def subscribe(self, callback: Callable[[Snapshot], None]) -> None:
+        self.subscribers.append(callback)
+
+    def _publish(self) -> None:
+        if self.subscribers:
+            snap = self.snapshot()
+            for cb in self.subscribers:
+                cb(snap)
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _informers(self) -> list[Informer]:
+        def feed(source: Source):
+            def put(kind: EventType, obj: dict[str, Any]) -> None:
+                self.deltas.put_nowait((source, kind, obj))
+                self._wake.set()
+
+            return put
+
+        client = self.client
+        return [
+            Informer(client, "/api/v1/nodes", on_event=feed(Source.NODES)),
+            Informer(client, "/api/v1/pods", field_selector=f"spec.schedulerName={SCHEDULER_NAME}", on_event=feed(Source.PODS)),
+            Informer(
+                client,
+                f"/api/v1/namespaces/{self.namespace}/configmaps",
+                field_selector=f"metadata.name={QUEUES_CONFIGMAP}",
+                on_event=feed(Source.CONFIG),
+            ),
+            Informer(client, "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", on_event=feed(Source.POD_GROUPS), optional=True),
+        ]
+
+    async def run(self, speed: float | None = None) -> None:
+        """Run until cancelled (SIGTERM in ``--no-ui``); ``speed`` is accepted for the console."""
+        self.commands = asyncio.Queue()
+        self.informers = self._informers()
+        for inf in self.informers:
+            self._spawn(inf.run())
+        if self.elector is not None:
+            self._spawn(self.elector.run())
+        try:
+            await asyncio.gather(*(inf.has_synced.wait() for inf in self.informers))
+            self._drain()
+            self.mirror.rebuild(self.clock())
+            self.synced.set()
+            log.info("synced: %d nodes, %d gangs", len(self.mirror.nodes), len(self.mirror.gangs))
+            while True:
+                await self._tick()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+                except TimeoutError:
+                    pass
+                self._wake.clear()
+                await asyncio.sleep(0.01)  # let a burst of watch events gather into one batch
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        for inf in self.informers:
+            inf.stop()
+        if self.elector is not None:
+            await self.elector.release()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.done = True
+
+    def _spawn(self, coro) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task failed: %r", task.exception(), exc_info=task.exception())
+
+    async def _tick(self) -> None:
+        self._busy += 1
+        try:
+            self._drain()
+            now = self.clock()
+            if self.mirror.dirty:
+                self.mirror.rebuild(now)
+            while self.commands is not None and not self.commands.empty():
+                cmd = self.commands.get_nowait()
+                try:
+                    await self.apply_command(cmd)
+                except CommandError as exc:
+                    self.state.audit.append(AuditEntry(now, cmd.actor, str(cmd.action), "?", f"rejected: {exc}"))
+            leader = self.is_leader
+            self.metrics.set_leader(leader)
+            if leader and not self.paused:
+                await self._roll_back()
+                await self._schedule()
+                if now - self._last_status >= self.status_interval:
+                    self._last_status = now
+                    self._spawn(self._write_status())
+            self._update_gauges()
+            self._publish()
+        finally:
+            self._busy -= 1
+
+    def _drain(self) -> None:
+        """Apply every queued delta to the mirror."""
+        mirror = self.mirror
+        now = self.clock()
+        while not self.deltas.empty():
+            source, kind, obj = self.deltas.get_nowait()
+            deleted = kind == EventType.DELETED
+            if source == Source.PODS:
+                key = key_of(obj)
+                view = None if deleted else pod_view(obj)
+                mirror.pod_changed(view, key, now)
+                if deleted or (view is not None and not view.live):
+                    waiter = self._gone_waiters.pop(key, None)
+                    if waiter is not None:
+                        waiter.set()
+                    if deleted:
+                        self._written.pop(key, None)
+            elif source == Source.NODES:
+                name = obj["metadata"]["name"]
+                mirror.node_changed(None if deleted else node_view(obj), name, now)
+            elif source == Source.POD_GROUPS:
+                spec = obj.get("spec") or {}
+                mm = spec.get("minMember")
+                mirror.pod_group_changed(key_of(obj), None if deleted or not isinstance(mm, int) else mm, now)
+            else:
+                self._config_changed(None if deleted else obj)
+
+    def _config_changed(self, obj: dict[str, Any] | None) -> None:
+        where = f"{self.namespace}/{QUEUES_CONFIGMAP}"
+        if obj is None:
+            self._config_error(f"{where} was deleted; keeping the last good queue config")
+            return
+        text = (obj.get("data") or {}).get(QUEUES_KEY)
+        if text is None:
+            self._config_error(f"{where} has no {QUEUES_KEY!r} key; keeping the last good queue config")
+            return
+        try:
+            config = parse_queue_config(text, f"{where}[{QUEUES_KEY}]", self.mirror.name)
+        except ScenarioError as exc:
+            self._config_error(f"invalid queue config, keeping the last good one:\n{exc}")
+            return
+        self.mirror.set_config(config, None)
+        self.metrics.set_config_valid(True)
+        log.info("queue config loaded: %d queues", len(config.queues))
+
+    def _config_error(self, message: str) -> None:
+        if self.mirror.config_error == message:
+            return
+        self.mirror.set_config(None, message)
+        self.metrics.config_error()
+        log.error("%s", message)
+        self.state.audit.append(AuditEntry(self.clock(), "controller", "config", QUEUES_CONFIGMAP, message.splitlines()[0]))
+        if self.is_leader:
+            ref = {"kind": "ConfigMap", "namespace": self.namespace, "name": QUEUES_CONFIGMAP}
+            self._spawn(self._event(ref, "InvalidQueueConfig", message, warning=True))
+
+    # -- scheduling -----------------------------------------------------------------------
+
+    async def _schedule(self) -> None:
+        engine = self.mirror.engine
+        for _ in range(MAX_PASSES):
+            now = self.clock()
+            started = time.perf_counter()
+            result = engine.cycle(now)
+            self.metrics.observe_cycle(time.perf_counter() - started)
+            self.stats.cycles += 1
+            if self.stats.first_cycle_at is None:
+                self.stats.first_cycle_at = time.perf_counter()
+            if not result.decisions:
+                break
+            await self._carry_out(result.decisions, now)
+            if not result.evicted:
+                break
+
+    async def _carry_out(self, decisions: list[Decision], now: float) -> None:
+        evictions = [d for d in decisions if d.kind == DecisionKind.EVICT]
+        binds = [d for d in decisions if d.kind == DecisionKind.BIND]
+        blocked = False
+        for d in evictions:
+            self.metrics.preempted(d.job.queue, str(d.reason))
+            if not await self._evict_gang(self.mirror.gang_of_job.get(d.job.id), f"{d.reason}" + (f" for {d.by}" if d.by else "")):
+                blocked = True
+        for d in binds:
+            self.metrics.admitted(d.job.queue)
+        if blocked:
+            for d in binds:
+                engine = self.mirror.engine
+                engine.unbind(d.job, now, "a preemption it needed was refused by a PodDisruptionBudget")
+            self.mirror.dirty = True  # re-adopt the victims that kept running
+            return
+        for d in binds:
+            gang = self.mirror.gang_of_job.get(d.job.id)
+            if gang is not None:
+                self._spawn(self._bind_gang(gang, d))
+
+    async def _bind_gang(self, gang: Gang, decision: Decision) -> None:
+        """Bind every pod of an admitted gang, or none: a failure evicts those that bound."""
+        self._busy += 1
+        try:
+            pairs = self.mirror.pods_of(gang, decision.placements)
+            nodes = {self.state.nodes[p.node_id].name for _, p in pairs}
+            await self._wait_for_evictions(nodes)
+
+            async def bind_one(view: PodView, node: str, gpus: list[int]) -> str | None:
+                async with self._bind_slots:
+                    try:
+                        await self.client.bind(view.namespace, view.name, node, {Annotation.GPUS: ",".join(map(str, gpus))})
+                    except ApiError as exc:
+                        return f"{view.name}: {exc}"
+                    self.mirror.assume_bound(gang, view.name, node, gpus)
+                    return None
+
+            jobs = [(view, self.state.nodes[p.node_id].name, p.gpus) for view, p in pairs]
+            errors = [e for e in await asyncio.gather(*(bind_one(v, n, g) for v, n, g in jobs)) if e]
+            self.stats.binds += len(jobs) - len(errors)
+            if not errors:
+                return
+            self.stats.bind_errors += len(errors)
+            self.metrics.bind_errors(len(errors))
+            why = f"{len(errors)} of {len(jobs)} binds failed ({errors[0]})"
+            log.warning("gang %s: %s; rolling back", gang.key, why)
+            job = decision.job
+            if job.current_run is not None:
+                self.mirror.engine.unbind(job, self.clock(), why)
+            bound = [v for v, _, _ in jobs if v.bound and gang.pods.get(v.name) is v]
+            for view in bound:
+                await self._evict(view, f"rolling back gang {gang.key}: {why}")
+            self._wake.set()
+        finally:
+            self._busy -= 1
+
+    async def _wait_for_evictions(self, nodes: set[str]) -> None:
+        waits = [
+            ev.wait()
+            for key, ev in self._gone_waiters.items()
+            if (view := self._find(key)) is not None and view.node in nodes
+        ]
+        if waits:
+            try:
+                await asyncio.wait_for(asyncio.gather(*waits), EVICTION_WAIT)
+            except TimeoutError:
+                log.warning("pods evicted from %s are still there after %.0fs; binding anyway", ", ".join(sorted(nodes)), EVICTION_WAIT)
+
+    def _find(self, key: str) -> PodView | None:
+        gang = self.mirror.gangs.get(self.mirror.pod_gang.get(key, ""))
+        return gang.pods.get(key.split("/", 1)[1]) if gang is not None else None
+
+    async def _evict_gang(self, gang: Gang | None, why: str) -> bool:
+        """Evict every bound pod of a gang; False if a PodDisruptionBudget refused one."""
+        if gang is None:
+            return True
+        results = await asyncio.gather(*(self._evict(v, why) for v in gang.bound()))
+        return all(results)
+
+    async def _evict(self, view: PodView, why: str) -> bool:
+        key = view.key
+        self._gone_waiters.setdefault(key, asyncio.Event())
+        try:
+            await self.client.evict(view.namespace, view.name)
+        except NotFound:
+            pass
+        except DisruptionBudgetBlocked as exc:
+            self._gone_waiters.pop(key, None)
+            self.stats.evictions_blocked += 1
+            log.warning("eviction of %s refused: %s", key, exc)
+            await self._event(_pod_ref(view), "EvictionBlocked", f"usher could not evict this pod ({why}): {exc}", warning=True)
+            return False
+        except ApiError as exc:
+            self._gone_waiters.pop(key, None)
+            log.warning("eviction of %s failed: %s", key, exc)
+            return False
+        self.stats.evictions += 1
+        await self._event(_pod_ref(view), "Preempted" if "rolling back" not in why else "GangRollback", f"Evicted by usher: {why}", warning=True)
+        return True
+
+    async def _roll_back(self) -> None:
+        pods, self.mirror.rollbacks = self.mirror.rollbacks, []
+        for view in pods:
+            await self._evict(view, f"rolling back gang {view.gang}: found partly bound")
+
+    # -- why pending ----------------------------------------------------------------------
+
+    async def _write_status(self) -> None:
+        """Bring every waiting pod's PodScheduled condition (and Events) up to date."""
+        self._busy += 1
+        try:
+            now = self.clock()
+            explained = explain_all(self.state, now)
+            writes = []
+            for gang in self.mirror.waiting_gangs():
+                reason, message = gang.reason, gang.message
+                job = gang.job
+                if reason is None and job is not None and job.id in explained:
+                    ex = explained[job.id]
+                    reason, message = ex.reason, ex.message
+                if reason is None or message is None:
+                    continue
+                for view in gang.unbound():
+                    last = self._written.get(view.key)
+                    current = view.conditions.get("PodScheduled")
+                    same_reason = (last is not None and last.reason == reason) or (current is not None and current[1] == reason)
+                    if same_reason and ((current is not None and current[2] == message) or (last is not None and now - last.at < MESSAGE_REFRESH)):
+                        continue
+                    writes.append(self._write_one(view, str(reason), message, same_reason))
+            sem = asyncio.Semaphore(16)
+
+            async def limited(coro):
+                async with sem:
+                    await coro
+
+            await asyncio.gather(*(limited(w) for w in writes))
+        finally:
+            self._busy -= 1
+
+    async def _write_one(self, view: PodView, reason: str, message: str, same_reason: bool) -> None:
+        try:
+            await self.client.patch_pod_condition(view.namespace, view.name, "PodScheduled", "False", reason, message)
+        except ApiError as exc:
+            if not isinstance(exc, NotFound):
+                log.warning("could not update the condition of %s: %s", view.key, exc)
+            return
+        self._written[view.key] = _Written(reason, message, self.clock())
+        self.stats.status_writes += 1
+        if not same_reason:
+            await self._event(_pod_ref(view), reason, message, warning=True)
+
+    async def _event(self, ref: dict[str, str], reason: str, message: str, warning: bool = False) -> None:
+        try:
+            await self.client.create_event(ref, reason, message, warning=warning)
+        except ApiError as exc:
+            log.warning("could not record an Event on %s/%s: %s", ref.get("kind"), ref.get("name"), exc)
+
+    # -- operator commands ----------------------------------------------------------------
+
+    async def apply_command(self, cmd: Command) -> str:
+        """Carry out an operator command through the API; the watch brings its effect back."""
+        if self.readonly:
+            raise CommandError("read-only: no changes are made to the cluster")
+        now = self.clock()
+        action = cmd.action
+        if action in (Action.FAIL, Action.RECOVER):
+            raise CommandError(f"{action} is a replay event; on a cluster, nodes fail by themselves")
+        if action in (Action.CORDON, Action.UNCORDON, Action.DRAIN):
+            text = await self._node_command(action, cmd.node)
+            target = cmd.node or "?"
+            ref = {"kind": "Node", "name": target}
+        elif action in (Action.APPROVE, Action.HOLD, Action.RELEASE, Action.PREEMPT):
+            gang = self._gang_named(cmd.job)
+            text = await self._job_command(action, gang)
+            target = gang.key
+            first = next(iter(gang.pods.values()))
+            ref = _pod_ref(first)
+        else:
+            text = await self._set_quota(cmd)
+            target = cmd.queue or "?"
+            ref = {"kind": "ConfigMap", "namespace": self.namespace, "name": QUEUES_CONFIGMAP}
+        self.state.audit.append(AuditEntry(now, cmd.actor, str(action), target, text))
+        await self._event(ref, f"Usher{str(action)[0].upper()}{str(action)[1:]}", f"{cmd.actor}: {action} {target}: {text}")
+        self._wake.set()
+        return text
+
+    def _gang_named(self, name: str | None) -> Gang:
+        gang = self.mirror.gangs.get(name or "")
+        if gang is None:
+            gang = next((g for g in self.mirror.gangs.values() if g.key.split("/", 1)[1] == name), None)
+        if gang is None or not gang.pods:
+            raise CommandError(f"unknown job {name!r}")
+        return gang
+
+    async def _node_command(self, action: Action, node: str | None) -> str:
+        if node is None or node not in self.mirror.nodes:
+            raise CommandError(f"{action}: unknown node {node!r}")
+        await self.client.set_unschedulable(node, action != Action.UNCORDON)
+        if action != Action.DRAIN:
+            return "cordoned" if action == Action.CORDON else "uncordoned"
+        gangs = [g for g in self.mirror.gangs.values() if any(p.node == node for p in g.bound())]
+        for gang in gangs:
+            await self._evict_gang(gang, f"node {node} drained")
+        return f"drained; requeued {len(gangs)} job(s)" + (f": {', '.join(g.key for g in gangs)}" if gangs else "")
+
+    async def _job_command(self, action: Action, gang: Gang) -> str:
+        if action == Action.PREEMPT:
+            if not gang.bound():
+                return "not running; nothing to preempt"
+            ok = await self._evict_gang(gang, "preempted by an operator")
+            return "preempted and requeued" if ok else "preemption refused by a PodDisruptionBudget"
+        key, value = {
+            Action.APPROVE: (Annotation.APPROVED, "true"),
+            Action.HOLD: (Annotation.HOLD, "true"),
+            Action.RELEASE: (Annotation.HOLD, None),
+        }[action]
+        patch = {"metadata": {"annotations": {str(key): value}}}
+        for view in gang.live():
+            await self.client.patch(f"/api/v1/namespaces/{view.namespace}/pods/{view.name}", patch)
+        return {Action.APPROVE: "approved", Action.HOLD: "held", Action.RELEASE: "released"}[action]
+
+    async def _set_quota(self, cmd: Command) -> str:
+        """Merge new limits into the queues ConfigMap; a conflicting writer means read and retry."""
+        path = f"/api/v1/namespaces/{self.namespace}/configmaps/{QUEUES_CONFIGMAP}"
+        for attempt in range(4):
+            obj = await self.client.get(path)
+            text = (obj.get("data") or {}).get(QUEUES_KEY, "")
+            doc = yaml.safe_load(text) or {}
+            queue = next((q for q in doc.get("queues") or [] if q.get("name") == cmd.queue), None)
+            if queue is None:
+                raise CommandError(f"setQuota: unknown queue {cmd.queue!r}")
+            for field_name, values in (("quota", cmd.quota), ("borrowingLimit", cmd.borrowing_limit), ("lendingLimit", cmd.lending_limit)):
+                if values:
+                    entry = queue.setdefault(field_name, {}) or {}
+                    queue[field_name] = entry
+                    for res, value in values.items():
+                        if value is None:
+                            entry.pop(res, None)
+                        else:
+                            entry[res] = _spec_amount(res, value)
+            new_text = yaml.safe_dump(doc, sort_keys=False)
+            try:
+                parse_queue_config(new_text, "the edited queue config")
+            except ScenarioError as exc:
+                raise CommandError(f"setQuota: the result would be invalid: {exc}") from None
+            obj.setdefault("data", {})[QUEUES_KEY] = new_text
+            try:
+                await self.client.replace(path, obj)
+            except ApiError as exc:
+                if exc.code == 409 and attempt < 3:
+                    await asyncio.sleep(random.uniform(0.05, 0.2))
+                    continue
+                raise CommandError(f"setQuota: {exc}") from None
+            parts = [f"{k}={v}" for k, v in (cmd.quota or {}).items()]
+            return "set quota " + ", ".join(parts) if parts else "set limits"
+        raise CommandError("setQuota: the ConfigMap kept changing under us; try again")
+
+    # -- metrics and idleness --------------------------------------------------------------
+
+    def _update_gauges(self) -> None:
+        st = self.state
+        for name, q in st.queues.items():
+            self.metrics.set_queue(name, len(q.pending), len(st.running_by_queue.get(name, ())))
+        self.metrics.set_gpus(st.schedulable_used_milli / MILLI, st.schedulable_gpu_count)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued, nothing in flight: what the tests' lockstep harness waits for."""
+        return self.synced.is_set() and self.deltas.empty() and self._busy == 0 and not self._wake.is_set()
+
+    async def wait_idle(self, settle: int = 3) -> None:
+        quiet = 0
+        while quiet < settle:
+            await asyncio.sleep(0.01)
+            quiet = quiet + 1 if self.idle else 0
+
+
+def _pod_ref(view: PodView) -> dict[str, str]:
+    return {"kind": "Pod", "namespace": view.namespace, "name": view.name, "uid": view.uid}
+
+
+def _spec_amount(resource: str, value: float) -> Any:
+    """A state-unit amount as the queue config writes it."""
+    if resource == "gpu":
+        return value / MILLI if value % MILLI else int(value // MILLI)
+    if resource == "cpu":
+        return f"{int(value)}m"
+    return int(value)

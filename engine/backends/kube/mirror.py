@@ -1,0 +1,371 @@
+"""The cluster as the engine sees it: pods grouped into gangs, nodes, the queue config.
+
+The mirror turns informer deltas into engine operations. Pods are grouped into gangs (one engine
+job each); a gang is submitted once all the pods it needs exist unbound, withdrawn when they go
+away, finished when its last bound pod ends. Cordons and node readiness change schedulability in
+place. Anything structural (a node added, removed or relabelled, a new queue config) rebuilds the
+engine's state from the caches, which is also how a restarted controller starts: state lives in
+the cluster, and ``rebuild`` derives it from what the API says.
+
+A gang found partly bound (a controller died between two binds of one gang) is rolled back: its
+bound pods are listed in ``rollbacks`` for the controller to evict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...build import group_request, queue_from_spec
+from ...core import Engine
+from ...enums import JobState, PendingReason, TopologyMode
+from ...policy.placement import pick_shared_gpu, pick_whole_gpus
+from ...policy.registry import Policy
+from ...scenario import Scenario
+from ...state import MILLI, AuditEntry, ClusterState, Job, Node, PodGroup, PodPlacement
+from .objects import NodeView, PodView, natural_key
+
+DEFAULT_QUEUE = "default"
+
+
+@dataclass(slots=True)
+class Gang:
+    """The pods of one job, and the engine job standing for them."""
+
+    key: str
+    seq: int
+    pods: dict[str, PodView] = field(default_factory=dict)
+    size: int | None = None
+    job: Job | None = None
+    #: pod names per engine pod group, in the order the job's groups were built
+    group_pods: list[list[str]] = field(default_factory=list)
+    #: why the gang is not in the engine's queue (None when it is, or is running)
+    reason: PendingReason | None = None
+    message: str | None = None
+
+    def live(self) -> list[PodView]:
+        return [p for p in self.pods.values() if p.live]
+
+    def bound(self) -> list[PodView]:
+        return [p for p in self.pods.values() if p.live and p.bound]
+
+    def unbound(self) -> list[PodView]:
+        return [p for p in self.pods.values() if p.live and not p.bound]
+
+    @property
+    def required(self) -> int:
+        return self.size if self.size is not None else max(1, len(self.live()))
+
+
+class Mirror:
+    """Caches of nodes, pods and config, kept consistent with one ``Engine``."""
+
+    def __init__(self, name: str, policy: Policy | str = "usher") -> None:
+        self.name = name
+        self.policy = policy
+        self.nodes: dict[str, NodeView] = {}
+        self.gangs: dict[str, Gang] = {}
+        self.pod_gang: dict[str, str] = {}
+        self.min_members: dict[str, int] = {}
+        self.config: Scenario = Scenario(name=name)
+        self.config_error: str | None = None
+        self.engine = Engine(ClusterState(name, [], {}), policy)
+        self.gang_of_job: dict[int, Gang] = {}
+        self.rollbacks: list[PodView] = []
+        self.dirty = True  # the engine must be rebuilt before the next cycle
+        self._seq = 0
+
+    @property
+    def state(self) -> ClusterState:
+        return self.engine.state
+
+    # -- deltas ---------------------------------------------------------------------------
+
+    def set_config(self, config: Scenario | None, error: str | None) -> None:
+        """A new queue config (or, with ``error``, a broken one: the last good one stays)."""
+        self.config_error = error
+        if config is not None:
+            self.config = config
+            self.dirty = True
+
+    def node_changed(self, view: NodeView | None, name: str, now: float) -> None:
+        old = self.nodes.get(name)
+        if view is None:
+            self.nodes.pop(name, None)
+            self.dirty = True
+            return
+        self.nodes[name] = view
+        if old is None or old.shape() != view.shape():
+            self.dirty = True
+        elif not self.dirty and (old.unschedulable, old.ready) != (view.unschedulable, view.ready):
+            node = self.state.node(name)
+            self.state.set_schedulable(node, cordoned=view.unschedulable, failed=not view.ready)
+
+    def pod_group_changed(self, key: str, min_member: int | None, now: float) -> None:
+        if min_member is None:
+            self.min_members.pop(key, None)
+        else:
+            self.min_members[key] = min_member
+        gang = self.gangs.get(key)
+        if gang is not None:
+            gang.size = min_member
+            self.sync(gang, now)
+
+    def pod_changed(self, view: PodView | None, key: str, now: float) -> None:
+        gang_key = self.pod_gang.get(key) if view is None else view.gang
+        if gang_key is None:
+            return
+        gang = self.gangs.get(gang_key)
+        if view is None:
+            self.pod_gang.pop(key, None)
+            if gang is not None:
+                gang.pods.pop(key.split("/", 1)[1], None)
+                self.sync(gang, now)
+                if not gang.pods and gang.job is None:
+                    del self.gangs[gang_key]
+            return
+        if gang is None:
+            self._seq += 1
+            gang = self.gangs[gang_key] = Gang(gang_key, self._seq)
+        old = gang.pods.get(view.name)
+        if old is not None and old.uid == view.uid and old.node and not view.node:
+            # our bind is known to have succeeded; an older event must not undo it
+            view.node, view.gpus = old.node, old.gpus
+        gang.pods[view.name] = view
+        self.pod_gang[key] = gang_key
+        gang.size = self._size(view)
+        self.sync(gang, now)
+
+    def assume_bound(self, gang: Gang, pod: str, node: str, gpus: list[int]) -> None:
+        """Record a bind that the API accepted, before its watch event arrives."""
+        view = gang.pods.get(pod)
+        if view is not None:
+            view.node, view.gpus = node, gpus
+
+    def _size(self, view: PodView) -> int | None:
+        if view.pod_group is not None:
+            return self.min_members.get(view.pod_group)
+        return view.gang_size
+
+    # -- gangs and the engine -------------------------------------------------------------
+
+    def sync(self, gang: Gang, now: float) -> None:
+        """Bring the engine's job for ``gang`` in line with its pods."""
+        if self.dirty:
+            return  # the coming rebuild looks at every gang
+        engine = self.engine
+        job = gang.job
+        bound = gang.bound()
+        if job is not None and job.current_run is not None:
+            if not bound:
+                engine.finish(job, now)
+                self.gang_of_job.pop(job.id, None)
+                gang.job = None
+                self.sync(gang, now)  # pods recreated meanwhile may form a new run
+            else:
+                self._explain_leftovers(gang)
+            return
+        if bound:
+            self._adopt_or_roll_back(gang, bound, now)
+            return
+        ready, reason, message = self._readiness(gang)
+        gang.reason, gang.message = reason, message
+        if job is not None and job.state == JobState.FINISHED:
+            self.gang_of_job.pop(job.id, None)
+            gang.job = job = None
+        if not ready:
+            if job is not None and job.submitted:
+                engine.withdraw(job)
+            return
+        if job is None or self._shape_changed(gang, job):
+            if job is not None:
+                if job.submitted:
+                    engine.withdraw(job)
+                job.state = JobState.FINISHED
+                self.gang_of_job.pop(job.id, None)
+            job = self._new_job(gang, gang.unbound())
+        self._refresh_flags(gang, job)
+        if not job.submitted:
+            engine.submit(job, now)
+
+    def _readiness(self, gang: Gang) -> tuple[bool, PendingReason | None, str | None]:
+        unbound = gang.unbound()
+        if not unbound:
+            return False, None, None
+        bad = next((p for p in unbound if p.problem), None)
+        if bad is not None:
+            return False, PendingReason.INVALID_REQUEST, f"Pod {bad.name} cannot be scheduled as written: {bad.problem}."
+        queue = unbound[0].queue or DEFAULT_QUEUE
+        if queue not in self.state.queues:
+            known = ", ".join(sorted(self.state.queues)) or "none"
+            where = f"usher-system/usher-queues (queues: {known})"
+            if unbound[0].queue is None:
+                return False, PendingReason.UNKNOWN_QUEUE, f"The pod has no usher/queue label and there is no queue named {DEFAULT_QUEUE!r} in {where}."
+            return False, PendingReason.UNKNOWN_QUEUE, f"Queue {queue!r} is not in {where}."
+        levels = self.state.levels
+        for p in unbound:
+            level = p.topology_required or p.topology_preferred
+            if level is not None and level not in levels:
+                return False, PendingReason.INVALID_REQUEST, (
+                    f"Pod {p.name} asks for topology level {level!r}, which is not one of the cluster's levels ({', '.join(levels) or 'none configured'})."
+                )
+        if gang.size is None and unbound[0].pod_group is not None:
+            return False, PendingReason.WAITING_FOR_GANG, f"Waiting for PodGroup {unbound[0].pod_group} (its minMember gives the gang's size)."
+        if len(unbound) < gang.required:
+            return False, PendingReason.WAITING_FOR_GANG, (
+                f"{len(unbound)} of the gang's {gang.required} pods exist; usher starts a gang only when all of them can start together."
+            )
+        return True, None, None
+
+    def _shape_changed(self, gang: Gang, job: Job) -> bool:
+        names = sorted((p.name for p in gang.unbound()), key=natural_key)
+        return names != sorted((n for g in gang.group_pods for n in g), key=natural_key)
+
+    def _refresh_flags(self, gang: Gang, job: Job) -> None:
+        pods = gang.live()
+        job.approved = any(p.approved for p in pods)
+        job.held = any(p.held for p in pods)
+
+    def refresh_flags(self, gang: Gang) -> None:
+        if gang.job is not None:
+            self._refresh_flags(gang, gang.job)
+
+    def _new_job(self, gang: Gang, pods: list[PodView]) -> Job:
+        state = self.state
+        groups: dict[tuple[Any, ...], list[str]] = {}
+        views = sorted(pods, key=lambda p: natural_key(p.name))
+        for p in views:
+            groups.setdefault(p.signature(), []).append(p.name)
+        by_name = {p.name: p for p in views}
+        pod_groups = []
+        for gi, (sig, names) in enumerate(groups.items()):
+            first = by_name[names[0]]
+            mode = level = None
+            if first.topology_required:
+                mode, level = TopologyMode.REQUIRED, state.levels.index(first.topology_required)
+            elif first.topology_preferred:
+                mode, level = TopologyMode.PREFERRED, state.levels.index(first.topology_preferred)
+            pod_groups.append(
+                PodGroup(f"g{gi}", len(names), first.gpu_milli, first.cpu, first.memory, first.models, mode, level)
+            )
+        first = views[0]
+        job = Job(
+            id=len(state.jobs),
+            name=gang.key,
+            queue=first.queue or DEFAULT_QUEUE,
+            submit=min(p.created for p in views),
+            priority=max(p.priority for p in views),
+            duration=None,
+            estimate=first.estimate,
+            preemptible=all(p.preemptible for p in views),
+            checkpoint_every=first.checkpoint_every,
+            min_count=min(gang.required, len(views)),
+            groups=tuple(pod_groups),
+            seq=gang.seq,
+        )
+        job.request = group_request(pod_groups)
+        state.jobs.append(job)
+        state.job_by_name[job.name] = job.id
+        gang.job = job
+        gang.group_pods = list(groups.values())
+        self.gang_of_job[job.id] = gang
+        return job
+
+    def _adopt_or_roll_back(self, gang: Gang, bound: list[PodView], now: float) -> None:
+        """A gang with bound pods and no run in the engine: a running job found on (re)start."""
+        if gang.job is not None and gang.job.submitted:
+            self.engine.withdraw(gang.job)
+        if len(bound) < gang.required and gang.unbound():
+            self.rollbacks.extend(bound)
+            gang.reason, gang.message = PendingReason.WAITING_FOR_GANG, "Rolling back a gang found partly bound."
+            return
+        job = self._new_job(gang, bound)
+        self._refresh_flags(gang, job)
+        placements = []
+        for gi, names in enumerate(gang.group_pods):
+            group = job.groups[gi]
+            for name in names:
+                placement = self._placement_of(gang.pods[name], group)
+                if placement is not None:
+                    placements.append(placement)
+        self.engine.adopt(job, placements, min(p.created for p in bound))
+        self.state.audit.append(AuditEntry(now, "scheduler", "adopt", job.name, f"found running on {len({p.node for p in bound})} node(s)"))
+        self._explain_leftovers(gang)
+
+    def _placement_of(self, pod: PodView, group: PodGroup) -> PodPlacement | None:
+        """Where a bound pod holds GPUs: its ``usher/gpus`` annotation, or the first that fit."""
+        state = self.state
+        if pod.node not in state.node_by_name:
+            return None
+        node = state.node(pod.node)
+        share = group.share
+        gpus = [g for g in pod.gpus if 0 <= g < node.gpu_count]
+        want = 1 if share else group.whole_gpus
+        if len(gpus) != want:
+            if share:
+                one = pick_shared_gpu(node, share)
+                gpus = [one] if one is not None else []
+            else:
+                gpus = pick_whole_gpus(node, want) if node.whole_free >= want else []
+        if any(node.gpu_free[g] < (share or MILLI) for g in gpus):
+            gpus = []  # the annotation disagrees with what is free: count CPU and memory only
+        return PodPlacement(pod.name, node.id, gpus, share if gpus else 0, group.cpu, group.memory)
+
+    def _explain_leftovers(self, gang: Gang) -> None:
+        if gang.unbound():
+            gang.reason = PendingReason.WAITING_FOR_GANG
+            gang.message = "The rest of this gang is already running; usher starts a gang whole, so this pod waits for the next run."
+        else:
+            gang.reason = gang.message = None
+
+    def pods_of(self, gang: Gang, placements: list[PodPlacement]) -> list[tuple[PodView, PodPlacement]]:
+        """The pod each placement of a decision stands for (placement names are ``g<i>-<k>``)."""
+        out = []
+        for p in placements:
+            group, _, k = p.pod.partition("-")
+            if group.startswith("g") and k.isdigit():
+                name = gang.group_pods[int(group[1:])][int(k)]
+            else:
+                name = p.pod
+            p.pod = name
+            out.append((gang.pods[name], p))
+        return out
+
+    # -- rebuilding -----------------------------------------------------------------------
+
+    def rebuild(self, now: float) -> None:
+        """A fresh engine state from the caches (start, new nodes, a new queue config)."""
+        cfg = self.config
+        levels = list(cfg.topology.levels)
+        state = ClusterState(self.name, levels, dict(cfg.priority_classes))
+        if self.engine.state.audit:
+            state.audit = self.engine.state.audit
+        for i, view in enumerate(sorted(self.nodes.values(), key=lambda v: natural_key(v.name))):
+            node = Node(
+                id=i,
+                name=view.name,
+                labels=view.labels,
+                gpu_model=view.gpu_model,
+                gpu_memory=view.gpu_memory,
+                gpu_count=view.gpus,
+                islands=view.islands,
+                cpu=view.cpu,
+                memory=view.memory,
+            )
+            state.add_node(node)
+            node.cordoned, node.failed = view.unschedulable, not view.ready
+        state.finish_building()
+        for spec in cfg.queues:
+            state.queues[spec.name] = queue_from_spec(spec)
+            if spec.cohort is not None:
+                state.cohorts.setdefault(spec.cohort, []).append(spec.name)
+        self.engine = Engine(state, self.policy)
+        self.gang_of_job = {}
+        self.dirty = False
+        for gang in sorted(self.gangs.values(), key=lambda g: g.seq):
+            gang.job = None
+            gang.group_pods = []
+            self.sync(gang, now)
+
+    def waiting_gangs(self) -> list[Gang]:
+        return [g for g in self.gangs.values() if g.unbound()]

@@ -1,0 +1,327 @@
+"""How usher reads Kubernetes objects: the labels and annotations it honours, parsed once.
+
+A pod becomes a ``PodView`` and a node a ``NodeView``: plain records with the engine's units
+(milli-GPUs, millicores, bytes, seconds). A pod that asks for something usher cannot honour
+(a malformed annotation, a share and whole GPUs at once) carries a ``problem`` instead of being
+dropped, so it can stay pending with a reason that says what is wrong.
+
+Conventions (documented for users in the README):
+
+- queue: label ``usher/queue``, or Kueue's ``kueue.x-k8s.io/queue-name``;
+- gang: labels ``usher/gang`` + ``usher/gang-size``, or the coscheduling plugin's
+  ``scheduling.x-k8s.io/pod-group`` whose PodGroup's ``spec.minMember`` gives the size;
+- GPUs: ``nvidia.com/gpu`` requests (or limits); a share of one GPU: annotation
+  ``usher/gpu-fraction``; acceptable models: ``usher/gpu-model`` (comma list);
+- topology: ``usher/topology-required`` / ``usher/topology-preferred`` naming a level;
+- backfill: ``usher/estimate`` (a duration); ``usher/checkpoint-every``; ``usher/preemptible``;
+- operator state: ``usher/approved``, ``usher/hold``; usher writes ``usher/gpus`` at bind time.
+- nodes: ``nvidia.com/gpu`` allocatable, label ``nvidia.com/gpu.product`` for the model,
+  ``nvidia.com/gpu.memory`` (MiB, as GPU feature discovery writes it), annotation
+  ``usher/nvlink`` (``0,1,2,3;4,5,6,7``) for NVLink islands.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import StrEnum
+from typing import Any
+
+from ...scenario.quantity import parse_cpu, parse_duration, parse_memory
+from ...state import MILLI, UNLIMITED
+
+SCHEDULER_NAME = "usher"
+GPU_RESOURCE = "nvidia.com/gpu"
+SYSTEM_NAMESPACE = "usher-system"
+QUEUES_CONFIGMAP = "usher-queues"
+QUEUES_KEY = "queues.yaml"
+LEASE_NAME = "usher-controller"
+
+
+class Label(StrEnum):
+    QUEUE = "usher/queue"
+    KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+    GANG = "usher/gang"
+    GANG_SIZE = "usher/gang-size"
+    POD_GROUP = "scheduling.x-k8s.io/pod-group"
+    GPU_PRODUCT = "nvidia.com/gpu.product"
+    GPU_MEMORY = "nvidia.com/gpu.memory"
+
+
+class Annotation(StrEnum):
+    GPU_FRACTION = "usher/gpu-fraction"
+    GPU_MODEL = "usher/gpu-model"
+    GPUS = "usher/gpus"
+    TOPOLOGY_REQUIRED = "usher/topology-required"
+    TOPOLOGY_PREFERRED = "usher/topology-preferred"
+    ESTIMATE = "usher/estimate"
+    CHECKPOINT_EVERY = "usher/checkpoint-every"
+    PREEMPTIBLE = "usher/preemptible"
+    APPROVED = "usher/approved"
+    HOLD = "usher/hold"
+    NVLINK = "usher/nvlink"
+    #: the sandbox's kubelet stand-in: how long the pod runs before it succeeds
+    DURATION = "usher/duration"
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+TERMINAL = (Phase.SUCCEEDED, Phase.FAILED)
+TRUE_WORDS = ("true", "yes", "1")
+
+
+def parse_time(text: str | None) -> float:
+    """Seconds since the epoch from an RFC 3339 timestamp (``2026-11-21T10:00:00Z``); 0 if absent."""
+    if not text:
+        return 0.0
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def format_time(seconds: float, micro: bool = False) -> str:
+    """An RFC 3339 timestamp in UTC; ``micro`` gives the MicroTime form Leases and Events use."""
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    if micro:
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def natural_key(name: str) -> tuple[Any, ...]:
+    """Sort key that puts ``worker-9`` before ``worker-10``."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+def key_of(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata", {})
+    ns = meta.get("namespace")
+    return f"{ns}/{meta['name']}" if ns else meta["name"]
+
+
+@dataclass(slots=True)
+class PodView:
+    """What usher needs of one pod, in engine units."""
+
+    key: str
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    created: float
+    phase: Phase
+    node: str | None
+    queue: str | None
+    gang: str
+    gang_size: int | None
+    pod_group: str | None
+    priority: int
+    gpu_milli: int
+    cpu: int
+    memory: int
+    models: frozenset[str] | None
+    topology_required: str | None
+    topology_preferred: str | None
+    estimate: float | None
+    checkpoint_every: float | None
+    preemptible: bool
+    approved: bool
+    held: bool
+    gpus: list[int] = field(default_factory=list)
+    conditions: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    problem: str | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.phase not in TERMINAL
+
+    @property
+    def bound(self) -> bool:
+        return self.node is not None
+
+    def signature(self) -> tuple[Any, ...]:
+        """Pods of one gang with equal signatures form one engine pod group."""
+        return (
+            self.gpu_milli,
+            self.cpu,
+            self.memory,
+            self.models,
+            self.topology_required,
+            self.topology_preferred,
+        )
+
+
+def _requests(spec: dict[str, Any]) -> dict[str, str]:
+    """Summed container requests (a limit stands in for a missing request, as Kubernetes does)."""
+    total: dict[str, list[str]] = {}
+    for c in spec.get("containers", []):
+        res = c.get("resources") or {}
+        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        for k, v in merged.items():
+            total.setdefault(k, []).append(str(v))
+    return {k: "+".join(v) for k, v in total.items()}
+
+
+def _sum(values: str, parse) -> int:
+    return sum(parse(v) for v in values.split("+"))
+
+
+def pod_view(obj: dict[str, Any]) -> PodView:
+    """Parse one pod; never raises for user mistakes (they land in ``problem``)."""
+    meta = obj.get("metadata", {})
+    spec = obj.get("spec", {})
+    status = obj.get("status", {})
+    labels = meta.get("labels") or {}
+    ann = meta.get("annotations") or {}
+    problems: list[str] = []
+    ns = meta.get("namespace", "default")
+    name = meta["name"]
+
+    def parse(what: str, text: str | None, parser, default=None):
+        if text is None:
+            return default
+        try:
+            return parser(text)
+        except ValueError as exc:
+            problems.append(f"{what}: {exc}")
+            return default
+
+    req = _requests(spec)
+    cpu = parse("cpu request", req.get("cpu"), lambda v: _sum(v, parse_cpu), 0)
+    memory = parse("memory request", req.get("memory"), lambda v: _sum(v, parse_memory), 0)
+    whole = parse(f"{GPU_RESOURCE} request", req.get(GPU_RESOURCE), lambda v: _sum(v, _int), 0)
+    fraction = parse(f"annotation {Annotation.GPU_FRACTION}", ann.get(Annotation.GPU_FRACTION), _fraction)
+    if fraction is not None and whole > 1:
+        problems.append(f"annotation {Annotation.GPU_FRACTION} asks for a share of one GPU but the pod requests {whole} GPUs")
+    gpu_milli = round(fraction * MILLI) if fraction is not None else whole * MILLI
+
+    gang = labels.get(Label.GANG)
+    pod_group = labels.get(Label.POD_GROUP)
+    size = parse(f"label {Label.GANG_SIZE}", labels.get(Label.GANG_SIZE), _positive_int)
+    if gang is None and pod_group is not None:
+        gang = pod_group
+    models = ann.get(Annotation.GPU_MODEL)
+    gpus_text = ann.get(Annotation.GPUS)
+    return PodView(
+        key=f"{ns}/{name}",
+        namespace=ns,
+        name=name,
+        uid=meta.get("uid", ""),
+        resource_version=meta.get("resourceVersion", ""),
+        created=parse_time(meta.get("creationTimestamp")),
+        phase=Phase(status.get("phase", "Pending")) if status.get("phase") in Phase.__members__.values() else Phase.UNKNOWN,
+        node=spec.get("nodeName") or None,
+        queue=labels.get(Label.QUEUE) or labels.get(Label.KUEUE_QUEUE),
+        gang=f"{ns}/{gang}" if gang else f"{ns}/{name}",
+        gang_size=size if gang else 1,
+        pod_group=f"{ns}/{pod_group}" if pod_group and not labels.get(Label.GANG) else None,
+        priority=int(spec.get("priority") or 0),
+        gpu_milli=gpu_milli,
+        cpu=cpu,
+        memory=memory,
+        models=frozenset(m.strip() for m in models.split(",") if m.strip()) if models else None,
+        topology_required=ann.get(Annotation.TOPOLOGY_REQUIRED),
+        topology_preferred=ann.get(Annotation.TOPOLOGY_PREFERRED),
+        estimate=parse(f"annotation {Annotation.ESTIMATE}", ann.get(Annotation.ESTIMATE), parse_duration),
+        checkpoint_every=parse(f"annotation {Annotation.CHECKPOINT_EVERY}", ann.get(Annotation.CHECKPOINT_EVERY), parse_duration),
+        preemptible=ann.get(Annotation.PREEMPTIBLE, "true").lower() in TRUE_WORDS,
+        approved=ann.get(Annotation.APPROVED, "").lower() in TRUE_WORDS,
+        held=ann.get(Annotation.HOLD, "").lower() in TRUE_WORDS,
+        gpus=parse(f"annotation {Annotation.GPUS}", gpus_text, _index_list, []) if gpus_text else [],
+        conditions={
+            c.get("type", ""): (c.get("status", ""), c.get("reason", ""), c.get("message", ""))
+            for c in status.get("conditions") or []
+        },
+        problem="; ".join(problems) or None,
+    )
+
+
+def _int(text: str) -> int:
+    value = float(text)
+    if value != int(value) or value < 0:
+        raise ValueError(f"{text!r} is not a whole number of GPUs")
+    return int(value)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{text!r} is not a positive whole number")
+    return int(text)
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value < 1:
+        raise ValueError(f"{text!r} must be a share of one GPU, between 0 and 1 exclusive")
+    return value
+
+
+def _index_list(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+@dataclass(slots=True)
+class NodeView:
+    """What usher needs of one node."""
+
+    name: str
+    labels: dict[str, str]
+    gpus: int
+    gpu_model: str
+    gpu_memory: int
+    islands: list[list[int]]
+    cpu: int
+    memory: int
+    unschedulable: bool
+    ready: bool
+
+    def shape(self) -> tuple[Any, ...]:
+        """Everything but schedulability: a change here means the engine rebuilds its indexes."""
+        return (self.labels, self.gpus, self.gpu_model, self.gpu_memory, self.islands, self.cpu, self.memory)
+
+
+def node_view(obj: dict[str, Any]) -> NodeView:
+    meta = obj.get("metadata", {})
+    spec = obj.get("spec", {})
+    status = obj.get("status", {})
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    labels = dict(meta.get("labels") or {})
+    labels["kubernetes.io/hostname"] = meta["name"]
+    gpus = _safe(lambda: _int(str(alloc.get(GPU_RESOURCE, "0"))), 0)
+    islands = _safe(lambda: _islands((meta.get("annotations") or {}).get(Annotation.NVLINK), gpus), None)
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    if not status.get("conditions"):
+        ready = True  # a node without reported conditions (a bare test object) is taken as ready
+    return NodeView(
+        name=meta["name"],
+        labels=labels,
+        gpus=gpus,
+        gpu_model=labels.get(Label.GPU_PRODUCT, ""),
+        gpu_memory=_safe(lambda: int(labels.get(Label.GPU_MEMORY, "0")) * 2**20, 0),
+        islands=islands if islands is not None else ([list(range(gpus))] if gpus else []),
+        cpu=_safe(lambda: parse_cpu(alloc["cpu"]), UNLIMITED) if "cpu" in alloc else UNLIMITED,
+        memory=_safe(lambda: parse_memory(alloc["memory"]), UNLIMITED) if "memory" in alloc else UNLIMITED,
+        unschedulable=bool(spec.get("unschedulable")),
+        ready=ready,
+    )
+
+
+def _safe(fn, default):
+    try:
+        return fn()
+    except (ValueError, KeyError, TypeError):
+        return default
+
+
+def _islands(text: str | None, gpus: int) -> list[list[int]] | None:
+    """NVLink islands from ``0,1,2,3;4,5,6,7``; None (one island) when absent or not a partition."""
+    if not text:
+        return None
+    islands = [[int(x) for x in part.split(",") if x.strip()] for part in text.split(";") if part.strip()]
+    if sorted(i for isl in islands for i in isl) != list(range(gpus)):
+        return None
+    return islands

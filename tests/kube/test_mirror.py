@@ -1,0 +1,183 @@
+"""The mirror: Kubernetes pods and nodes become engine gangs, queues and nodes (no HTTP here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from usher.engine.backends.kube.mirror import Mirror
+from usher.engine.backends.kube.objects import node_view, pod_view
+from usher.engine.enums import JobState, PendingReason
+from usher.engine.scenario import parse_queue_config
+
+CONFIG = """
+topology: {levels: [usher/rack, kubernetes.io/hostname]}
+queues:
+  - {name: team-a, cohort: lab, quota: {gpu: 16}}
+  - {name: team-b, cohort: lab, quota: {gpu: 8}, approval: manual}
+"""
+
+
+def node(name: str, rack: str = "r1", gpus: int = 8, **extra: Any) -> dict[str, Any]:
+    obj = {
+        "metadata": {"name": name, "labels": {"usher/rack": rack, "nvidia.com/gpu.product": "H100"}},
+        "spec": {},
+        "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "96", "memory": "1Ti"}},
+    }
+    obj["spec"].update(extra)
+    return obj
+
+
+def pod(
+    name: str,
+    queue: str | None = "team-a",
+    gpus: int = 8,
+    gang: str | None = None,
+    size: int | None = None,
+    node_name: str | None = None,
+    annotations: dict[str, str] | None = None,
+    phase: str = "Pending",
+    uid: str | None = None,
+) -> dict[str, Any]:
+    labels = {}
+    if queue:
+        labels["usher/queue"] = queue
+    if gang:
+        labels["usher/gang"] = gang
+        labels["usher/gang-size"] = str(size)
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "uid": uid or f"uid-{name}",
+            "labels": labels,
+            "annotations": annotations or {},
+            "creationTimestamp": "2026-11-21T10:00:00Z",
+        },
+        "spec": {
+            "schedulerName": "usher",
+            "nodeName": node_name,
+            "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpus), "cpu": "4"}}}],
+        },
+        "status": {"phase": phase},
+    }
+
+
+def mirror_with(nodes: int = 4, config: str = CONFIG) -> Mirror:
+    m = Mirror("test")
+    for i in range(nodes):
+        v = node_view(node(f"n{i}", rack=f"r{i // 2}"))
+        m.node_changed(v, v.name, 0.0)
+    m.set_config(parse_queue_config(config), None)
+    m.rebuild(0.0)
+    return m
+
+
+def add(m: Mirror, obj: dict[str, Any], now: float = 0.0) -> None:
+    view = pod_view(obj)
+    m.pod_changed(view, view.key, now)
+
+
+def test_a_gang_is_submitted_only_when_all_its_pods_exist():
+    m = mirror_with()
+    add(m, pod("w-0", gang="train", size=3))
+    add(m, pod("w-1", gang="train", size=3))
+    gang = m.gangs["ml/train"]
+    assert gang.job is None
+    assert gang.reason == PendingReason.WAITING_FOR_GANG
+    assert "2 of the gang's 3 pods" in gang.message
+    add(m, pod("w-2", gang="train", size=3))
+    job = gang.job
+    assert job is not None and job.submitted and job.total_pods == 3
+    result = m.engine.cycle(0.0)
+    [bind] = result.decisions
+    pairs = m.pods_of(gang, bind.placements)
+    assert sorted(v.name for v, _ in pairs) == ["w-0", "w-1", "w-2"]
+
+
+def test_a_pod_deleted_before_admission_withdraws_the_gang():
+    m = mirror_with()
+    for i in range(2):
+        add(m, pod(f"w-{i}", gang="train", size=2))
+    assert m.gangs["ml/train"].job.submitted
+    m.pod_changed(None, "ml/w-1", 0.0)
+    job = m.gangs["ml/train"].job
+    assert not job.submitted
+    assert m.engine.cycle(0.0).decisions == []
+
+
+def test_unknown_queue_and_bad_annotation_say_so():
+    m = mirror_with()
+    add(m, pod("lost", queue="nope"))
+    assert m.gangs["ml/lost"].reason == PendingReason.UNKNOWN_QUEUE
+    assert "'nope' is not in usher-system/usher-queues (queues: team-a, team-b)" in m.gangs["ml/lost"].message
+    add(m, pod("odd", annotations={"usher/gpu-fraction": "1.5"}, gpus=0))
+    assert m.gangs["ml/odd"].reason == PendingReason.INVALID_REQUEST
+    assert "usher/gpu-fraction" in m.gangs["ml/odd"].message
+    add(m, pod("far", annotations={"usher/topology-required": "usher/block"}))
+    assert "'usher/block'" in m.gangs["ml/far"].message
+
+
+def restart_with(m: Mirror, *objs: dict[str, Any]) -> None:
+    """What a restarted controller does: list everything, then build the engine once."""
+    m.dirty = True
+    for obj in objs:
+        add(m, obj)
+    m.rebuild(0.0)
+
+
+def test_a_restarted_controller_adopts_running_gangs_where_they_run():
+    m = mirror_with()
+    restart_with(
+        m,
+        *(pod(f"w-{i}", gang="train", size=2, node_name=f"n{i}", annotations={"usher/gpus": "0,1,2,3,4,5,6,7"}, phase="Running") for i in range(2)),
+    )
+    job = m.gangs["ml/train"].job
+    assert job is not None and job.state == JobState.RUNNING
+    assert m.state.queues["team-a"].usage[0] == 16_000
+    assert m.state.node("n0").whole_free == 0 and m.state.node("n2").whole_free == 8
+    # finishing: both pods succeed -> capacity comes back
+    for i in range(2):
+        add(m, pod(f"w-{i}", gang="train", size=2, node_name=f"n{i}", phase="Succeeded"))
+    assert job.state == JobState.FINISHED
+    assert m.state.node("n0").whole_free == 8
+    assert m.state.queues["team-a"].usage[0] == 0
+
+
+def test_a_partly_bound_gang_found_at_start_is_rolled_back():
+    m = mirror_with()
+    restart_with(m, pod("w-0", gang="train", size=2, node_name="n0", annotations={"usher/gpus": "0,1,2,3,4,5,6,7"}), pod("w-1", gang="train", size=2))
+    assert [v.name for v in m.rollbacks] == ["w-0"]
+    assert m.gangs["ml/train"].job is None or m.gangs["ml/train"].job.current_run is None
+
+
+def test_cordon_and_readiness_change_schedulability_in_place():
+    m = mirror_with()
+    before = m.state.schedulable_gpu_count
+    v = node_view(node("n1", rack="r0", unschedulable=True))
+    m.node_changed(v, "n1", 0.0)
+    assert not m.dirty
+    assert m.state.node("n1").cordoned and m.state.schedulable_gpu_count == before - 8
+    v = node_view(node("n9", rack="r9"))
+    m.node_changed(v, "n9", 0.0)
+    assert m.dirty  # a new node: the indexes are rebuilt before the next cycle
+
+
+def test_approval_and_hold_come_from_annotations():
+    m = mirror_with()
+    add(m, pod("nb", queue="team-b", gpus=1))
+    assert m.engine.cycle(0.0).decisions == []
+    assert m.gangs["ml/nb"].job.pending_reason == PendingReason.AWAITING_APPROVAL
+    add(m, pod("nb", queue="team-b", gpus=1, annotations={"usher/approved": "true"}))
+    assert len(m.engine.cycle(0.0).decisions) == 1
+
+
+def test_gang_of_mixed_pods_forms_groups_and_names_map_back():
+    m = mirror_with()
+    add(m, pod("j-launcher", gang="j", size=3, gpus=0))
+    add(m, pod("j-worker-0", gang="j", size=3, gpus=4))
+    add(m, pod("j-worker-1", gang="j", size=3, gpus=4))
+    job = m.gangs["ml/j"].job
+    assert sorted(g.count for g in job.groups) == [1, 2]
+    [bind] = m.engine.cycle(0.0).decisions
+    names = {v.name: p for v, p in m.pods_of(m.gangs["ml/j"], bind.placements)}
+    assert len(names["j-worker-0"].gpus) == 4 and names["j-launcher"].gpus == []
