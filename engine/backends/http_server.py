@@ -28,6 +28,8 @@ Interface::
   the server stops, so ``finally`` blocks in an async generator run.
 - If the client disconnects while its request is being handled or streamed, the handler's task
   is cancelled: a handler that waits on something (a delay, a queue) just sees ``CancelledError``.
+- A handler (or a stream) that raises :class:`AbortConnection` gets the connection closed at
+  once, mid-response if a stream had started: what a client sees when a peer or proxy resets it.
 - A handler that raises gets a plain ``500`` (the exception is logged); a malformed request gets
   ``400`` and the connection is closed; a body over ``max_body`` gets ``413``.
 - :meth:`HttpServer.stop` stops accepting, closes idle keep-alive connections at once, ends
@@ -100,6 +102,10 @@ class Response:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+class AbortConnection(Exception):
+    """Raised by a handler or a stream: close the connection now, without (the rest of) a response."""
+
+
 class _Phase(Enum):
     """What a connection is doing, which decides how :meth:`HttpServer.stop` ends it."""
 
@@ -114,6 +120,10 @@ class _ClientGone(Exception):
 
 class _BodyTooLarge(Exception):
     """The request body exceeded the server's ``max_body``."""
+
+
+_QUIET_ENDS = (AbortConnection, ConnectionError, asyncio.CancelledError)
+"""How a response may end early without it being worth a log line."""
 
 
 @dataclass(slots=True, eq=False)
@@ -235,8 +245,10 @@ class HttpServer:
         finally:
             for task in (responding, watching):
                 task.cancel()
-            results = await asyncio.gather(responding, watching, return_exceptions=True)
-        return responding.done() and not responding.cancelled() and results[0] is None
+            outcome, _ = await asyncio.gather(responding, watching, return_exceptions=True)
+        if isinstance(outcome, BaseException) and not isinstance(outcome, _QUIET_ENDS):
+            log.error("response to %s %s failed", request.method, request.path, exc_info=outcome)
+        return outcome is None
 
     async def _watch_for_close(self, conn: _Connection) -> None:
         """Feed h11 whatever the client sends while we respond; return when it hangs up."""
@@ -249,6 +261,8 @@ class HttpServer:
     async def _respond(self, conn: _Connection, request: Request) -> None:
         try:
             response = await self._handler(request)
+        except AbortConnection:
+            raise
         except Exception:
             log.exception("handler failed for %s %s", request.method, request.path)
             response = Response.text(500, "internal server error")
