@@ -36,7 +36,7 @@ import yaml
 from ...controller import Command, Snapshot
 from ...core import CommandError
 from ...cycle import Decision
-from ...enums import Action, DecisionKind
+from ...enums import Action, DecisionKind, EndReason
 from ...explain import explain_all
 from ...policy.registry import Policy
 from ...scenario import ScenarioError, parse_queue_config
@@ -312,14 +312,14 @@ class KubeController:
             self._config_error(f"invalid queue config, keeping the last good one:\n{exc}")
             return
         self.mirror.set_config(config, None)
-        self.metrics.set_config_valid(True)
+        self.metrics.config_loaded(True)
         log.info("queue config loaded: %d queues", len(config.queues))
 
     def _config_error(self, message: str) -> None:
         if self.mirror.config_error == message:
             return
         self.mirror.set_config(None, message)
-        self.metrics.config_error()
+        self.metrics.config_loaded(False)
         log.error("%s", message)
         self.state.audit.append(AuditEntry(self.clock(), "controller", "config", QUEUES_CONFIGMAP, message.splitlines()[0]))
         if self.is_leader:
@@ -349,11 +349,14 @@ class KubeController:
         binds = [d for d in decisions if d.kind == DecisionKind.BIND]
         blocked = False
         for d in evictions:
-            self.metrics.preempted(d.job.queue, str(d.reason))
+            if d.reason == EndReason.PREEMPTED:
+                self.metrics.job_preempted(d.job.queue)
+            if d.reason is not None and d.reason != EndReason.FINISHED:
+                self.metrics.job_evicted(d.reason)
             if not await self._evict_gang(self.mirror.gang_of_job.get(d.job.id), f"{d.reason}" + (f" for {d.by}" if d.by else "")):
                 blocked = True
         for d in binds:
-            self.metrics.admitted(d.job.queue)
+            self.metrics.job_admitted(d.job.queue)
         if blocked:
             for d in binds:
                 engine = self.mirror.engine
@@ -388,7 +391,8 @@ class KubeController:
             if not errors:
                 return
             self.stats.bind_errors += len(errors)
-            self.metrics.bind_errors(len(errors))
+            for _ in errors:
+                self.metrics.bind_failed()
             why = f"{len(errors)} of {len(jobs)} binds failed ({errors[0]})"
             log.warning("gang %s: %s; rolling back", gang.key, why)
             job = decision.job

@@ -1,0 +1,139 @@
+"""A scenario's cluster as Kubernetes objects: Nodes, the queues ConfigMap, each job's pods.
+
+These follow the conventions the kube backend reads (``usher.engine.backends.kube.objects``), so
+a scenario served by the sandbox and scheduled through the API is the same scenario the replay
+backend runs. Pods live in namespace ``default``, are named ``<job>-<pod group>-<k>`` and carry
+the gang labels; ``usher/duration`` tells the kubelet stand-in how long each runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from usher.engine.backends.kube.objects import (
+    GPU_RESOURCE,
+    QUEUES_CONFIGMAP,
+    QUEUES_KEY,
+    SCHEDULER_NAME,
+    SYSTEM_NAMESPACE,
+    Annotation,
+    Label,
+)
+from usher.engine.scenario import JobSpec, NodeSpec, Scenario
+from usher.engine.scenario.quantity import format_cpu, format_duration
+
+JOB_NAMESPACE = "default"
+#: a label the sandbox puts on its pods so that it can tell them from anyone else's
+JOB_LABEL = "sandbox.usher/job"
+
+
+def node_object(spec: NodeSpec) -> dict[str, Any]:
+    labels = {k: str(v) for k, v in spec.labels.items()}
+    if spec.gpu_model:
+        labels[Label.GPU_PRODUCT.value] = spec.gpu_model
+    if spec.gpu_memory:
+        labels[Label.GPU_MEMORY.value] = str(spec.gpu_memory // 2**20)
+    allocatable = {GPU_RESOURCE: str(spec.gpus), "pods": "110"}
+    if spec.cpu is not None:
+        allocatable["cpu"] = format_cpu(spec.cpu)
+    if spec.memory is not None:
+        allocatable["memory"] = str(spec.memory)
+    annotations = {}
+    if spec.nvlink:
+        annotations[Annotation.NVLINK.value] = ";".join(",".join(map(str, isl)) for isl in spec.nvlink)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": spec.name, "labels": labels, "annotations": annotations},
+        "spec": {},
+        "status": {
+            "capacity": dict(allocatable),
+            "allocatable": allocatable,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "nodeInfo": {"kubeletVersion": "v1.31.0-usher-sandbox"},
+        },
+    }
+
+
+def queue_config_text(scenario: Scenario) -> str:
+    """The scenario's ``topology`` and ``queues`` as the ConfigMap's YAML."""
+    doc = scenario.model_dump(mode="json", by_alias=True, exclude_none=True, include={"topology", "queues"})
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def queue_configmap(scenario: Scenario) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": QUEUES_CONFIGMAP, "namespace": SYSTEM_NAMESPACE},
+        "data": {QUEUES_KEY: queue_config_text(scenario)},
+    }
+
+
+def pod_objects(scenario: Scenario, job: JobSpec, duration: float | None = None) -> list[dict[str, Any]]:
+    """Every pod of a job; ``duration`` overrides the job's (a requeued job's remaining work)."""
+    total = sum(p.count for p in job.pods)
+    run_for = job.duration if duration is None else duration
+    pods = []
+    for gi, group in enumerate(job.pods):
+        group_name = group.name or ("pod" if len(job.pods) == 1 else f"pod{gi}")
+        annotations: dict[str, str] = {}
+        requests: dict[str, str] = {}
+        if 0 < group.gpu < 1:
+            annotations[Annotation.GPU_FRACTION] = f"{group.gpu:g}"
+        elif group.gpu:
+            requests[GPU_RESOURCE] = str(int(group.gpu))
+        if group.cpu:
+            requests["cpu"] = format_cpu(group.cpu)
+        if group.memory:
+            requests["memory"] = str(group.memory)
+        if group.gpu_model:
+            annotations[Annotation.GPU_MODEL] = ",".join(group.gpu_model)
+        if group.topology is not None:
+            if group.topology.required:
+                annotations[Annotation.TOPOLOGY_REQUIRED] = group.topology.required
+            else:
+                annotations[Annotation.TOPOLOGY_PREFERRED] = str(group.topology.preferred)
+        estimate = job.estimate if job.estimate is not None else job.duration
+        if estimate is not None:
+            annotations[Annotation.ESTIMATE] = format_duration(estimate)
+        if run_for is not None:
+            annotations[Annotation.DURATION] = f"{run_for:g}s"
+        if job.checkpoint_every:
+            annotations[Annotation.CHECKPOINT_EVERY] = f"{job.checkpoint_every:g}s"
+        if not job.preemptible:
+            annotations[Annotation.PREEMPTIBLE] = "false"
+        labels = {
+            Label.QUEUE.value: job.queue,
+            JOB_LABEL: job.name,
+            Label.GANG.value: job.name,
+            Label.GANG_SIZE.value: str(job.min_count or total),
+        }
+        for k in range(group.count):
+            pods.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": f"{job.name}-{group_name}-{k}",
+                        "namespace": JOB_NAMESPACE,
+                        "labels": dict(labels),
+                        "annotations": {str(a): v for a, v in annotations.items()},
+                    },
+                    "spec": {
+                        "schedulerName": SCHEDULER_NAME,
+                        "priority": scenario.priority_of(job),
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": "usher-sandbox/sleep",
+                                "resources": {"requests": dict(requests), "limits": {k: v for k, v in requests.items() if k == GPU_RESOURCE}},
+                            }
+                        ],
+                    },
+                }
+            )
+    return pods
