@@ -22,11 +22,16 @@ from usher.engine.backends.kube.objects import (
     Label,
 )
 from usher.engine.scenario import JobSpec, NodeSpec, Scenario
-from usher.engine.scenario.quantity import format_cpu, format_duration
+from usher.engine.scenario.quantity import format_cpu
 
 JOB_NAMESPACE = "default"
 #: a label the sandbox puts on its pods so that it can tell them from anyone else's
 JOB_LABEL = "sandbox.usher/job"
+
+
+def seconds(value: float) -> str:
+    """A duration annotation: plain seconds with at most millisecond digits (``7200s``, ``0.5s``)."""
+    return f"{value:.3f}".rstrip("0").rstrip(".") + "s"
 
 
 def node_object(spec: NodeSpec) -> dict[str, Any]:
@@ -72,8 +77,11 @@ def queue_configmap(scenario: Scenario) -> dict[str, Any]:
     }
 
 
-def pod_objects(scenario: Scenario, job: JobSpec, duration: float | None = None) -> list[dict[str, Any]]:
-    """Every pod of a job; ``duration`` overrides the job's (a requeued job's remaining work)."""
+def pod_objects(scenario: Scenario, job: JobSpec, duration: float | None = None, time_scale: float = 1.0) -> list[dict[str, Any]]:
+    """Every pod of a job; ``duration`` overrides the job's (a requeued job's remaining work).
+
+    ``time_scale`` turns scenario seconds into the wall seconds written on the pod (1 / speed).
+    """
     total = sum(p.count for p in job.pods)
     run_for = job.duration if duration is None else duration
     pods = []
@@ -98,11 +106,11 @@ def pod_objects(scenario: Scenario, job: JobSpec, duration: float | None = None)
                 annotations[Annotation.TOPOLOGY_PREFERRED] = str(group.topology.preferred)
         estimate = job.estimate if job.estimate is not None else job.duration
         if estimate is not None:
-            annotations[Annotation.ESTIMATE] = format_duration(estimate)
+            annotations[Annotation.ESTIMATE] = seconds(estimate * time_scale)
         if run_for is not None:
-            annotations[Annotation.DURATION] = f"{run_for:g}s"
+            annotations[Annotation.DURATION] = seconds(run_for * time_scale)
         if job.checkpoint_every:
-            annotations[Annotation.CHECKPOINT_EVERY] = f"{job.checkpoint_every:g}s"
+            annotations[Annotation.CHECKPOINT_EVERY] = seconds(job.checkpoint_every * time_scale)
         if not job.preemptible:
             annotations[Annotation.PREEMPTIBLE] = "false"
         labels = {

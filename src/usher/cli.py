@@ -1,4 +1,4 @@
-"""The ``usher`` command line: console, headless controller, demo, replay and check.
+"""The ``usher`` command line: console, headless controller, demo, replay, check and sandbox.
 
 Exit codes follow ``spec/scenario.md``: 0 success; 2 bad input, with every problem listed by
 file, YAML path and line; 1 anything else, one line of cause (a traceback only with ``--debug``).
@@ -42,8 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="usher", description="GPU batch scheduler and operator console for Kubernetes.")
     parser.add_argument("--version", action="version", version=f"usher {__version__}")
     parser.add_argument("--no-ui", action="store_true", help="run headless (controller / replay without a terminal)")
-    parser.add_argument("--kubeconfig", default=None)
-    parser.add_argument("--context", default=None)
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
+    parser.add_argument("--metrics-port", type=int, default=8080, help="--no-ui: port for /metrics, /healthz, /readyz (default 8080)")
+    parser.add_argument("--metrics-host", default="0.0.0.0", help="--no-ui: address to serve them on (default all)")
     _common(parser)
     sub = parser.add_subparsers(dest="command")
     demo = sub.add_parser("demo", help="the console on the bundled demo scenario")
@@ -57,6 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--speed", type=float, default=60.0, help="simulated seconds per wall second (default 60)")
     replay.add_argument("--no-ui", action="store_true", help="replay as fast as possible, no console")
     replay.add_argument("--report", type=Path, default=None, help="write the JSON report here")
+    sandbox = sub.add_parser("sandbox", help="serve a scenario as a fake Kubernetes API on 127.0.0.1")
+    sandbox.add_argument("file", type=Path)
+    sandbox.add_argument("--port", type=int, default=6443, help="port on 127.0.0.1 (default 6443; 0 picks one)")
+    sandbox.add_argument("--kubeconfig-out", type=Path, default=Path("usher-sandbox.kubeconfig"),
+                         help="where to write a kubeconfig for it (default ./usher-sandbox.kubeconfig)")
+    sandbox.add_argument("--speed", type=float, default=60.0, help="simulated seconds per wall second (default 60)")
+    sandbox.add_argument("--debug", action="store_true")
     check = sub.add_parser("check", help="validate a scenario file")
     check.add_argument("file", type=Path)
     check.add_argument("--debug", action="store_true")
@@ -118,15 +127,29 @@ def cmd_replay(args: argparse.Namespace, path: Path) -> int:
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    print("usher: the Kubernetes backend is not built yet (it lands with the Kubernetes backend issue); "
-          "try `usher demo` or `usher replay FILE`", file=sys.stderr)
-    return EXIT_ERROR
+    import asyncio
+
+    from usher.cluster import run_console_on_cluster, run_headless
+
+    if args.no_ui:
+        return asyncio.run(run_headless(args))
+    return run_console_on_cluster(args)
+
+
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from usher.sandbox.serve import serve
+
+    scenario = _load(args.file)
+    return asyncio.run(serve(scenario, args.port, args.kubeconfig_out, args.speed))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = getattr(args, "debug", False)
+    from usher.engine.backends.kube.client import ClusterAccessError
     from usher.engine.scenario import ScenarioError
 
     try:
@@ -136,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_replay(args, args.file)
         if args.command == "demo":
             return cmd_replay(args, demo_path())
+        if args.command == "sandbox":
+            return cmd_sandbox(args)
         return cmd_cluster(args)
     except ScenarioError as exc:
         print(str(exc), file=sys.stderr)
@@ -143,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"usher: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except ClusterAccessError as exc:
+        if debug:
+            raise
+        print(f"usher: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - the promise is one line, no traceback

@@ -41,8 +41,8 @@ from ...explain import explain_all
 from ...policy.registry import Policy
 from ...scenario import ScenarioError, parse_queue_config
 from ...state import MILLI, AuditEntry
-from .client import ApiError, DisruptionBudgetBlocked, KubeClient, NotFound
-from .informer import EventType, Informer
+from .client import ApiError, ConditionStatus, DisruptionBudgetBlocked, EventType, KubeClient, NotFound, ObjectRef
+from .informer import Informer
 from .lease import LeaderElector
 from .metrics import ControllerMetrics
 from .mirror import Gang, Mirror
@@ -109,6 +109,7 @@ class KubeController:
         clock: Callable[[], float] = time.time,
         metrics: ControllerMetrics | None = None,
         lease_duration: float = 15.0,
+        schedule: bool = True,
         elect: bool = True,
         readonly: bool = False,
         status_interval: float = STATUS_INTERVAL,
@@ -120,8 +121,10 @@ class KubeController:
         self.metrics = metrics or ControllerMetrics()
         self.mirror = Mirror(name, policy)
         self.readonly = readonly
+        #: False for the console: it mirrors the cluster and sends commands, never binds
+        self.schedules = schedule
         self.status_interval = status_interval
-        self.elector = LeaderElector(client, namespace, LEASE_NAME, identity, lease_duration=lease_duration, clock=clock) if elect and not readonly else None
+        self.elector = LeaderElector(client, namespace, LEASE_NAME, identity, lease_duration=lease_duration, clock=clock) if elect and schedule else None
         self.deltas: asyncio.Queue[tuple[Source, EventType, dict[str, Any]]] = asyncio.Queue()
         self.informers: list[Informer] = []
         self.stats = Stats()
@@ -150,7 +153,7 @@ class KubeController:
 
     @property
     def is_leader(self) -> bool:
-        if self.readonly:
+        if not self.schedules:
             return False
         return self.elector is None or self.elector.is_leader
 
@@ -323,7 +326,7 @@ class KubeController:
         log.error("%s", message)
         self.state.audit.append(AuditEntry(self.clock(), "controller", "config", QUEUES_CONFIGMAP, message.splitlines()[0]))
         if self.is_leader:
-            ref = {"kind": "ConfigMap", "namespace": self.namespace, "name": QUEUES_CONFIGMAP}
+            ref = ObjectRef("ConfigMap", QUEUES_CONFIGMAP, self.namespace)
             self._spawn(self._event(ref, "InvalidQueueConfig", message, warning=True))
 
     # -- scheduling -----------------------------------------------------------------------
@@ -433,8 +436,6 @@ class KubeController:
         self._gone_waiters.setdefault(key, asyncio.Event())
         try:
             await self.client.evict(view.namespace, view.name)
-        except NotFound:
-            pass
         except DisruptionBudgetBlocked as exc:
             self._gone_waiters.pop(key, None)
             self.stats.evictions_blocked += 1
@@ -490,7 +491,7 @@ class KubeController:
 
     async def _write_one(self, view: PodView, reason: str, message: str, same_reason: bool) -> None:
         try:
-            await self.client.patch_pod_condition(view.namespace, view.name, "PodScheduled", "False", reason, message)
+            await self.client.patch_pod_condition(view.namespace, view.name, "PodScheduled", ConditionStatus.FALSE, reason, message)
         except ApiError as exc:
             if not isinstance(exc, NotFound):
                 log.warning("could not update the condition of %s: %s", view.key, exc)
@@ -500,11 +501,11 @@ class KubeController:
         if not same_reason:
             await self._event(_pod_ref(view), reason, message, warning=True)
 
-    async def _event(self, ref: dict[str, str], reason: str, message: str, warning: bool = False) -> None:
+    async def _event(self, ref: ObjectRef, reason: str, message: str, warning: bool = False) -> None:
         try:
-            await self.client.create_event(ref, reason, message, warning=warning)
+            await self.client.create_event(ref, reason, message, EventType.WARNING if warning else EventType.NORMAL)
         except ApiError as exc:
-            log.warning("could not record an Event on %s/%s: %s", ref.get("kind"), ref.get("name"), exc)
+            log.warning("could not record an Event on %s %s: %s", ref.kind, ref.name, exc)
 
     # -- operator commands ----------------------------------------------------------------
 
@@ -519,7 +520,7 @@ class KubeController:
         if action in (Action.CORDON, Action.UNCORDON, Action.DRAIN):
             text = await self._node_command(action, cmd.node)
             target = cmd.node or "?"
-            ref = {"kind": "Node", "name": target}
+            ref = ObjectRef("Node", target)
         elif action in (Action.APPROVE, Action.HOLD, Action.RELEASE, Action.PREEMPT):
             gang = self._gang_named(cmd.job)
             text = await self._job_command(action, gang)
@@ -529,7 +530,7 @@ class KubeController:
         else:
             text = await self._set_quota(cmd)
             target = cmd.queue or "?"
-            ref = {"kind": "ConfigMap", "namespace": self.namespace, "name": QUEUES_CONFIGMAP}
+            ref = ObjectRef("ConfigMap", QUEUES_CONFIGMAP, self.namespace)
         self.state.audit.append(AuditEntry(now, cmd.actor, str(action), target, text))
         await self._event(ref, f"Usher{str(action)[0].upper()}{str(action)[1:]}", f"{cmd.actor}: {action} {target}: {text}")
         self._wake.set()
@@ -626,8 +627,8 @@ class KubeController:
             quiet = quiet + 1 if self.idle else 0
 
 
-def _pod_ref(view: PodView) -> dict[str, str]:
-    return {"kind": "Pod", "namespace": view.namespace, "name": view.name, "uid": view.uid}
+def _pod_ref(view: PodView) -> ObjectRef:
+    return ObjectRef("Pod", view.name, view.namespace, view.uid)
 
 
 def _spec_amount(resource: str, value: float) -> Any:

@@ -1,0 +1,350 @@
+"""A scenario played against an API server: the cluster's setup, its timeline, and a kubelet.
+
+``World`` talks to the API server over HTTP like any other client (it is the part of a real
+cluster that is not usher: the people submitting jobs, the operators of the scenario's events,
+the kubelets and the Job controller):
+
+- ``setup`` creates the namespaces, the scenario's Nodes and the queues ConfigMap;
+- submissions create each job's pods at the job's ``submit`` time; events patch nodes, annotate
+  pods, evict, or edit the ConfigMap;
+- the kubelet stand-in moves a bound pod to Running and, ``usher/duration`` later, to Succeeded;
+- a pod evicted or lost with its node is created again (as a Job controller would), with the work
+  its checkpoints saved taken off its duration, so the gang comes back to its queue.
+
+Time is a ``SimClock``: scenario seconds. ``WallClock`` runs them at a speed against the wall;
+``ManualClock`` is advanced by a test harness that steps the world moment by moment
+(``next_time`` / ``step``), which is how a replay through the API is made to match the direct
+replay exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+import yaml
+
+from usher.engine.backends.kube.objects import (
+    QUEUES_CONFIGMAP,
+    QUEUES_KEY,
+    SCHEDULER_NAME,
+    SYSTEM_NAMESPACE,
+    Annotation,
+    Phase,
+    format_time,
+)
+from usher.engine.enums import Action
+from usher.engine.scenario import EventSpec, JobSpec, Scenario
+from usher.engine.scenario.quantity import parse_duration
+
+from .objects import JOB_LABEL, JOB_NAMESPACE, node_object, pod_objects, queue_configmap, seconds
+
+log = logging.getLogger("usher.sandbox")
+
+
+class SimClock(Protocol):
+    def now(self) -> float: ...
+
+
+class ManualClock:
+    """Scenario time that moves only when told to (tests step it)."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.t = start
+
+    def now(self) -> float:
+        return self.t
+
+
+class WallClock:
+    """Scenario time running ``speed`` times faster than the wall from now."""
+
+    def __init__(self, speed: float = 1.0) -> None:
+        self.speed = speed
+        self.started = time.monotonic()
+
+    def now(self) -> float:
+        return (time.monotonic() - self.started) * self.speed
+
+
+@dataclass(slots=True)
+class Running:
+    """A pod the kubelet stand-in is running: when it started and when it will succeed."""
+
+    start: float
+    end: float | None
+    uid: str
+
+
+@dataclass(order=True, slots=True)
+class _Due:
+    at: float
+    order: int
+    seq: int
+    what: Any = field(compare=False)
+
+
+FINISH, EVENT, SUBMIT = 0, 1, 2
+
+
+class World:
+    def __init__(self, scenario: Scenario, base_url: str, clock: SimClock, time_scale: float = 1.0) -> None:
+        """``time_scale`` converts scenario seconds to the seconds written on pods (1/speed)."""
+        self.scenario = scenario
+        self.clock = clock
+        self.scale = time_scale
+        self.http = httpx.AsyncClient(base_url=base_url, timeout=30.0, headers={"User-Agent": "usher-sandbox"})
+        self.jobs = {j.name: j for j in scenario.all_jobs()}
+        self.running: dict[str, Running] = {}
+        self.finished: set[str] = set()
+        #: the scenario job and the node of every pod seen
+        self.pod_job: dict[str, str] = {}
+        self.pod_node: dict[str, str] = {}
+        self._timeline: list[_Due] = []
+        self._seq = 0
+        for job in scenario.all_jobs():
+            self._push(job.submit, SUBMIT, job)
+        for ev in scenario.events:
+            self._push(ev.at, EVENT, ev)
+        self._changed = asyncio.Event()
+
+    def _push(self, at: float, order: int, what: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._timeline, _Due(at, order, self._seq, what))
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    async def _req(self, method: str, path: str, body: Any = None, content_type: str = "application/json", ok: tuple[int, ...] = ()) -> dict[str, Any]:
+        headers = {"Content-Type": content_type} if body is not None else {}
+        for attempt in range(10):
+            try:
+                r = await self.http.request(method, path, content=json.dumps(body) if body is not None else None, headers=headers)
+            except httpx.TransportError:
+                await asyncio.sleep(0.05 * (attempt + 1))
+                continue
+            if r.status_code < 300 or r.status_code in ok:
+                return r.json() if r.content else {}
+            if r.status_code >= 500 or r.status_code == 429:
+                await asyncio.sleep(0.05 * (attempt + 1))
+                continue
+            raise RuntimeError(f"{method} {path}: {r.status_code} {r.text[:200]}")
+        raise RuntimeError(f"{method} {path}: the API server kept failing")
+
+    def _pod_path(self, name: str, sub: str = "") -> str:
+        return f"/api/v1/namespaces/{JOB_NAMESPACE}/pods/{name}" + (f"/{sub}" if sub else "")
+
+    # -- setup ----------------------------------------------------------------------------
+
+    async def setup(self) -> None:
+        for ns in (SYSTEM_NAMESPACE, JOB_NAMESPACE):
+            await self._req("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, ok=(409,))
+        for spec in self.scenario.all_nodes():
+            await self._req("POST", "/api/v1/nodes", node_object(spec), ok=(409,))
+        await self._req("POST", f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/configmaps", queue_configmap(self.scenario), ok=(409,))
+
+    # -- the timeline ---------------------------------------------------------------------
+
+    def next_time(self) -> float | None:
+        """When the next submission, event or completion is due (None: nothing left)."""
+        times = []
+        if self._timeline:
+            times.append(self._timeline[0].at)
+        ends = [r.end for r in self.running.values() if r.end is not None]
+        if ends:
+            times.append(min(ends))
+        return min(times) if times else None
+
+    async def step(self, now: float) -> None:
+        """Everything due by ``now``: completions first, then events, then submissions."""
+        for name, run in sorted(self.running.items(), key=lambda kv: (kv[1].end or 0, kv[0])):
+            if run.end is not None and run.end <= now:
+                await self._complete(name, run)
+        while self._timeline and self._timeline[0].at <= now:
+            due = heapq.heappop(self._timeline)
+            if due.order == EVENT:
+                await self._event(due.what)
+            else:
+                await self._submit(due.what)
+
+    async def run(self) -> None:
+        """Play the scenario against the wall clock until cancelled; the kubelet runs beside."""
+        kubelet = asyncio.create_task(self.kubelet())
+        try:
+            while True:
+                t = self.next_time()
+                now = self.clock.now()
+                if t is not None and t <= now:
+                    await self.step(now)
+                    continue
+                wait = 1.0 if t is None else min(1.0, (t - now) * self.scale)
+                self._changed.clear()
+                try:
+                    await asyncio.wait_for(self._changed.wait(), timeout=max(wait, 0.005))
+                except TimeoutError:
+                    pass
+        finally:
+            kubelet.cancel()
+            await asyncio.gather(kubelet, return_exceptions=True)
+
+    async def _submit(self, job: JobSpec, duration: float | None = None) -> None:
+        for pod in pod_objects(self.scenario, job, duration=duration, time_scale=self.scale):
+            await self._req("POST", f"/api/v1/namespaces/{JOB_NAMESPACE}/pods", pod, ok=(409,))
+
+    async def _complete(self, name: str, run: Running) -> None:
+        del self.running[name]
+        self.finished.add(name)
+        await self._set_phase(name, Phase.SUCCEEDED)
+
+    async def _set_phase(self, name: str, phase: Phase) -> None:
+        status: dict[str, Any] = {"phase": str(phase)}
+        if phase == Phase.RUNNING:
+            status["startTime"] = format_time(time.time())
+            status["conditions"] = [{"type": "Ready", "status": "True"}]
+        else:
+            status["conditions"] = [{"type": "Ready", "status": "False", "reason": "PodCompleted"}]
+        await self._req("PATCH", self._pod_path(name, "status"), {"status": status}, "application/merge-patch+json", ok=(404,))
+
+    # -- events ---------------------------------------------------------------------------
+
+    async def _event(self, ev: EventSpec) -> None:
+        action = Action(ev.action)
+        if action in (Action.CORDON, Action.UNCORDON, Action.DRAIN):
+            await self._req("PATCH", f"/api/v1/nodes/{ev.node}", {"spec": {"unschedulable": action != Action.UNCORDON}}, "application/merge-patch+json", ok=(404,))
+            if action == Action.DRAIN:
+                for name in self._pods_on(ev.node):
+                    await self._evict(name)
+        elif action in (Action.FAIL, Action.RECOVER):
+            ready = "True" if action == Action.RECOVER else "False"
+            patch = {"status": {"conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady" if ready == "True" else "NodeFailed"}]}}
+            await self._req("PATCH", f"/api/v1/nodes/{ev.node}/status", patch, "application/merge-patch+json", ok=(404,))
+            if action == Action.FAIL:
+                for name in self._pods_on(ev.node):
+                    await self._lose(name)
+        elif action in (Action.APPROVE, Action.HOLD, Action.RELEASE):
+            key, value = {Action.APPROVE: (Annotation.APPROVED, "true"), Action.HOLD: (Annotation.HOLD, "true"), Action.RELEASE: (Annotation.HOLD, None)}[action]
+            for name in await self._pods_of(ev.job or ""):
+                patch = {"metadata": {"annotations": {str(key): value}}}
+                await self._req("PATCH", self._pod_path(name), patch, "application/merge-patch+json", ok=(404,))
+        elif action == Action.PREEMPT:
+            for name in [n for n in self.running if self._job_of(n) == ev.job]:
+                await self._evict(name)
+        elif action == Action.SET_QUOTA:
+            await self._set_quota(ev)
+
+    def _job_of(self, pod: str) -> str | None:
+        return self.pod_job.get(pod)
+
+    def _pods_on(self, node: str | None) -> list[str]:
+        return sorted(n for n, where in self.pod_node.items() if where == node and n in self.running)
+
+    async def _pods_of(self, job: str) -> list[str]:
+        listed = await self._req("GET", f"/api/v1/namespaces/{JOB_NAMESPACE}/pods?labelSelector={JOB_LABEL}%3D{job}")
+        return sorted(p["metadata"]["name"] for p in listed.get("items", []))
+
+    async def _evict(self, name: str) -> None:
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": JOB_NAMESPACE}}
+        await self._req("POST", self._pod_path(name, "eviction"), body, ok=(404, 429))
+
+    async def _lose(self, name: str) -> None:
+        await self._req("DELETE", self._pod_path(name), ok=(404,))
+
+    async def _set_quota(self, ev: EventSpec) -> None:
+        path = f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/configmaps/{QUEUES_CONFIGMAP}"
+        for _ in range(5):
+            cm = await self._req("GET", path)
+            doc = yaml.safe_load(cm["data"][QUEUES_KEY]) or {}
+            for q in doc.get("queues", []):
+                if q.get("name") != ev.queue:
+                    continue
+                for field_name, res in (("quota", ev.quota), ("borrowingLimit", ev.borrowing_limit), ("lendingLimit", ev.lending_limit)):
+                    if res is not None:
+                        q[field_name] = {**(q.get(field_name) or {}), **res.model_dump(mode="json", exclude_none=True)}
+            cm["data"][QUEUES_KEY] = yaml.safe_dump(doc, sort_keys=False)
+            r = await self.http.put(path, content=json.dumps(cm), headers={"Content-Type": "application/json"})
+            if r.status_code != 409:
+                return
+
+    # -- the kubelet stand-in --------------------------------------------------------------
+
+    async def kubelet(self) -> None:
+        """Watch usher's pods: start the bound ones, bring back the evicted ones."""
+        rv = ""
+        while True:
+            try:
+                if not rv:
+                    listed = await self._req("GET", f"/api/v1/pods?fieldSelector=spec.schedulerName%3D{SCHEDULER_NAME}")
+                    for pod in listed.get("items", []):
+                        await self.observe("ADDED", pod)
+                    rv = listed["metadata"]["resourceVersion"]
+                async for kind, pod in self._watch(rv):
+                    if kind == "BOOKMARK":
+                        rv = pod["metadata"]["resourceVersion"]
+                        continue
+                    if kind == "ERROR":
+                        rv = ""
+                        break
+                    rv = pod["metadata"]["resourceVersion"]
+                    await self.observe(kind, pod)
+            except (httpx.HTTPError, RuntimeError, ValueError) as exc:
+                log.debug("kubelet watch: %s", exc)
+                await asyncio.sleep(0.1)
+
+    async def _watch(self, rv: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        params = {"watch": "1", "resourceVersion": rv, "allowWatchBookmarks": "true", "fieldSelector": f"spec.schedulerName={SCHEDULER_NAME}"}
+        async with self.http.stream("GET", "/api/v1/pods", params=params, timeout=httpx.Timeout(30.0, read=None)) as r:
+            if r.status_code == 410:
+                raise ValueError("gone")
+            async for line in r.aiter_lines():
+                if line.strip():
+                    ev = json.loads(line)
+                    yield ev["type"], ev["object"]
+
+    async def observe(self, kind: str, pod: dict[str, Any]) -> None:
+        """React to one pod change (the harness calls this too, in lockstep mode)."""
+        meta, spec, status = pod["metadata"], pod.get("spec", {}), pod.get("status", {})
+        name = meta["name"]
+        job = (meta.get("labels") or {}).get(JOB_LABEL)
+        if job is None or meta.get("namespace") != JOB_NAMESPACE:
+            return
+        self.pod_job[name] = job
+        if kind == "DELETED":
+            run = self.running.pop(name, None)
+            self.pod_node.pop(name, None)
+            if run is not None and run.uid == meta.get("uid") and name not in self.finished:
+                await self._requeue(name, job, run)
+            return
+        node = spec.get("nodeName")
+        if node and status.get("phase", "Pending") == "Pending" and name not in self.running:
+            duration = (meta.get("annotations") or {}).get(Annotation.DURATION)
+            now = self.clock.now()
+            end = now + parse_duration(duration) / self.scale if duration else None
+            self.running[name] = Running(now, end, meta.get("uid", ""))
+            self.pod_node[name] = node
+            await self._set_phase(name, Phase.RUNNING)
+            self._changed.set()
+
+    async def _requeue(self, name: str, job_name: str, run: Running) -> None:
+        """Create an evicted pod again, its remaining work reduced by what checkpoints saved."""
+        job = self.jobs[job_name]
+        pods = {p["metadata"]["name"]: p for p in pod_objects(self.scenario, job, time_scale=self.scale)}
+        pod = pods.get(name)
+        if pod is None or run.end is None:
+            if pod is not None:
+                await self._req("POST", f"/api/v1/namespaces/{JOB_NAMESPACE}/pods", pod, ok=(409,))
+            return
+        elapsed = self.clock.now() - run.start
+        total = run.end - run.start
+        saved = (elapsed // job.checkpoint_every) * job.checkpoint_every if job.checkpoint_every else 0.0
+        remaining = max(0.0, total - saved)
+        pod["metadata"]["annotations"][str(Annotation.DURATION)] = seconds(remaining * self.scale)
+        await self._req("POST", f"/api/v1/namespaces/{JOB_NAMESPACE}/pods", pod, ok=(409,))

@@ -1,0 +1,85 @@
+"""``usher`` against a cluster: the headless controller (``--no-ui``) and the attached console.
+
+Both connect with the current kubeconfig context (or ``--kubeconfig`` / ``--context``, or the
+in-cluster service account) and run the same ``KubeController``. Headless, it also serves
+``/metrics``, ``/healthz`` and ``/readyz`` and stops cleanly on SIGTERM, giving up its Lease so
+the standby replica takes over at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+
+from usher.engine.backends.kube.client import KubeClient
+from usher.engine.backends.kube.controller import KubeController
+from usher.engine.backends.kube.health import HealthServer
+from usher.engine.backends.kube.metrics import ControllerMetrics
+
+log = logging.getLogger("usher")
+
+
+def identity() -> str:
+    """The leader-election identity: the pod's name in a cluster, else host and process."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def _connect(args: argparse.Namespace) -> KubeClient:
+    return await KubeClient.connect(args.kubeconfig, args.context)
+
+
+async def run_headless(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    client = await _connect(args)
+    metrics = ControllerMetrics()
+    health = HealthServer(metrics)
+    health.set_not_ready("listing nodes and pods")
+    port = await health.start(args.metrics_host, args.metrics_port)
+    ctrl = KubeController(
+        client, identity=identity(), policy=args.policy, metrics=metrics, schedule=not args.readonly, readonly=args.readonly
+    )
+    log.info("usher %s against %s; metrics on :%d", ctrl.identity, client.host, port)
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, main.cancel)
+    runner = asyncio.create_task(ctrl.run())
+
+    async def mark_ready() -> None:
+        await ctrl.synced.wait()
+        health.set_ready()
+
+    ready = asyncio.create_task(mark_ready())
+    try:
+        await runner
+    except asyncio.CancelledError:
+        log.info("stopping")
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+    finally:
+        ready.cancel()
+        await health.stop()
+        await client.aclose()
+    return 0
+
+
+def run_console_on_cluster(args: argparse.Namespace) -> int:
+    """The console attached to a cluster (a read-only controller when ``--readonly``)."""
+    from usher.console.app import UsherApp
+
+    async def main() -> int:
+        client = await _connect(args)
+        try:
+            ctrl = KubeController(client, identity=identity(), policy=args.policy, schedule=False, readonly=args.readonly)
+            app = UsherApp(ctrl, speed=None, readonly=args.readonly)
+            await app.run_async()
+        finally:
+            await client.aclose()
+        return 0
+
+    return asyncio.run(main())
