@@ -1,0 +1,857 @@
+"""The Kubernetes API client of usher's kube backend.
+
+Everything usher says to a cluster goes through :class:`KubeClient`, which holds one
+``httpx.AsyncClient`` (HTTP/1.1, a keep-alive pool sized for about 64 concurrent requests;
+watches hold one connection each for as long as they stream).
+
+Credentials come from ``kubernetes.config`` (:class:`Credentials`): an explicit kubeconfig
+path, else ``$KUBECONFIG`` or ``~/.kube/config``, else the in-cluster service account. The
+library fills a ``kubernetes.client.Configuration``; the address and TLS material build the
+httpx client, and the ``Authorization`` header is read through ``Configuration.auth_settings()``
+before every request, because that call runs the library's refresh hook (an exec plugin whose
+token has expired runs again; the in-cluster token file is re-read every minute). The hook may
+run a subprocess, so it runs in a worker thread, one at a time. A 401 reloads the credentials
+once (rebuilding the httpx client if the address or TLS identity changed) and repeats the request.
+Anything that means "there is no usable cluster" is a :class:`ClusterAccessError` whose message is
+one line for the user, ending with a pointer to ``usher demo``.
+
+Failures the server reports arrive as Kubernetes ``Status`` bodies and become :class:`ApiError`
+(code, reason, message, retry_after), with subclasses for the codes callers act on.
+
+Retries (:class:`RetryPolicy`, bounded attempts):
+
+- 429 is retried for every verb (the server refused the request before doing anything),
+  waiting ``Retry-After`` when the server gives one; except an eviction refused by a
+  PodDisruptionBudget, which is raised at once as :class:`DisruptionBudgetBlocked`.
+- A connection that was never made is retried for every verb.
+- 5xx, timeouts and broken connections are ambiguous (the server may have acted), so they are
+  retried with capped exponential backoff and jitter only for requests that are safe to repeat:
+  GET, PUT (its resourceVersion precondition turns a repeat into a 409), DELETE, merge and
+  strategic-merge PATCH, and the POSTs whose repeat is recognisable: a binding (409 "already
+  assigned" to the node we asked for is success), an eviction, an event, an access review.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import ssl
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+from kubernetes.client import Configuration
+from kubernetes.config import (
+    ConfigException,
+    list_kube_config_contexts,
+    load_incluster_config,
+    load_kube_config,
+)
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+"""A Kubernetes object (or list, or Status) as decoded JSON."""
+Objs = list[Obj]
+
+COMPONENT = "usher"
+DEMO_HINT = "or run `usher demo` to try usher on a simulated cluster"
+WATCH_READ_GRACE = 30.0
+"""Seconds past a watch's ``timeoutSeconds`` after which a silent stream counts as hung."""
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+class KubeError(Exception):
+    """Anything this package raises about talking to the Kubernetes API."""
+
+
+class ClusterAccessError(KubeError):
+    """usher cannot use a cluster at all; ``str(error)`` is one line meant for the user."""
+
+
+class KubeConfigError(ClusterAccessError):
+    """No usable credentials: missing kubeconfig, unknown context, bad TLS material."""
+
+
+class ClusterUnreachable(ClusterAccessError):
+    """The API server cannot be reached (after retries), or the connection broke."""
+
+
+class ApiError(KubeError):
+    """A request the API server answered with a failure ``Status``."""
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        retry_after: float | None = None,
+        causes: tuple[Obj, ...] = (),
+    ) -> None:
+        super().__init__(f"{code} {reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+        self.causes = causes
+
+
+class Unauthorized(ApiError):
+    """401: the credentials were rejected (even after reloading them)."""
+
+
+class Forbidden(ApiError):
+    """403: the identity may not do this."""
+
+
+class NotFound(ApiError):
+    """404: no such object."""
+
+
+class Conflict(ApiError):
+    """409: a stale resourceVersion, or a pod already bound elsewhere."""
+
+
+class AlreadyExists(Conflict):
+    """409 with reason AlreadyExists: a create found the name taken."""
+
+
+class Gone(ApiError):
+    """410: the resourceVersion (or list continue token) is too old; list again."""
+
+
+class TooManyRequests(ApiError):
+    """429: throttled; ``retry_after`` says when to come back."""
+
+
+class DisruptionBudgetBlocked(TooManyRequests):
+    """An eviction refused because it would violate a PodDisruptionBudget."""
+
+
+_ERROR_BY_CODE: dict[int, type[ApiError]] = {
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    429: TooManyRequests,
+}
+
+
+def api_error(code: int, status: Obj | None, retry_after_header: str | None = None) -> ApiError:
+    """The :class:`ApiError` for an HTTP code and the ``Status`` body that came with it."""
+    status = status if isinstance(status, dict) else {}
+    details = status.get("details") or {}
+    reason = status.get("reason") or _phrase(code)
+    message = status.get("message") or reason
+    causes = tuple(details.get("causes") or ())
+    retry_after = _seconds(retry_after_header)
+    if retry_after is None:
+        retry_after = _seconds(details.get("retryAfterSeconds"))
+    if reason == "AlreadyExists":
+        kind: type[ApiError] = AlreadyExists
+    elif code == 429 and _blames_disruption_budget(message, causes):
+        kind = DisruptionBudgetBlocked
+    else:
+        kind = _ERROR_BY_CODE.get(code, ApiError)
+    return kind(code, reason, message, retry_after, causes)
+
+
+def _phrase(code: int) -> str:
+    try:
+        return HTTPStatus(code).phrase.replace(" ", "")
+    except ValueError:
+        return "Unknown"
+
+
+def _seconds(value: object) -> float | None:
+    """A delay in seconds from a Retry-After header or retryAfterSeconds; None if absent or odd."""
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds > 0 else None
+
+
+def _blames_disruption_budget(message: str, causes: tuple[Obj, ...]) -> bool:
+    if any(cause.get("type") == "DisruptionBudget" for cause in causes):
+        return True
+    return "disruption budget" in message.lower()
+
+
+def _response_error(response: httpx.Response) -> ApiError:
+    try:
+        status = response.json()
+    except ValueError:
+        status = {"message": response.text[:200] or _phrase(response.status_code)}
+    return api_error(response.status_code, status, response.headers.get("Retry-After"))
+
+
+# --- small value types ------------------------------------------------------------------------
+
+
+class PatchType(StrEnum):
+    """How a PATCH body is interpreted (its Content-Type)."""
+
+    MERGE = "application/merge-patch+json"
+    STRATEGIC = "application/strategic-merge-patch+json"
+    JSON = "application/json-patch+json"
+
+
+class WatchEventType(StrEnum):
+    """The ``type`` of one watch event."""
+
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    BOOKMARK = "BOOKMARK"
+    ERROR = "ERROR"
+
+
+class ConditionStatus(StrEnum):
+    """The ``status`` of a pod condition."""
+
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One change from a watch stream (ADDED, MODIFIED, DELETED or BOOKMARK)."""
+
+    type: WatchEventType
+    object: Obj
+
+    @property
+    def resource_version(self) -> str:
+        return str(self.object.get("metadata", {}).get("resourceVersion", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectList:
+    """The items of a (possibly paginated) list and the resourceVersion to watch from."""
+
+    items: Objs
+    resource_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A resource type and the URL paths of its collections, objects and subresources."""
+
+    api_version: str
+    plural: str
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        """``/api/v1/namespaces/ns/pods/name/binding`` and the like (unset parts left out)."""
+        root = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        parts = [root]
+        if namespace:
+            parts += ["namespaces", namespace]
+        parts.append(self.plural)
+        if name:
+            parts.append(name)
+        if subresource:
+            parts.append(subresource)
+        return "/".join(parts)
+
+
+PODS = Resource("v1", "pods")
+NODES = Resource("v1", "nodes")
+EVENTS = Resource("v1", "events")
+LEASES = Resource("coordination.k8s.io/v1", "leases")
+SELF_SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io/v1", "selfsubjectaccessreviews")
+
+
+def format_time(moment: datetime) -> str:
+    """A ``metav1.Time``: RFC 3339 in UTC with whole seconds."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_micro_time(moment: datetime) -> str:
+    """A ``metav1.MicroTime``: RFC 3339 in UTC with microseconds (``2006-01-02T15:04:05.000000Z``)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Capped exponential backoff with jitter: try n waits between half and all of
+    ``min(cap, base * 2**(n-1))`` seconds, so that many clients do not retry in step."""
+
+    base: float = 0.2
+    cap: float = 10.0
+
+    def delay(self, attempt: int) -> float:
+        ceiling = min(self.cap, self.base * 2 ** min(attempt - 1, 32))
+        return random.uniform(ceiling / 2, ceiling)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how long requests are retried; ``Retry-After`` waits are capped too."""
+
+    attempts: int = 5
+    backoff: Backoff = field(default_factory=Backoff)
+    max_retry_after: float = 30.0
+
+
+# --- credentials ------------------------------------------------------------------------------
+
+
+class Credentials:
+    """Where the cluster is and who usher is there, loaded through ``kubernetes.config``.
+
+    Resolution order: the explicit kubeconfig path; else ``$KUBECONFIG`` (a path list, as
+    kubectl reads it) or ``~/.kube/config``; else the in-cluster service account. ``load`` and
+    ``authorization`` block (files, exec plugins): call them from a worker thread.
+    """
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+        self.kubeconfig = kubeconfig
+        self.context = context
+        self.config = Configuration()
+        self.generation = 0
+        self._source = "the in-cluster service account"
+
+    def load(self) -> None:
+        """(Re)read the credentials; raises :class:`KubeConfigError` with a one-line message."""
+        config = Configuration()
+        path = self._kubeconfig_path()
+        try:
+            if path is None:
+                self._source = "the in-cluster service account"
+                load_incluster_config(client_configuration=config)
+            else:
+                self._source = f"kubeconfig {path}"
+                self._check_context(path)
+                load_kube_config(
+                    config_file=path,
+                    context=self.context,
+                    client_configuration=config,
+                    persist_config=False,
+                )
+        except ConfigException as exc:
+            raise KubeConfigError(f"cannot use {self._source}: {_one_line(exc)}; {DEMO_HINT}") from exc
+        self.config = config
+        self.generation += 1
+
+    def describe(self) -> str:
+        context = f" (context {self.context})" if self.context else ""
+        return f"{self._source}{context}"
+
+    def authorization(self) -> str | None:
+        """The Authorization header value, refreshed by the library's hook when it is due."""
+        setting = self.config.auth_settings().get("BearerToken")
+        return setting["value"] if setting else None
+
+    def _kubeconfig_path(self) -> str | None:
+        """The kubeconfig (or ``$KUBECONFIG`` path list) to read; None for in-cluster."""
+        if self.kubeconfig:
+            path = os.path.expanduser(self.kubeconfig)
+            if not os.path.isfile(path):
+                raise KubeConfigError(f"kubeconfig {path} does not exist; pass another --kubeconfig, {DEMO_HINT}")
+            return path
+        listed = os.environ.get("KUBECONFIG", "")
+        if listed:
+            if any(os.path.isfile(os.path.expanduser(p)) for p in listed.split(os.pathsep) if p):
+                return listed
+            raise KubeConfigError(f"$KUBECONFIG ({listed}) names no existing file; {DEMO_HINT}")
+        default = os.path.expanduser("~/.kube/config")
+        if os.path.isfile(default):
+            return default
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return None
+        raise KubeConfigError(
+            f"no kubeconfig (~/.kube/config, $KUBECONFIG) and not running in a cluster; "
+            f"pass --kubeconfig, {DEMO_HINT}"
+        )
+
+    def _check_context(self, path: str) -> None:
+        if not self.context:
+            return
+        contexts, _ = list_kube_config_contexts(config_file=path)
+        names = [context["name"] for context in contexts]
+        if self.context not in names:
+            raise KubeConfigError(
+                f"kubeconfig {path} has no context {self.context!r} "
+                f"(it has: {', '.join(names) or 'none'}); {DEMO_HINT}"
+            )
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _transport_identity(config: Configuration) -> tuple[object, ...]:
+    """What the httpx client is built from; when it changes the client must be rebuilt."""
+    return (
+        config.host,
+        config.ssl_ca_cert,
+        config.cert_file,
+        config.key_file,
+        config.verify_ssl,
+        config.proxy,
+        getattr(config, "tls_server_name", None),
+    )
+
+
+def _tls_context(config: Configuration) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=config.ssl_ca_cert or None)
+    if config.cert_file:
+        context.load_cert_chain(config.cert_file, config.key_file)
+    if not config.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+# --- the client -------------------------------------------------------------------------------
+
+_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+class KubeClient:
+    """Requests and watches against one API server, with retries and credential refresh.
+
+    Build it with :meth:`connect` (loads credentials and checks the server answers), use it as
+    an async context manager or call :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        credentials: Credentials,
+        *,
+        retry: RetryPolicy | None = None,
+        pool_size: int = 64,
+        timeout: float = 30.0,
+        review_ttl: float = 60.0,
+    ) -> None:
+        self._credentials = credentials
+        self._retry = retry or RetryPolicy()
+        self._pool_size = pool_size
+        self._timeout = timeout
+        self._review_ttl = review_ttl
+        self._reviews: dict[tuple[str, ...], tuple[float, bool]] = {}
+        self._auth_lock = asyncio.Lock()
+        self._http = self._build_http()
+
+    @classmethod
+    async def connect(
+        cls, kubeconfig: str | None = None, context: str | None = None, **options: Any
+    ) -> KubeClient:
+        """Load credentials, build the client and make sure the API server answers."""
+        credentials = Credentials(kubeconfig, context)
+        await asyncio.to_thread(credentials.load)
+        try:
+            client = cls(credentials, **options)
+        except (OSError, ssl.SSLError) as exc:
+            raise KubeConfigError(
+                f"bad TLS material in {credentials.describe()}: {_one_line(exc)}; {DEMO_HINT}"
+            ) from exc
+        try:
+            await client._probe()
+        except BaseException:
+            await client.aclose()
+            raise
+        return client
+
+    @property
+    def host(self) -> str:
+        return str(self._credentials.config.host)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # --- generic operations ---
+
+    async def get(self, path: str, *, params: Mapping[str, str] | None = None) -> Obj:
+        return await self._call("GET", path, params=params)
+
+    async def list(
+        self,
+        path: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 500,
+    ) -> ObjectList:
+        """All objects under a collection path, fetched ``limit`` at a time."""
+        params = _selectors(label_selector, field_selector) | {"limit": str(limit)}
+        items: Objs = []
+        while True:
+            page = await self._call("GET", path, params=params)
+            items.extend(page.get("items") or [])
+            metadata = page.get("metadata") or {}
+            token = metadata.get("continue")
+            if not token:
+                return ObjectList(items, str(metadata.get("resourceVersion", "")))
+            params = params | {"continue": token}
+
+    async def watch(
+        self,
+        path: str,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[WatchEvent]:
+        """Changes under a collection path after ``resource_version``, bookmarks included.
+
+        The iterator ends when the server closes the stream (resume from the last
+        resourceVersion seen); a broken or silent connection raises :class:`ClusterUnreachable`;
+        a resourceVersion too old to resume from raises :class:`Gone`, whether the server says
+        so with HTTP 410 or with an ERROR event. Close the iterator (``contextlib.aclosing``)
+        to stop watching early.
+        """
+        params = _selectors(label_selector, field_selector) | {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        timeout = httpx.Timeout(self._timeout, read=timeout_seconds + WATCH_READ_GRACE)
+        try:
+            response = await self._send("GET", path, params=params, stream=True, timeout=timeout)
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from exc
+        try:
+            if not response.is_success:
+                await response.aread()
+                raise _response_error(response)
+            async for line in response.aiter_lines():
+                if line.strip():
+                    yield _watch_event(line)
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from exc
+        finally:
+            await response.aclose()
+
+    async def create(self, path: str, obj: Obj, *, retry_ambiguous: bool = False) -> Obj:
+        """POST ``obj`` to a collection. Set ``retry_ambiguous`` only if a repeat is harmless."""
+        return await self._call("POST", path, body=obj, retry_ambiguous=retry_ambiguous)
+
+    async def replace(self, path: str, obj: Obj) -> Obj:
+        """PUT ``obj``; its ``metadata.resourceVersion`` is the precondition (stale: Conflict)."""
+        if not obj.get("metadata", {}).get("resourceVersion"):
+            raise ValueError(f"replace {path}: the object carries no metadata.resourceVersion")
+        return await self._call("PUT", path, body=obj)
+
+    async def patch(
+        self, path: str, patch: Obj | Objs, *, patch_type: PatchType = PatchType.MERGE
+    ) -> Obj:
+        return await self._call(
+            "PATCH",
+            path,
+            body=patch,
+            content_type=patch_type,
+            retry_ambiguous=patch_type is not PatchType.JSON,
+        )
+
+    async def delete(self, path: str, *, resource_version: str | None = None) -> Obj:
+        """DELETE, optionally only if the object is still at ``resource_version``."""
+        options: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if resource_version:
+            options["preconditions"] = {"resourceVersion": resource_version}
+        return await self._call("DELETE", path, body=options)
+
+    # --- helpers for the scheduler ---
+
+    async def bind(
+        self, namespace: str, pod: str, node: str, annotations: Mapping[str, str] | None = None
+    ) -> None:
+        """Bind a pod to a node. Already bound to that node (a repeat) is success; already
+        bound elsewhere raises :class:`Conflict`."""
+        binding: Obj = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod, "namespace": namespace, "annotations": dict(annotations or {})},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            await self._call("POST", PODS.path(namespace, pod, "binding"), body=binding, retry_ambiguous=True)
+        except Conflict:
+            current = await self.get(PODS.path(namespace, pod))
+            if current.get("spec", {}).get("nodeName") != node:
+                raise
+
+    async def evict(self, namespace: str, pod: str) -> bool:
+        """Evict a pod through the Eviction API: True if accepted, False if the pod is gone.
+
+        A PodDisruptionBudget that forbids it raises :class:`DisruptionBudgetBlocked` at once.
+        """
+        eviction: Obj = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod, "namespace": namespace},
+        }
+        try:
+            await self._call("POST", PODS.path(namespace, pod, "eviction"), body=eviction, retry_ambiguous=True)
+        except NotFound:
+            return False
+        return True
+
+    async def set_unschedulable(self, node: str, unschedulable: bool) -> Obj:
+        """Cordon (True) or uncordon (False) a node."""
+        return await self.patch(NODES.path(name=node), {"spec": {"unschedulable": unschedulable}})
+
+    async def patch_pod_condition(
+        self,
+        namespace: str,
+        pod: str,
+        type: str,
+        status: ConditionStatus,
+        reason: str,
+        message: str,
+    ) -> Obj:
+        """Set one condition on a pod's status (others are kept: strategic merge by ``type``).
+
+        ``status`` is ``True``, ``False`` or ``Unknown`` (a plain string is checked)."""
+        condition = {
+            "type": type,
+            "status": str(ConditionStatus(status)),
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": format_time(utcnow()),
+        }
+        return await self.patch(
+            PODS.path(namespace, pod, "status"),
+            {"status": {"conditions": [condition]}},
+            patch_type=PatchType.STRATEGIC,
+        )
+
+    async def create_event(
+        self, involved: Mapping[str, str], reason: str, message: str, *, warning: bool = False
+    ) -> Obj:
+        """Record a core v1 Event from usher about an object.
+
+        ``involved`` is an ObjectReference: kind, name, and namespace, uid, apiVersion (default
+        ``v1``) where they apply; events about cluster-scoped objects go to ``default``.
+        """
+        namespace = involved.get("namespace") or "default"
+        now = format_time(utcnow())
+        event: Obj = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{involved['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": {"apiVersion": "v1", **involved},
+            "reason": reason,
+            "message": message,
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+        }
+        try:
+            return await self.create(EVENTS.path(namespace), event, retry_ambiguous=True)
+        except AlreadyExists:
+            return event
+
+    async def access_review(
+        self, verb: str, resource: str, namespace: str = "", subresource: str = "", group: str = ""
+    ) -> bool:
+        """May usher's identity do this? Asked with a SelfSubjectAccessReview, answers cached."""
+        key = (verb, group, resource, subresource, namespace)
+        cached = self._reviews.get(key)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        attributes = {"verb": verb, "group": group, "resource": resource}
+        if namespace:
+            attributes["namespace"] = namespace
+        if subresource:
+            attributes["subresource"] = subresource
+        review: Obj = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+        answer = await self.create(SELF_SUBJECT_ACCESS_REVIEWS.path(), review, retry_ambiguous=True)
+        allowed = bool(answer.get("status", {}).get("allowed"))
+        self._reviews[key] = (time.monotonic() + self._review_ttl, allowed)
+        return allowed
+
+    # --- plumbing ---
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: object = None,
+        content_type: str = "application/json",
+        retry_ambiguous: bool | None = None,
+    ) -> Obj:
+        """One API call with retries; returns the decoded response body."""
+        if retry_ambiguous is None:
+            retry_ambiguous = method != "POST"
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._send(method, path, params=params, body=body, content_type=content_type)
+            except httpx.TransportError as exc:
+                may_repeat = retry_ambiguous or isinstance(exc, _NEVER_SENT)
+                if not may_repeat or attempt >= self._retry.attempts:
+                    raise self._unreachable(exc) from exc
+                delay = self._retry.backoff.delay(attempt)
+                log.info("%s %s failed (%s); retrying in %.2fs", method, path, _one_line(exc), delay)
+            else:
+                if response.is_success:
+                    return response.json() if response.content else {}
+                error = _response_error(response)
+                delay = self._retry_delay(error, attempt, retry_ambiguous)
+                if delay is None:
+                    raise error
+                log.info("%s %s: %s; retrying in %.2fs", method, path, error, delay)
+            await asyncio.sleep(delay)
+
+    def _retry_delay(self, error: ApiError, attempt: int, retry_ambiguous: bool) -> float | None:
+        """How long to wait before repeating a failed request, or None to give up."""
+        if attempt >= self._retry.attempts or isinstance(error, DisruptionBudgetBlocked):
+            return None
+        if not (isinstance(error, TooManyRequests) or (error.code >= 500 and retry_ambiguous)):
+            return None
+        if error.retry_after is not None:
+            return min(error.retry_after, self._retry.max_retry_after)
+        return self._retry.backoff.delay(attempt)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: object = None,
+        content_type: str = "application/json",
+        stream: bool = False,
+        timeout: httpx.Timeout | None = None,
+    ) -> httpx.Response:
+        """One HTTP exchange; a 401 reloads the credentials once and repeats it."""
+        content = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json"}
+        if content is not None:
+            headers["Content-Type"] = content_type
+
+        async def exchange() -> httpx.Response:
+            authorization = await self._authorization()
+            request = self._http.build_request(
+                method,
+                path,
+                params=params,
+                content=content,
+                headers=headers | ({"Authorization": authorization} if authorization else {}),
+                timeout=timeout or self._timeout,
+                extensions=self._extensions(),
+            )
+            return await self._http.send(request, stream=stream)
+
+        generation = self._credentials.generation
+        response = await exchange()
+        if response.status_code != 401:
+            return response
+        await response.aclose()
+        log.info("%s %s: 401; reloading credentials from %s", method, path, self._credentials.describe())
+        await self._reload(generation)
+        return await exchange()
+
+    async def _authorization(self) -> str | None:
+        async with self._auth_lock:
+            return await asyncio.to_thread(self._credentials.authorization)
+
+    async def _reload(self, generation: int) -> None:
+        """Reload the credentials unless another request already did since ``generation``."""
+        async with self._auth_lock:
+            if self._credentials.generation != generation:
+                return
+            before = _transport_identity(self._credentials.config)
+            await asyncio.to_thread(self._credentials.load)
+            if _transport_identity(self._credentials.config) != before:
+                stale, self._http = self._http, self._build_http()
+                await stale.aclose()
+
+    def _build_http(self) -> httpx.AsyncClient:
+        config = self._credentials.config
+        limits = httpx.Limits(
+            max_connections=self._pool_size,
+            max_keepalive_connections=self._pool_size,
+            keepalive_expiry=60.0,
+        )
+        return httpx.AsyncClient(
+            base_url=str(config.host),
+            verify=_tls_context(config),
+            proxy=config.proxy or None,
+            limits=limits,
+            timeout=self._timeout,
+            headers={"User-Agent": f"{COMPONENT}/kube-backend"},
+        )
+
+    def _extensions(self) -> dict[str, str]:
+        server_name = getattr(self._credentials.config, "tls_server_name", None)
+        return {"sni_hostname": server_name} if server_name else {}
+
+    def _unreachable(self, error: httpx.TransportError) -> ClusterUnreachable:
+        return ClusterUnreachable(
+            f"cannot reach the Kubernetes API at {self.host} ({self._credentials.describe()}): "
+            f"{_one_line(error)}; check the cluster and the network, {DEMO_HINT}"
+        )
+
+    async def _probe(self) -> None:
+        """Check, with a single request, that the server answers and accepts the credentials."""
+        try:
+            response = await self._send("GET", "/version")
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from exc
+        if response.status_code == 401:
+            raise KubeConfigError(
+                f"the API server at {self.host} rejected the credentials of "
+                f"{self._credentials.describe()}; {DEMO_HINT}"
+            )
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
+    params: dict[str, str] = {}
+    if label_selector:
+        params["labelSelector"] = label_selector
+    if field_selector:
+        params["fieldSelector"] = field_selector
+    return params
+
+
+def _watch_event(line: str) -> WatchEvent:
+    """Decode one line of a watch stream; an ERROR event raises its Status as an ApiError."""
+    try:
+        data = json.loads(line)
+        kind = WatchEventType(data["type"])
+        obj = data["object"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ApiError(500, "BadWatchEvent", f"undecodable watch event: {line[:200]}") from exc
+    if kind is WatchEventType.ERROR:
+        raise api_error(int(obj.get("code") or 500), obj)
+    return WatchEvent(kind, obj)
