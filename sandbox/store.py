@@ -1,0 +1,1332 @@
+"""The sandbox's in-memory object store: what etcd and the registry are to a real API server.
+
+Objects are JSON dicts keyed by ``(resource, namespace, name)``. Every write goes through one
+commit path that stamps ``metadata.resourceVersion`` from a single global counter, records a
+change in a bounded per-resource history (so a watch from a resourceVersion older than the
+history answers ``410 Expired``, as after an etcd compaction) and hands the change to live
+subscriptions. The HTTP front (:mod:`usher.sandbox.apiserver`) and in-process callers (the kubelet
+stand-in, test harnesses) use the same methods, so both see identical resourceVersions and watch
+events.
+
+Semantics follow the Kubernetes registry for the resources the sandbox serves:
+
+- create fills ``uid``, ``resourceVersion``, ``creationTimestamp`` (RFC 3339 from the injectable
+  ``clock``), ``generation`` (for kinds that track it), honours ``generateName``, rejects a
+  duplicate with ``409 AlreadyExists`` and a namespace that does not exist with ``404``; a pod's
+  status is reset to ``Pending`` and its spec defaulted (``schedulerName: default-scheduler``);
+- update checks ``metadata.resourceVersion`` when the caller sends one (``409 Conflict`` when
+  stale; none means unconditional), keeps the server-owned metadata, bumps ``generation`` when
+  ``spec`` changes, keeps ``status`` for kinds with a status subresource (only the ``status``
+  subresource changes it, and it changes nothing else), refuses changes to a pod's spec other
+  than the mutable fields, and is a no-op (no new resourceVersion, no event) when nothing changed;
+- patch applies a JSON merge patch (strategic merge patch is treated as one) or an RFC 6902 JSON
+  patch to the current object and then updates it, so a resourceVersion in the patch is a
+  precondition;
+- delete is immediate and returns the deleted object stamped with the deletion's
+  resourceVersion; deleting a namespace deletes what it holds.
+
+Lists come sorted by namespace and name (etcd's key order). A list with ``limit`` returns a
+``continue`` token; the following pages come from the same snapshot (objects are never mutated
+after commit, so a snapshot is a list of references) until that snapshot expires.
+
+The store is not thread-safe: use it from the event loop that serves it (``ServerThread.call``
+runs a function there from another thread). Objects handed out are copies; the ``Stored``
+records and ``Change.old``/``Change.new`` are the store's own and must not be mutated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import random
+import re
+import time
+import uuid
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+JsonObject = dict[str, Any]
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+# --------------------------------------------------------------------------- resources
+
+
+class Resource(StrEnum):
+    """The resources the sandbox stores, by their plural (URL) name."""
+
+    PODS = "pods"
+    NODES = "nodes"
+    NAMESPACES = "namespaces"
+    CONFIGMAPS = "configmaps"
+    EVENTS = "events"
+    LEASES = "leases"
+    PODDISRUPTIONBUDGETS = "poddisruptionbudgets"
+    PODGROUPS = "podgroups"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    """What the API knows about one resource: its group, version, kind and behaviour."""
+
+    resource: Resource
+    group: str
+    version: str
+    kind: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    status_subresource: bool = False
+    tracks_generation: bool = False
+    custom: bool = False
+    """A CustomResourceDefinition: list items keep ``kind`` and ``apiVersion`` (typed lists drop them)."""
+    fields: Mapping[str, str] = field(default_factory=dict)
+    """Field selector labels beyond ``metadata.name``/``metadata.namespace``, each to its dotted path."""
+    indexed_field: str | None = None
+    """One field label whose values are indexed, for cheap equality field selectors."""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_resource(self) -> str:
+        """``pods`` or ``leases.coordination.k8s.io``: how error messages name the resource."""
+        return f"{self.resource}.{self.group}" if self.group else str(self.resource)
+
+    def field_path(self, label: str) -> str | None:
+        if label in ("metadata.name", "metadata.namespace"):
+            return label
+        return self.fields.get(label)
+
+
+_POD_FIELDS = {
+    "spec.nodeName": "spec.nodeName",
+    "spec.schedulerName": "spec.schedulerName",
+    "spec.restartPolicy": "spec.restartPolicy",
+    "spec.serviceAccountName": "spec.serviceAccountName",
+    "status.phase": "status.phase",
+    "status.podIP": "status.podIP",
+    "status.nominatedNodeName": "status.nominatedNodeName",
+}
+_EVENT_FIELDS = {
+    f"involvedObject.{name}": f"involvedObject.{name}"
+    for name in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+} | {"reason": "reason", "type": "type", "source": "source.component", "reportingComponent": "reportingComponent"}
+
+RESOURCE_TYPES: dict[Resource, ResourceType] = {
+    rt.resource: rt
+    for rt in (
+        ResourceType(Resource.PODS, "", "v1", "Pod", True, ("po",), status_subresource=True,
+                     tracks_generation=True, fields=_POD_FIELDS, indexed_field="spec.nodeName"),
+        ResourceType(Resource.NODES, "", "v1", "Node", False, ("no",), status_subresource=True,
+                     fields={"spec.unschedulable": "spec.unschedulable"}),
+        ResourceType(Resource.NAMESPACES, "", "v1", "Namespace", False, ("ns",), status_subresource=True,
+                     fields={"status.phase": "status.phase"}),
+        ResourceType(Resource.CONFIGMAPS, "", "v1", "ConfigMap", True, ("cm",)),
+        ResourceType(Resource.EVENTS, "", "v1", "Event", True, ("ev",), fields=_EVENT_FIELDS),
+        ResourceType(Resource.LEASES, "coordination.k8s.io", "v1", "Lease", True),
+        ResourceType(Resource.PODDISRUPTIONBUDGETS, "policy", "v1", "PodDisruptionBudget", True, ("pdb",),
+                     status_subresource=True, tracks_generation=True),
+        ResourceType(Resource.PODGROUPS, "scheduling.x-k8s.io", "v1alpha1", "PodGroup", True, ("pg", "pgs"),
+                     status_subresource=True, tracks_generation=True, custom=True),
+    )
+}
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class Reason(StrEnum):
+    """``Status.reason`` values (metav1.StatusReason) the sandbox answers with."""
+
+    BAD_REQUEST = "BadRequest"
+    UNAUTHORIZED = "Unauthorized"
+    NOT_FOUND = "NotFound"
+    METHOD_NOT_ALLOWED = "MethodNotAllowed"
+    NOT_ACCEPTABLE = "NotAcceptable"
+    ALREADY_EXISTS = "AlreadyExists"
+    CONFLICT = "Conflict"
+    GONE = "Gone"
+    EXPIRED = "Expired"
+    UNSUPPORTED_MEDIA_TYPE = "UnsupportedMediaType"
+    INVALID = "Invalid"
+    TOO_MANY_REQUESTS = "TooManyRequests"
+    INTERNAL_ERROR = "InternalError"
+    SERVICE_UNAVAILABLE = "ServiceUnavailable"
+    TIMEOUT = "Timeout"
+
+
+class ApiError(Exception):
+    """A failed API call, carrying what goes into its ``Status`` body."""
+
+    def __init__(self, code: int, reason: Reason | str, message: str, details: JsonObject | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def status(self) -> JsonObject:
+        """The ``Status`` object a real API server would send."""
+        return failure_status(self.code, self.reason, self.message, self.details)
+
+    @classmethod
+    def not_found(cls, rt: ResourceType, name: str) -> ApiError:
+        return cls(404, Reason.NOT_FOUND, f'{rt.group_resource} "{name}" not found', _details(rt, name))
+
+    @classmethod
+    def already_exists(cls, rt: ResourceType, name: str) -> ApiError:
+        return cls(409, Reason.ALREADY_EXISTS, f'{rt.group_resource} "{name}" already exists', _details(rt, name))
+
+    @classmethod
+    def conflict(cls, rt: ResourceType, name: str, why: str, subresource: str = "") -> ApiError:
+        what = f"{rt.group_resource}/{subresource}" if subresource else rt.group_resource
+        return cls(409, Reason.CONFLICT, f'Operation cannot be fulfilled on {what} "{name}": {why}', _details(rt, name))
+
+    @classmethod
+    def stale(cls, rt: ResourceType, name: str) -> ApiError:
+        why = "the object has been modified; please apply your changes to the latest version and try again"
+        return cls.conflict(rt, name, why)
+
+    @classmethod
+    def invalid(cls, rt: ResourceType, name: str, field_path: str, reason: str, detail: str) -> ApiError:
+        message = f'{rt.kind} "{name}" is invalid: {field_path}: {detail}'
+        cause = {"reason": reason, "message": detail, "field": field_path}
+        return cls(422, Reason.INVALID, message, {"name": name, "group": rt.group, "kind": rt.kind, "causes": [cause]})
+
+    @classmethod
+    def bad_request(cls, message: str) -> ApiError:
+        return cls(400, Reason.BAD_REQUEST, message)
+
+    @classmethod
+    def expired(cls, message: str) -> ApiError:
+        return cls(410, Reason.EXPIRED, message)
+
+
+def failure_status(code: int, reason: str, message: str, details: JsonObject | None = None) -> JsonObject:
+    """A ``Status`` with ``status: Failure``."""
+    status: JsonObject = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message}
+    if reason:
+        status["reason"] = str(reason)
+    if details:
+        status["details"] = details
+    status["code"] = code
+    return status
+
+
+def _details(rt: ResourceType, name: str) -> JsonObject:
+    details: JsonObject = {"name": name}
+    if rt.group:
+        details["group"] = rt.group
+    details["kind"] = str(rt.resource)
+    return details
+
+
+def _patch_failed(message: str) -> ApiError:
+    """A patch that could not be applied: ``422`` with the reason as a cause, as the API answers."""
+    cause = {"reason": "UnexpectedServerResponse", "message": message}
+    return ApiError(422, Reason.INVALID, "the server rejected our request due to an error in our request",
+                    {"causes": [cause]})
+
+
+# --------------------------------------------------------------------------- selectors
+
+
+class Operator(StrEnum):
+    """Label selector operators (the set-based and equality-based ones)."""
+
+    EQUALS = "="
+    NOT_EQUALS = "!="
+    IN = "in"
+    NOT_IN = "notin"
+    EXISTS = "exists"
+    DOES_NOT_EXIST = "!"
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    key: str
+    operator: Operator
+    values: frozenset[str] = frozenset()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        match self.operator:
+            case Operator.EXISTS:
+                return self.key in labels
+            case Operator.DOES_NOT_EXIST:
+                return self.key not in labels
+            case Operator.EQUALS | Operator.IN:
+                return self.key in labels and labels[self.key] in self.values
+            case _:
+                return labels.get(self.key) not in self.values
+
+
+_KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
+_VALUE = r"[-A-Za-z0-9_.]*"
+_EQUALITY = re.compile(rf"\s*({_KEY})\s*(==|=|!=)\s*({_VALUE})\s*")
+_SET = re.compile(rf"\s*({_KEY})\s+(in|notin)\s*\(([^()]*)\)\s*")
+_EXISTS = re.compile(rf"\s*(!?)\s*({_KEY})\s*")
+_SET_VALUE = re.compile(_VALUE)
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A conjunction of label requirements; the empty selector matches everything."""
+
+    requirements: tuple[Requirement, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str | None) -> LabelSelector:
+        """Parse the ``labelSelector`` query syntax (``a=b,c!=d,e in (f,g),!h``)."""
+        if not text or not text.strip():
+            return cls()
+        return cls(tuple(_parse_requirement(part) for part in _split_top_level(text)))
+
+    @classmethod
+    def from_spec(cls, selector: Mapping[str, Any]) -> LabelSelector:
+        """The selector of a ``metav1.LabelSelector`` (``matchLabels``, ``matchExpressions``)."""
+        requirements = [Requirement(k, Operator.EQUALS, frozenset([str(v)]))
+                        for k, v in (selector.get("matchLabels") or {}).items()]
+        operators = {"In": Operator.IN, "NotIn": Operator.NOT_IN, "Exists": Operator.EXISTS,
+                     "DoesNotExist": Operator.DOES_NOT_EXIST}
+        for expr in selector.get("matchExpressions") or []:
+            operator = operators.get(expr.get("operator", ""))
+            if operator is None:
+                raise ApiError.bad_request(f"{expr.get('operator')!r} is not a valid label selector operator")
+            requirements.append(Requirement(expr["key"], operator, frozenset(expr.get("values") or ())))
+        return cls(tuple(requirements))
+
+    def matches(self, labels: Mapping[str, str] | None) -> bool:
+        labels = labels or {}
+        return all(r.matches(labels) for r in self.requirements)
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on the commas that are not inside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _parse_requirement(part: str) -> Requirement:
+    if m := _EQUALITY.fullmatch(part):
+        operator = Operator.NOT_EQUALS if m[2] == "!=" else Operator.EQUALS
+        return Requirement(m[1], operator, frozenset([m[3]]))
+    if m := _SET.fullmatch(part):
+        values = [v.strip() for v in m[3].split(",")]
+        if not all(_SET_VALUE.fullmatch(v) for v in values):
+            raise ApiError.bad_request(f"unable to parse requirement: invalid value in {part.strip()!r}")
+        return Requirement(m[1], Operator.IN if m[2] == "in" else Operator.NOT_IN, frozenset(values))
+    if m := _EXISTS.fullmatch(part):
+        return Requirement(m[2], Operator.DOES_NOT_EXIST if m[1] else Operator.EXISTS)
+    raise ApiError.bad_request(f"unable to parse requirement: {part.strip()!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRequirement:
+    path: str
+    value: str
+    negated: bool
+
+    def matches(self, obj: JsonObject) -> bool:
+        return (field_value(obj, self.path) == self.value) != self.negated
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSelector:
+    """A conjunction of ``field=value`` / ``field!=value`` terms on a resource's selectable fields."""
+
+    requirements: tuple[FieldRequirement, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str | None, rt: ResourceType) -> FieldSelector:
+        if not text or not text.strip():
+            return cls()
+        return cls(tuple(_parse_field_term(term, rt) for term in text.split(",")))
+
+    def matches(self, obj: JsonObject) -> bool:
+        return all(r.matches(obj) for r in self.requirements)
+
+    def equality(self, path: str) -> str | None:
+        """The value this selector requires ``path`` to equal, if it has such a term."""
+        for r in self.requirements:
+            if r.path == path and not r.negated:
+                return r.value
+        return None
+
+
+def _parse_field_term(term: str, rt: ResourceType) -> FieldRequirement:
+    m = re.fullmatch(r"\s*([A-Za-z0-9_.]+)\s*(==|=|!=)\s*(.*?)\s*", term)
+    if m is None:
+        raise ApiError.bad_request(f"invalid selector: {term!r}; can't understand {term.strip()!r}")
+    path = rt.field_path(m[1])
+    if path is None:
+        raise ApiError.bad_request(f"field label not supported: {m[1]}")
+    return FieldRequirement(path, m[3], m[2] == "!=")
+
+
+def field_value(obj: JsonObject, path: str) -> str:
+    """The string form of a field, as field selectors compare it (absent is ``""``)."""
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """Which objects of one resource a list or a watch is about."""
+
+    namespace: str | None = None
+    labels: LabelSelector = LabelSelector()
+    fields: FieldSelector = FieldSelector()
+
+    def matches(self, obj: JsonObject) -> bool:
+        meta = obj["metadata"]
+        if self.namespace is not None and meta.get("namespace") != self.namespace:
+            return False
+        return self.labels.matches(meta.get("labels")) and self.fields.matches(obj)
+
+
+# --------------------------------------------------------------------------- patches
+
+
+class PatchType(StrEnum):
+    """The patch media types the sandbox accepts."""
+
+    JSON = "application/json-patch+json"
+    MERGE = "application/merge-patch+json"
+    STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch; ``target`` is not modified."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+class _PatchError(Exception):
+    """A JSON patch operation that does not apply to the document."""
+
+
+def json_patch(doc: Any, operations: Any) -> Any:
+    """RFC 6902 JSON patch; ``doc`` is modified in place and returned (it may be replaced)."""
+    if not isinstance(operations, list) or not all(isinstance(op, dict) for op in operations):
+        raise ApiError.bad_request("a JSON patch must be a list of operation objects")
+    try:
+        for op in operations:
+            doc = _apply_operation(doc, op)
+    except _PatchError as exc:
+        raise _patch_failed(str(exc)) from None
+    return doc
+
+
+def _apply_operation(doc: Any, op: JsonObject) -> Any:
+    name, path = op.get("op"), op.get("path")
+    if not isinstance(path, str):
+        raise ApiError.bad_request(f"JSON patch operation {name!r} has no path")
+    if name in ("add", "replace", "test") and "value" not in op:
+        raise ApiError.bad_request(f"JSON patch operation {name!r} on {path} has no value")
+    match name:
+        case "add":
+            return _pointer_add(doc, path, _copy(op["value"]))
+        case "remove":
+            return _pointer_remove(doc, path)[0]
+        case "replace":
+            doc, _ = _pointer_remove(doc, path)
+            return _pointer_add(doc, path, _copy(op["value"]))
+        case "move":
+            doc, value = _pointer_remove(doc, _from(op))
+            return _pointer_add(doc, path, value)
+        case "copy":
+            return _pointer_add(doc, path, _copy(_pointer_get(doc, _from(op))))
+        case "test":
+            if not _json_equal(_pointer_get(doc, path), op["value"]):
+                raise _PatchError(f"testing value {path} failed")
+            return doc
+    raise ApiError.bad_request(f"unknown JSON patch operation {name!r}")
+
+
+def _from(op: JsonObject) -> str:
+    source = op.get("from")
+    if not isinstance(source, str):
+        raise ApiError.bad_request(f"JSON patch operation {op.get('op')!r} has no from")
+    return source
+
+
+def _tokens(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise ApiError.bad_request(f"JSON pointer {path!r} does not start with /")
+    return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
+
+
+def _index(container: list[Any], token: str, path: str, *, append: bool = False) -> int:
+    if append and token == "-":
+        return len(container)
+    if not token.isdigit() or (len(token) > 1 and token[0] == "0"):
+        raise _PatchError(f"invalid array index {token!r} in {path}")
+    index = int(token)
+    if index > len(container) - (0 if append else 1):
+        raise _PatchError(f"array index {index} out of range in {path}")
+    return index
+
+
+def _parent(doc: Any, tokens: list[str], path: str) -> Any:
+    node = doc
+    for token in tokens[:-1]:
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list):
+            node = node[_index(node, token, path)]
+        else:
+            raise _PatchError(f"doc is missing path: {path}")
+    return node
+
+
+def _pointer_get(doc: Any, path: str) -> Any:
+    tokens = _tokens(path)
+    if not tokens:
+        return doc
+    parent, last = _parent(doc, tokens, path), tokens[-1]
+    if isinstance(parent, dict) and last in parent:
+        return parent[last]
+    if isinstance(parent, list):
+        return parent[_index(parent, last, path)]
+    raise _PatchError(f"doc is missing path: {path}")
+
+
+def _pointer_add(doc: Any, path: str, value: Any) -> Any:
+    tokens = _tokens(path)
+    if not tokens:
+        return value
+    parent, last = _parent(doc, tokens, path), tokens[-1]
+    if isinstance(parent, dict):
+        parent[last] = value
+    elif isinstance(parent, list):
+        parent.insert(_index(parent, last, path, append=True), value)
+    else:
+        raise _PatchError(f"doc is missing path: {path}")
+    return doc
+
+
+def _pointer_remove(doc: Any, path: str) -> tuple[Any, Any]:
+    tokens = _tokens(path)
+    if not tokens:
+        return None, doc
+    parent, last = _parent(doc, tokens, path), tokens[-1]
+    if isinstance(parent, dict) and last in parent:
+        return doc, parent.pop(last)
+    if isinstance(parent, list):
+        return doc, parent.pop(_index(parent, last, path))
+    raise _PatchError(f"doc is missing path: {path}")
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values, where ``true`` is not ``1``."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+# --------------------------------------------------------------------------- stored objects and changes
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of a JSON value (and a check that it is one)."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as exc:
+        raise ApiError.bad_request(f"not a JSON object: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """One committed version of an object: never mutated after commit."""
+
+    obj: JsonObject
+    raw: bytes
+    """The object as JSON, ``apiVersion`` and ``kind`` first."""
+    item_raw: bytes
+    """The object as a typed list's item (without ``apiVersion``/``kind`` unless a custom resource)."""
+    rv: int
+
+    @classmethod
+    def encode(cls, rt: ResourceType, obj: JsonObject, rv: int) -> Stored:
+        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        body_raw = _dumps(body)
+        head = b'{"apiVersion":%s,"kind":%s' % (_dumps(rt.api_version), _dumps(rt.kind))
+        raw = head + (b"," + body_raw[1:] if len(body_raw) > 2 else b"}")
+        full = {"apiVersion": rt.api_version, "kind": rt.kind, **body}
+        return cls(full, raw, raw if rt.custom else body_raw, rv)
+
+    def copy(self) -> JsonObject:
+        return json.loads(self.raw)
+
+
+class EventType(StrEnum):
+    """Watch event types."""
+
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    BOOKMARK = "BOOKMARK"
+    ERROR = "ERROR"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One committed write: ``new`` is the object after it (the last state, for a delete)."""
+
+    type: EventType
+    rt: ResourceType
+    new: Stored
+    old: Stored | None
+
+    @property
+    def rv(self) -> int:
+        return self.new.rv
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """What a watcher receives: the event type and the object's committed version."""
+
+    type: EventType
+    stored: Stored
+
+    @property
+    def resource_version(self) -> str:
+        return str(self.stored.rv)
+
+    @property
+    def object(self) -> JsonObject:
+        """A fresh copy of the object."""
+        return self.stored.copy()
+
+    def line(self) -> bytes:
+        """The event as one line of a watch stream."""
+        return b'{"type":"%s","object":%s}\n' % (self.type.encode(), self.stored.raw)
+
+
+def watch_event_for(change: Change, flt: Filter) -> WatchEvent | None:
+    """The event a watcher with ``flt`` sees for ``change``, as the watch cache decides it.
+
+    An object that starts matching arrives as ``ADDED``, one that stops matching as ``DELETED``.
+    """
+    now = flt.matches(change.new.obj)
+    before = change.old is not None and change.type is EventType.MODIFIED and flt.matches(change.old.obj)
+    if change.type is EventType.MODIFIED:
+        if now and before:
+            return WatchEvent(EventType.MODIFIED, change.new)
+        if now:
+            return WatchEvent(EventType.ADDED, change.new)
+        return WatchEvent(EventType.DELETED, change.new) if before else None
+    return WatchEvent(change.type, change.new) if now else None
+
+
+class Subscription:
+    """Live watch events of one resource through one filter; an async iterator of :class:`WatchEvent`.
+
+    Events already due when it was opened (history, or the synthetic ``ADDED`` events of a watch
+    without a resourceVersion) come first, then live ones, with no gap and no repeat.
+    """
+
+    def __init__(self, store: Store, rt: ResourceType, flt: Filter, backlog: Iterable[WatchEvent]) -> None:
+        self.rt = rt
+        self.filter = flt
+        self._store = store
+        self._queue: asyncio.Queue[WatchEvent | None] = asyncio.Queue()
+        for event in backlog:
+            self._queue.put_nowait(event)
+        self.closed = False
+
+    def offer(self, change: Change) -> None:
+        event = watch_event_for(change, self.filter)
+        if event is not None:
+            self._queue.put_nowait(event)
+
+    def pending(self) -> int:
+        """How many events are queued, not yet taken."""
+        return self._queue.qsize()
+
+    async def get(self, timeout: float | None = None) -> WatchEvent | None:
+        """The next event, or ``None`` after ``timeout`` seconds without one or once closed."""
+        if not self._queue.empty():
+            return self._queue.get_nowait()
+        if self.closed:
+            return None
+        try:
+            return await asyncio.wait_for(self._queue.get(), timeout)
+        except TimeoutError:
+            return None
+
+    def close(self) -> None:
+        """Stop receiving; a pending ``get`` returns ``None``."""
+        if not self.closed:
+            self.closed = True
+            self._store._unsubscribe(self)
+            self._queue.put_nowait(None)
+
+    def __aiter__(self) -> AsyncIterator[WatchEvent]:
+        return self
+
+    async def __anext__(self) -> WatchEvent:
+        event = await self.get()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(slots=True)
+class ListResult:
+    """A page of a list: the items, the list's resourceVersion and how to get the next page."""
+
+    rt: ResourceType
+    items: list[Stored]
+    resource_version: int
+    continue_token: str = ""
+    remaining: int | None = None
+
+    def objects(self) -> list[JsonObject]:
+        return [item.copy() for item in self.items]
+
+    def raw(self) -> bytes:
+        """The list as a ``<Kind>List`` JSON document."""
+        meta: JsonObject = {"resourceVersion": str(self.resource_version)}
+        if self.continue_token:
+            meta["continue"] = self.continue_token
+        if self.remaining is not None:
+            meta["remainingItemCount"] = self.remaining
+        head = b'{"kind":%s,"apiVersion":%s,"metadata":%s,"items":[' % (
+            _dumps(self.rt.kind + "List"), _dumps(self.rt.api_version), _dumps(meta))
+        return head + b",".join(item.item_raw for item in self.items) + b"]}"
+
+
+# --------------------------------------------------------------------------- the store
+
+
+Key = tuple[str, str]
+"""(namespace, name); the namespace is ``""`` for cluster-scoped objects."""
+
+
+class _Table:
+    """The objects of one resource, with their indexes and change history."""
+
+    def __init__(self, rt: ResourceType, history: int) -> None:
+        self.rt = rt
+        self.objects: dict[Key, Stored] = {}
+        self.by_namespace: dict[str, dict[str, Stored]] = {}
+        self.by_field: dict[str, set[Key]] = {}
+        self.history: deque[Change] = deque(maxlen=history)
+        self.compacted_rv = 0
+        """The resourceVersion of the newest change dropped from history: watches must start at or after it."""
+        self.subscriptions: list[Subscription] = []
+        self._sorted: list[Key] | None = None
+
+    def put(self, key: Key, stored: Stored, old: Stored | None) -> None:
+        if old is None:
+            self._sorted = None
+        self.objects[key] = stored
+        self.by_namespace.setdefault(key[0], {})[key[1]] = stored
+        self._reindex(key, old, stored)
+
+    def remove(self, key: Key) -> Stored:
+        old = self.objects.pop(key)
+        self._sorted = None
+        names = self.by_namespace[key[0]]
+        del names[key[1]]
+        if not names:
+            del self.by_namespace[key[0]]
+        self._reindex(key, old, None)
+        return old
+
+    def _reindex(self, key: Key, old: Stored | None, new: Stored | None) -> None:
+        path = self.rt.field_path(self.rt.indexed_field) if self.rt.indexed_field else None
+        if path is None:
+            return
+        before = field_value(old.obj, path) if old else None
+        after = field_value(new.obj, path) if new else None
+        if before == after:
+            return
+        if before is not None:
+            keys = self.by_field[before]
+            keys.discard(key)
+            if not keys:
+                del self.by_field[before]
+        if after is not None:
+            self.by_field.setdefault(after, set()).add(key)
+
+    def record(self, change: Change) -> None:
+        if len(self.history) == self.history.maxlen:
+            self.compacted_rv = self.history[0].rv
+        self.history.append(change)
+
+    def compact(self, rv: int) -> None:
+        self.history.clear()
+        self.compacted_rv = rv
+
+    def candidates(self, flt: Filter) -> Iterator[Stored]:
+        """The objects that may match ``flt``, in key order, using the cheapest index."""
+        indexed = self.rt.field_path(self.rt.indexed_field) if self.rt.indexed_field else None
+        wanted = flt.fields.equality(indexed) if indexed else None
+        if wanted is not None:
+            keys = sorted(k for k in self.by_field.get(wanted, ()) if flt.namespace in (None, k[0]))
+            return (self.objects[k] for k in keys)
+        if flt.namespace is not None:
+            names = self.by_namespace.get(flt.namespace, {})
+            return (names[n] for n in sorted(names))
+        if self._sorted is None:
+            self._sorted = sorted(self.objects)
+        return (self.objects[k] for k in self._sorted)
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    rv: int
+    items: list[Stored]
+
+
+class Subresource(StrEnum):
+    """Subresources that write through the store."""
+
+    STATUS = "status"
+
+
+class Store:
+    """The in-memory API storage. See the module docstring for the semantics."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        *,
+        history: int = 2000,
+        seed: int | None = None,
+        namespaces: Iterable[str] = DEFAULT_NAMESPACES,
+        max_snapshots: int = 64,
+    ) -> None:
+        self.clock = clock
+        self._rng = random.Random(seed)
+        self._rv = 0
+        self._tables = {resource: _Table(rt, history) for resource, rt in RESOURCE_TYPES.items()}
+        self._listeners: list[Callable[[Change], None]] = []
+        self._snapshots: OrderedDict[int, _Snapshot] = OrderedDict()
+        self._max_snapshots = max_snapshots
+        self._next_snapshot = 0
+        for name in namespaces:
+            self.create(Resource.NAMESPACES, {"metadata": {"name": name}})
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def resource_version(self) -> int:
+        """The newest committed resourceVersion."""
+        return self._rv
+
+    def now(self) -> str:
+        """The clock's time as an RFC 3339 timestamp with second precision."""
+        return rfc3339(self.clock())
+
+    def get(self, resource: Resource | str, name: str, namespace: str | None = None) -> JsonObject:
+        """A copy of the object; ``404`` when there is none."""
+        return self.get_stored(resource, name, namespace).copy()
+
+    def get_stored(self, resource: Resource | str, name: str, namespace: str | None = None) -> Stored:
+        rt = RESOURCE_TYPES[Resource(resource)]
+        stored = self._tables[rt.resource].objects.get(self._key(rt, namespace, name))
+        if stored is None:
+            raise ApiError.not_found(rt, name)
+        return stored
+
+    def list(
+        self,
+        resource: Resource | str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> ListResult:
+        """The matching objects (``namespace`` ``None``: all namespaces), a page at a time with ``limit``."""
+        rt = RESOURCE_TYPES[Resource(resource)]
+        flt = self.filter(rt, namespace, label_selector, field_selector)
+        return self.select(rt, flt, limit=limit, continue_token=continue_token)
+
+    def filter(self, rt: ResourceType, namespace: str | None, labels: str | None, fields: str | None) -> Filter:
+        """Parse selectors into a :class:`Filter` (``400`` on bad syntax or an unsupported field)."""
+        return Filter(namespace if rt.namespaced else None, LabelSelector.parse(labels), FieldSelector.parse(fields, rt))
+
+    def select(self, rt: ResourceType, flt: Filter, *, limit: int | None = None,
+               continue_token: str | None = None) -> ListResult:
+        if continue_token:
+            snapshot, offset = self._resume(rt, continue_token)
+        else:
+            items = [s for s in self._tables[rt.resource].candidates(flt) if flt.matches(s.obj)]
+            snapshot, offset = _Snapshot(self._rv, items), 0
+        if not limit or limit <= 0 or offset + limit >= len(snapshot.items):
+            return ListResult(rt, snapshot.items[offset:], snapshot.rv)
+        end = offset + limit
+        token = self._remember(rt, snapshot, end, continue_token)
+        return ListResult(rt, snapshot.items[offset:end], snapshot.rv, token, len(snapshot.items) - end)
+
+    def _remember(self, rt: ResourceType, snapshot: _Snapshot, offset: int, previous: str | None) -> str:
+        ident = _decode_token(previous)["id"] if previous else None
+        if ident is None:
+            ident = self._next_snapshot
+            self._next_snapshot += 1
+            self._snapshots[ident] = snapshot
+            while len(self._snapshots) > self._max_snapshots:
+                self._snapshots.popitem(last=False)
+        token = {"v": "meta.k8s.io/v1", "rv": snapshot.rv, "id": ident, "offset": offset, "resource": rt.resource}
+        return base64.urlsafe_b64encode(_dumps(token)).decode()
+
+    def _resume(self, rt: ResourceType, continue_token: str) -> tuple[_Snapshot, int]:
+        token = _decode_token(continue_token)
+        snapshot = self._snapshots.get(token["id"])
+        if token.get("resource") != rt.resource:
+            raise ApiError.bad_request("continue key is not valid: it belongs to another resource")
+        if snapshot is None or snapshot.rv < self._tables[rt.resource].compacted_rv:
+            raise ApiError.expired(
+                "The provided continue parameter is too old to display a consistent list result. "
+                "You can start a new list without the continue parameter, or use the continue token "
+                "in this response to retrieve the remainder of the results.")
+        return snapshot, token["offset"]
+
+    def namespaced_objects(self, resource: Resource | str, namespace: str) -> list[Stored]:
+        """The stored objects of one namespace, unsorted (for controllers that scan a namespace)."""
+        return list(self._tables[Resource(resource)].by_namespace.get(namespace, {}).values())
+
+    # ------------------------------------------------------------------ watching
+
+    def watch(
+        self,
+        resource: Resource | str,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> Subscription:
+        """Subscribe to changes; see :meth:`subscribe` for ``resource_version``."""
+        rt = RESOURCE_TYPES[Resource(resource)]
+        return self.subscribe(rt, self.filter(rt, namespace, label_selector, field_selector), resource_version)
+
+    def subscribe(self, rt: ResourceType, flt: Filter, resource_version: str | None) -> Subscription:
+        """A subscription starting after ``resource_version``.
+
+        ``None``, ``""`` or ``"0"``: synthetic ``ADDED`` events for every matching object, then
+        changes after the current resourceVersion. A resourceVersion older than the history
+        raises ``410 Expired``.
+        """
+        table = self._tables[rt.resource]
+        since = parse_resource_version(resource_version)
+        if since == 0:
+            backlog = [WatchEvent(EventType.ADDED, s) for s in table.candidates(flt) if flt.matches(s.obj)]
+        else:
+            if since < table.compacted_rv:
+                raise ApiError.expired(f"too old resource version: {since} ({table.compacted_rv + 1})")
+            backlog = [e for c in table.history if c.rv > since and (e := watch_event_for(c, flt))]
+        subscription = Subscription(self, rt, flt, backlog)
+        table.subscriptions.append(subscription)
+        return subscription
+
+    def _unsubscribe(self, subscription: Subscription) -> None:
+        subscriptions = self._tables[subscription.rt.resource].subscriptions
+        if subscription in subscriptions:
+            subscriptions.remove(subscription)
+
+    def add_listener(self, listener: Callable[[Change], None]) -> None:
+        """Call ``listener`` synchronously after every commit (after the watchers got the event)."""
+        self._listeners.append(listener)
+
+    def compact(self) -> None:
+        """Forget all history, as an etcd compaction: older watches and continue tokens get ``410``."""
+        for table in self._tables.values():
+            table.compact(self._rv)
+        self._snapshots.clear()
+
+    # ------------------------------------------------------------------ writing
+
+    def create(self, resource: Resource | str, obj: JsonObject, namespace: str | None = None) -> JsonObject:
+        """Create ``obj`` (in ``namespace``, else its own, else ``default``) and return it as stored."""
+        return self.create_stored(RESOURCE_TYPES[Resource(resource)], _copy(obj), namespace).copy()
+
+    def create_stored(self, rt: ResourceType, obj: JsonObject, namespace: str | None) -> Stored:
+        """Create from an object the caller hands over (it is modified)."""
+        meta = self._prepare_identity(rt, obj, namespace)
+        table = self._tables[rt.resource]
+        key = (meta.get("namespace", ""), meta["name"])
+        if key in table.objects:
+            raise ApiError.already_exists(rt, meta["name"])
+        if rt.namespaced and ("", key[0]) not in self._tables[Resource.NAMESPACES].objects:
+            raise ApiError.not_found(RESOURCE_TYPES[Resource.NAMESPACES], key[0])
+        meta["uid"] = str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+        meta["creationTimestamp"] = self.now()
+        meta.pop("resourceVersion", None)
+        if rt.tracks_generation:
+            meta["generation"] = 1
+        _DEFAULTERS.get(rt.resource, _no_defaults)(obj, True)
+        return self._commit(EventType.ADDED, rt, key, obj, None)
+
+    def _prepare_identity(self, rt: ResourceType, obj: JsonObject, namespace: str | None) -> JsonObject:
+        _check_type(rt, obj)
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise ApiError.bad_request("metadata must be an object")
+        if rt.namespaced:
+            given = meta.get("namespace")
+            if namespace and given and given != namespace:
+                raise ApiError.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request")
+            meta["namespace"] = namespace or given or "default"
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + "".join(self._rng.choice(_NAME_CHARS) for _ in range(5))
+        _validate_name(rt, meta.get("name"))
+        return meta
+
+    def update(
+        self,
+        resource: Resource | str,
+        obj: JsonObject,
+        namespace: str | None = None,
+        *,
+        subresource: Subresource | None = None,
+    ) -> JsonObject:
+        """Replace the object named by ``obj`` (PUT); see the module docstring."""
+        rt = RESOURCE_TYPES[Resource(resource)]
+        return self.update_stored(rt, _copy(obj), namespace, subresource=subresource).copy()
+
+    def update_stored(self, rt: ResourceType, obj: JsonObject, namespace: str | None, *,
+                      name: str | None = None, subresource: Subresource | None = None) -> Stored:
+        """Update from an object the caller hands over (it is modified); ``name``: the URL's name."""
+        _check_type(rt, obj)
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict) or not meta.get("name"):
+            raise ApiError.invalid(rt, name or "", "metadata.name", "FieldValueRequired", "Required value: name is required")
+        if name is not None and meta["name"] != name:
+            raise ApiError.bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
+        namespace = namespace or meta.get("namespace") or ("default" if rt.namespaced else None)
+        if rt.namespaced and meta.get("namespace") not in (None, namespace):
+            raise ApiError.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request")
+        if subresource is Subresource.STATUS and not rt.status_subresource:
+            raise ApiError(404, Reason.NOT_FOUND, f"{rt.group_resource} has no status subresource")
+        old = self.get_stored(rt.resource, meta["name"], namespace)
+        precondition = meta.get("resourceVersion")
+        if precondition and parse_resource_version(precondition) != old.rv:
+            raise ApiError.stale(rt, meta["name"])
+        new = self._merge_update(rt, old.obj, obj, subresource)
+        return self._commit_update(rt, old, new)
+
+    def _merge_update(self, rt: ResourceType, old: JsonObject, new: JsonObject,
+                      subresource: Subresource | None) -> JsonObject:
+        if subresource is Subresource.STATUS:
+            result = json.loads(_dumps(old))
+            if "status" in new:
+                result["status"] = new["status"]
+            else:
+                result.pop("status", None)
+            return result
+        meta = new["metadata"]
+        for owned in ("uid", "creationTimestamp", "namespace", "generation"):
+            if owned in old["metadata"]:
+                meta[owned] = old["metadata"][owned]
+        if rt.status_subresource:
+            if "status" in old:
+                new["status"] = json.loads(_dumps(old["status"]))
+            else:
+                new.pop("status", None)
+        _DEFAULTERS.get(rt.resource, _no_defaults)(new, False)
+        _CHECKS.get(rt.resource, _no_checks)(rt, old, new)
+        if rt.tracks_generation and new.get("spec") != old.get("spec"):
+            meta["generation"] = old["metadata"].get("generation", 0) + 1
+        return new
+
+    def _commit_update(self, rt: ResourceType, old: Stored, new: JsonObject) -> Stored:
+        new["metadata"]["resourceVersion"] = str(old.rv)
+        new.setdefault("apiVersion", rt.api_version)
+        new.setdefault("kind", rt.kind)
+        if new == old.obj:
+            return old
+        key = (new["metadata"].get("namespace", ""), new["metadata"]["name"])
+        return self._commit(EventType.MODIFIED, rt, key, new, old)
+
+    def patch(
+        self,
+        resource: Resource | str,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        patch_type: PatchType = PatchType.MERGE,
+        subresource: Subresource | None = None,
+    ) -> JsonObject:
+        """Patch the object; a ``resourceVersion`` the patch sets is a precondition."""
+        rt = RESOURCE_TYPES[Resource(resource)]
+        return self.patch_stored(rt, name, _copy(patch), namespace, patch_type, subresource).copy()
+
+    def patch_stored(self, rt: ResourceType, name: str, patch: Any, namespace: str | None,
+                     patch_type: PatchType, subresource: Subresource | None) -> Stored:
+        current = self.get_stored(rt.resource, name, namespace)
+        if patch_type is PatchType.JSON:
+            patched = json_patch(current.copy(), patch)
+        elif isinstance(patch, dict):
+            patched = merge_patch(current.copy(), patch)
+        else:
+            raise ApiError.bad_request("a merge patch must be a JSON object")
+        if not isinstance(patched, dict):
+            raise _patch_failed("the patched document is not an object")
+        meta = patched.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise _patch_failed("metadata must be an object")
+        meta.setdefault("resourceVersion", str(current.rv))
+        if meta.get("name") != name:
+            raise _patch_failed("metadata.name cannot be changed by a patch")
+        return self.update_stored(rt, patched, namespace, name=name, subresource=subresource)
+
+    def mutate(
+        self,
+        resource: Resource | str,
+        name: str,
+        namespace: str | None,
+        change: Callable[[JsonObject], None],
+        *,
+        subresource: Subresource | None = None,
+    ) -> Stored:
+        """Read, let ``change`` edit a copy, and update: atomic, as the store is single-threaded."""
+        rt = RESOURCE_TYPES[Resource(resource)]
+        obj = self.get_stored(rt.resource, name, namespace).copy()
+        change(obj)
+        return self.update_stored(rt, obj, namespace, name=name, subresource=subresource)
+
+    def delete(
+        self,
+        resource: Resource | str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        preconditions: Mapping[str, str] | None = None,
+    ) -> JsonObject:
+        """Delete now and return the object as deleted (``preconditions``: ``uid``/``resourceVersion``)."""
+        rt = RESOURCE_TYPES[Resource(resource)]
+        return self.delete_stored(rt, name, namespace, preconditions).copy()
+
+    def delete_stored(self, rt: ResourceType, name: str, namespace: str | None,
+                      preconditions: Mapping[str, str] | None = None) -> Stored:
+        old = self.get_stored(rt.resource, name, namespace)
+        _check_preconditions(rt, old, preconditions or {})
+        if rt.resource is Resource.NAMESPACES:
+            self._empty_namespace(name)
+        deleted = old.copy()
+        return self._commit(EventType.DELETED, rt, self._key(rt, namespace, name), deleted, old)
+
+    def _empty_namespace(self, namespace: str) -> None:
+        for table in self._tables.values():
+            for stored in list(table.by_namespace.get(namespace, {}).values()):
+                self.delete_stored(table.rt, stored.obj["metadata"]["name"], namespace)
+
+    def _commit(self, kind: EventType, rt: ResourceType, key: Key, obj: JsonObject, old: Stored | None) -> Stored:
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        stored = Stored.encode(rt, obj, self._rv)
+        table = self._tables[rt.resource]
+        if kind is EventType.DELETED:
+            table.remove(key)
+        else:
+            table.put(key, stored, old)
+        change = Change(kind, rt, stored, old)
+        table.record(change)
+        for subscription in table.subscriptions:
+            subscription.offer(change)
+        for listener in self._listeners:
+            listener(change)
+        return stored
+
+    @staticmethod
+    def _key(rt: ResourceType, namespace: str | None, name: str) -> Key:
+        return (namespace or "default", name) if rt.namespaced else ("", name)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def rfc3339(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def parse_resource_version(text: str | None) -> int:
+    """A resourceVersion as a number (``0`` for none); ``400`` when it is not one."""
+    if text is None or text == "":
+        return 0
+    if not text.isdigit():
+        raise ApiError.bad_request(f'resourceVersion: Invalid value: "{text}": must be a non-negative integer')
+    return int(text)
+
+
+def _decode_token(token: str) -> JsonObject:
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+        int(decoded["id"]), int(decoded["offset"])
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise ApiError.bad_request(f"continue key is not valid: {token!r}") from None
+    return decoded
+
+
+def _check_type(rt: ResourceType, obj: Any) -> None:
+    if not isinstance(obj, dict):
+        raise ApiError.bad_request(f"the body must be a {rt.kind} object")
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if api_version not in (None, "", rt.api_version):
+        raise ApiError.bad_request(
+            f"the API version in the data ({api_version}) does not match the expected API version ({rt.api_version})")
+    if kind not in (None, "", rt.kind):
+        raise ApiError.bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+    obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+
+
+def _validate_name(rt: ResourceType, name: Any) -> None:
+    if not name:
+        raise ApiError.invalid(rt, "", "metadata.name", "FieldValueRequired",
+                               "Required value: name or generateName is required")
+    pattern, limit = (_LABEL, 63) if rt.resource is Resource.NAMESPACES else (_SUBDOMAIN, 253)
+    if not isinstance(name, str) or len(name) > limit or not pattern.fullmatch(name):
+        raise ApiError.invalid(rt, str(name), "metadata.name", "FieldValueInvalid",
+                               f'Invalid value: "{name}": a lowercase RFC 1123 name must consist of lower case '
+                               "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+                               "character")
+
+
+def _check_preconditions(rt: ResourceType, stored: Stored, preconditions: Mapping[str, str]) -> None:
+    meta = stored.obj["metadata"]
+    name = meta["name"]
+    uid, rv = preconditions.get("uid"), preconditions.get("resourceVersion")
+    if uid and uid != meta["uid"]:
+        raise ApiError.conflict(rt, name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta['uid']}")
+    if rv and rv != meta["resourceVersion"]:
+        raise ApiError.conflict(rt, name, f"Precondition failed: ResourceVersion in precondition: {rv}, "
+                                          f"ResourceVersion in object meta: {meta['resourceVersion']}")
+
+
+# ------------------------------------------------------------ per-resource defaulting and validation
+
+
+def _no_defaults(obj: JsonObject, creating: bool) -> None:
+    """Most resources have no server-side defaults here."""
+
+
+def _no_checks(rt: ResourceType, old: JsonObject, new: JsonObject) -> None:
+    """Most resources accept any update."""
+
+
+def _pod_defaults(pod: JsonObject, creating: bool) -> None:
+    spec = pod.setdefault("spec", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    if "priorityClassName" not in spec:
+        spec.setdefault("priority", 0)
+    if creating:
+        pod["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
+
+
+def _qos_class(spec: JsonObject) -> str:
+    """Guaranteed, Burstable or BestEffort, from the containers' CPU and memory requests and limits."""
+    containers = [*spec.get("containers", []), *spec.get("initContainers", [])]
+    resources = [c.get("resources") or {} for c in containers]
+    compute = ("cpu", "memory")
+    if not any(r.get(kind, {}).get(name) for r in resources for kind in ("requests", "limits") for name in compute):
+        return "BestEffort"
+    guaranteed = all(
+        (r.get("limits") or {}).get(name) and (r.get("requests") or {}).get(name, r["limits"][name]) == r["limits"][name]
+        for r in resources for name in compute
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+_MUTABLE_POD_SPEC = ("activeDeadlineSeconds", "tolerations", "schedulingGates", "terminationGracePeriodSeconds")
+
+
+def _pod_spec_for_comparison(spec: JsonObject) -> JsonObject:
+    """A pod spec without the fields an update may change."""
+    stripped = {k: v for k, v in spec.items() if k not in _MUTABLE_POD_SPEC}
+    for group in ("containers", "initContainers"):
+        if group in stripped:
+            stripped[group] = [{k: v for k, v in c.items() if k != "image"} for c in stripped[group]]
+    return stripped
+
+
+def _check_pod_update(rt: ResourceType, old: JsonObject, new: JsonObject) -> None:
+    if _pod_spec_for_comparison(old.get("spec", {})) != _pod_spec_for_comparison(new.get("spec", {})):
+        raise ApiError.invalid(
+            rt, new["metadata"]["name"], "spec", "FieldValueForbidden",
+            "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+            "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
+            "(only additions to existing tolerations), `spec.terminationGracePeriodSeconds` "
+            "(allow it to be set to 1 if it was previously negative)")
+
+
+def _namespace_defaults(namespace: JsonObject, creating: bool) -> None:
+    namespace.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    if creating:
+        namespace["status"] = {"phase": "Active"}
+
+
+_DEFAULTERS: dict[Resource, Callable[[JsonObject, bool], None]] = {
+    Resource.PODS: _pod_defaults,
+    Resource.NAMESPACES: _namespace_defaults,
+}
+_CHECKS: dict[Resource, Callable[[ResourceType, JsonObject, JsonObject], None]] = {
+    Resource.PODS: _check_pod_update,
+}
