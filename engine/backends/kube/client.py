@@ -219,6 +219,13 @@ class WatchEventType(StrEnum):
     ERROR = "ERROR"
 
 
+class EventType(StrEnum):
+    """The ``type`` of a core v1 Event."""
+
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
 class ConditionStatus(StrEnum):
     """The ``status`` of a pod condition."""
 
@@ -245,6 +252,25 @@ class ObjectList:
 
     items: Objs
     resource_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """What an Event is about (its ``involvedObject``)."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""
+    api_version: str = "v1"
+
+    def as_dict(self) -> Obj:
+        ref: Obj = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}
+        if self.namespace:
+            ref["namespace"] = self.namespace
+        if self.uid:
+            ref["uid"] = self.uid
+        return ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -645,23 +671,19 @@ class KubeClient:
         )
 
     async def create_event(
-        self, involved: Mapping[str, str], reason: str, message: str, *, warning: bool = False
+        self, about: ObjectRef, reason: str, message: str, type: EventType = EventType.NORMAL
     ) -> Obj:
-        """Record a core v1 Event from usher about an object.
-
-        ``involved`` is an ObjectReference: kind, name, and namespace, uid, apiVersion (default
-        ``v1``) where they apply; events about cluster-scoped objects go to ``default``.
-        """
-        namespace = involved.get("namespace") or "default"
+        """Record a core v1 Event from usher about an object (cluster-scoped ones: ``default``)."""
+        namespace = about.namespace or "default"
         now = format_time(utcnow())
         event: Obj = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{involved['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-            "involvedObject": {"apiVersion": "v1", **involved},
+            "metadata": {"name": f"{about.name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": about.as_dict(),
             "reason": reason,
             "message": message,
-            "type": "Warning" if warning else "Normal",
+            "type": str(EventType(type)),
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
             "count": 1,

@@ -3,7 +3,7 @@
 An :class:`Informer` lists a collection path (with label and field selectors), then watches it
 from the list's resourceVersion with bookmarks on, keeping a cache keyed ``namespace/name``
 (``name`` for cluster-scoped objects). Every change is handed to the consumer's ``on_event``
-callback as ``(EventType, object)``. A callback (rather than a queue owned here) lets the
+callback as ``(DeltaType, object)``. A callback (rather than a queue owned here) lets the
 consumer put changes from several informers into one queue of its own, tagged by source, and
 wake its loop; the callback runs inside the informer's task, so it must be quick and not raise.
 
@@ -51,7 +51,7 @@ from .client import (
 log = logging.getLogger(__name__)
 
 
-class EventType(StrEnum):
+class DeltaType(StrEnum):
     """What happened to an object, as the informer's consumer is told."""
 
     ADDED = "ADDED"
@@ -59,7 +59,7 @@ class EventType(StrEnum):
     DELETED = "DELETED"
 
 
-OnEvent = Callable[[EventType, Obj], None]
+OnEvent = Callable[[DeltaType, Obj], None]
 
 
 def object_key(obj: Obj) -> str:
@@ -196,9 +196,9 @@ class Informer:
 
     def _handle(self, event: WatchEvent) -> None:
         self._quiet = 0
-        if event.type is WatchEventType.DELETED:
+        if event.type is WatchDeltaType.DELETED:
             self._remove(object_key(event.object), event.object)
-        elif event.type is not WatchEventType.BOOKMARK:
+        elif event.type is not WatchDeltaType.BOOKMARK:
             self._upsert(event.object)
         self.resource_version = event.resource_version or self.resource_version
 
@@ -211,8 +211,8 @@ class Informer:
             self._remove(key, cached)
             cached = None
         self._cache[key] = obj
-        self._on_event(EventType.ADDED if cached is None else EventType.MODIFIED, obj)
+        self._on_event(DeltaType.ADDED if cached is None else DeltaType.MODIFIED, obj)
 
     def _remove(self, key: str, final: Obj) -> None:
         if self._cache.pop(key, None) is not None:
-            self._on_event(EventType.DELETED, final)
+            self._on_event(DeltaType.DELETED, final)
