@@ -107,6 +107,8 @@ class World:
         #: the scenario job and the node of every pod seen
         self.pod_job: dict[str, str] = {}
         self.pod_node: dict[str, str] = {}
+        #: every pod start: (job, scenario time, node, GPU indices from ``usher/gpus``)
+        self.starts: list[tuple[str, float, str, tuple[int, ...]]] = []
         self._timeline: list[_Due] = []
         self._seq = 0
         for job in scenario.all_jobs():
@@ -329,6 +331,8 @@ class World:
             now = self.clock.now()
             end = now + parse_duration(duration) / self.scale if duration else None
             self.running[name] = Running(now, end, meta.get("uid", ""))
+            gpus = (meta.get("annotations") or {}).get(Annotation.GPUS, "")
+            self.starts.append((job, now, node, tuple(int(g) for g in gpus.split(",") if g)))
             self.pod_node[name] = node
             await self._set_phase(name, Phase.RUNNING)
             self._changed.set()

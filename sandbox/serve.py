@@ -1,0 +1,74 @@
+"""``usher sandbox FILE``: a scenario's cluster served as a Kubernetes API on 127.0.0.1.
+
+It starts the fake API server, creates the scenario's nodes and queue config, writes a kubeconfig
+that points at it, and plays the scenario in wall time (``--speed`` scenario seconds per second):
+pods appear at their submit times, bound pods run for their duration and succeed, the events
+happen. Then, in other terminals::
+
+    usher --no-ui --kubeconfig usher-sandbox.kubeconfig    # schedule it
+    usher --kubeconfig usher-sandbox.kubeconfig            # watch it in the console
+    kubectl --kubeconfig usher-sandbox.kubeconfig get pods,nodes
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import yaml
+
+from usher.engine.scenario import Scenario
+
+from .apiserver import FakeApiServer
+from .world import WallClock, World
+
+CONTEXT = "usher-sandbox"
+
+
+def kubeconfig(url: str) -> str:
+    """A kubeconfig for the sandbox: plain HTTP on loopback, any token accepted."""
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": CONTEXT, "cluster": {"server": url}}],
+        "users": [{"name": CONTEXT, "user": {"token": "sandbox"}}],
+        "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": "default"}}],
+        "current-context": CONTEXT,
+    }
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+async def serve(scenario: Scenario, port: int, kubeconfig_out: Path, speed: float) -> int:
+    server = FakeApiServer()
+    bound = await server.start(host="127.0.0.1", port=port)
+    url = f"http://127.0.0.1:{bound}"
+    kubeconfig_out.write_text(kubeconfig(url))
+    world = World(scenario, url, WallClock(speed), time_scale=1.0 / speed)
+    await world.setup()
+    nodes = scenario.all_nodes()
+    print(
+        f"usher sandbox: {scenario.name}: {len(nodes)} nodes, {sum(n.gpus for n in nodes)} GPUs, "
+        f"{len(scenario.all_jobs())} jobs at {speed:g}x, serving {url}\n"
+        f"kubeconfig: {kubeconfig_out}\n"
+        f"  usher --no-ui --kubeconfig {kubeconfig_out}     # schedule it (another terminal)\n"
+        f"  usher --kubeconfig {kubeconfig_out}             # the console\n"
+        f"  kubectl --kubeconfig {kubeconfig_out} get pods,nodes\n"
+        "Ctrl-C stops the sandbox.",
+        file=sys.stderr,
+        flush=True,
+    )
+    main = asyncio.current_task()
+    assert main is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, main.cancel)
+    try:
+        await world.run()
+    except asyncio.CancelledError:
+        pass
+    finally:
+        await world.aclose()
+        await server.stop()
+    return 0
