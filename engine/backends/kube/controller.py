@@ -42,7 +42,7 @@ from ...policy.registry import Policy
 from ...scenario import ScenarioError, parse_queue_config
 from ...state import MILLI, AuditEntry
 from .client import ApiError, ConditionStatus, DisruptionBudgetBlocked, EventType, KubeClient, NotFound, ObjectRef
-from .informer import Informer
+from .informer import DeltaType, Informer
 from .lease import LeaderElector
 from .metrics import ControllerMetrics
 from .mirror import Gang, Mirror
@@ -125,7 +125,7 @@ class KubeController:
         self.schedules = schedule
         self.status_interval = status_interval
         self.elector = LeaderElector(client, namespace, LEASE_NAME, identity, lease_duration=lease_duration, clock=clock) if elect and schedule else None
-        self.deltas: asyncio.Queue[tuple[Source, EventType, dict[str, Any]]] = asyncio.Queue()
+        self.deltas: asyncio.Queue[tuple[Source, DeltaType, dict[str, Any]]] = asyncio.Queue()
         self.informers: list[Informer] = []
         self.stats = Stats()
         self.subscribers: list[Callable[[Snapshot], None]] = []
@@ -182,7 +182,7 @@ class KubeController:
 
     def _informers(self) -> list[Informer]:
         def feed(source: Source):
-            def put(kind: EventType, obj: dict[str, Any]) -> None:
+            def put(kind: DeltaType, obj: dict[str, Any]) -> None:
                 self.deltas.put_nowait((source, kind, obj))
                 self._wake.set()
 
@@ -279,7 +279,7 @@ class KubeController:
         now = self.clock()
         while not self.deltas.empty():
             source, kind, obj = self.deltas.get_nowait()
-            deleted = kind == EventType.DELETED
+            deleted = kind == DeltaType.DELETED
             if source == Source.PODS:
                 key = key_of(obj)
                 view = None if deleted else pod_view(obj)
