@@ -15,9 +15,9 @@ import yaml
 from usher.engine.backends.kube.objects import (
     GPU_RESOURCE,
     QUEUES_CONFIGMAP,
-    QUEUES_KEY,
+    QUEUES_CONFIG_KEY,
     SCHEDULER_NAME,
-    SYSTEM_NAMESPACE,
+    USHER_NAMESPACE,
     Annotation,
     Label,
 )
@@ -72,8 +72,8 @@ def queue_configmap(scenario: Scenario) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": QUEUES_CONFIGMAP, "namespace": SYSTEM_NAMESPACE},
-        "data": {QUEUES_KEY: queue_config_text(scenario)},
+        "metadata": {"name": QUEUES_CONFIGMAP, "namespace": USHER_NAMESPACE},
+        "data": {QUEUES_CONFIG_KEY: queue_config_text(scenario)},
     }
 
 

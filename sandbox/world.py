@@ -33,9 +33,9 @@ import yaml
 
 from usher.engine.backends.kube.objects import (
     QUEUES_CONFIGMAP,
-    QUEUES_KEY,
+    QUEUES_CONFIG_KEY,
     SCHEDULER_NAME,
-    SYSTEM_NAMESPACE,
+    USHER_NAMESPACE,
     Annotation,
     Phase,
     format_time,
@@ -148,11 +148,11 @@ class World:
     # -- setup ----------------------------------------------------------------------------
 
     async def setup(self) -> None:
-        for ns in (SYSTEM_NAMESPACE, JOB_NAMESPACE):
+        for ns in (USHER_NAMESPACE, JOB_NAMESPACE):
             await self._req("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, ok=(409,))
         for spec in self.scenario.all_nodes():
             await self._req("POST", "/api/v1/nodes", node_object(spec), ok=(409,))
-        await self._req("POST", f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/configmaps", queue_configmap(self.scenario), ok=(409,))
+        await self._req("POST", f"/api/v1/namespaces/{USHER_NAMESPACE}/configmaps", queue_configmap(self.scenario), ok=(409,))
 
     # -- the timeline ---------------------------------------------------------------------
 
@@ -261,17 +261,17 @@ class World:
         await self._req("DELETE", self._pod_path(name), ok=(404,))
 
     async def _set_quota(self, ev: EventSpec) -> None:
-        path = f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/configmaps/{QUEUES_CONFIGMAP}"
+        path = f"/api/v1/namespaces/{USHER_NAMESPACE}/configmaps/{QUEUES_CONFIGMAP}"
         for _ in range(5):
             cm = await self._req("GET", path)
-            doc = yaml.safe_load(cm["data"][QUEUES_KEY]) or {}
+            doc = yaml.safe_load(cm["data"][QUEUES_CONFIG_KEY]) or {}
             for q in doc.get("queues", []):
                 if q.get("name") != ev.queue:
                     continue
                 for field_name, res in (("quota", ev.quota), ("borrowingLimit", ev.borrowing_limit), ("lendingLimit", ev.lending_limit)):
                     if res is not None:
                         q[field_name] = {**(q.get(field_name) or {}), **res.model_dump(mode="json", exclude_none=True)}
-            cm["data"][QUEUES_KEY] = yaml.safe_dump(doc, sort_keys=False)
+            cm["data"][QUEUES_CONFIG_KEY] = yaml.safe_dump(doc, sort_keys=False)
             r = await self.http.put(path, content=json.dumps(cm), headers={"Content-Type": "application/json"})
             if r.status_code != 409:
                 return

@@ -47,11 +47,11 @@ from .lease import LeaderElector
 from .metrics import ControllerMetrics
 from .mirror import Gang, Mirror
 from .objects import (
-    LEASE_NAME,
+    LEADER_LEASE,
     QUEUES_CONFIGMAP,
-    QUEUES_KEY,
+    QUEUES_CONFIG_KEY,
     SCHEDULER_NAME,
-    SYSTEM_NAMESPACE,
+    USHER_NAMESPACE,
     Annotation,
     PodView,
     key_of,
@@ -104,7 +104,7 @@ class KubeController:
         *,
         identity: str,
         name: str = "cluster",
-        namespace: str = SYSTEM_NAMESPACE,
+        namespace: str = USHER_NAMESPACE,
         policy: Policy | str = "usher",
         clock: Callable[[], float] = time.time,
         metrics: ControllerMetrics | None = None,
@@ -124,7 +124,7 @@ class KubeController:
         #: False for the console: it mirrors the cluster and sends commands, never binds
         self.schedules = schedule
         self.status_interval = status_interval
-        self.elector = LeaderElector(client, namespace, LEASE_NAME, identity, lease_duration=lease_duration, clock=clock) if elect and schedule else None
+        self.elector = LeaderElector(client, namespace, LEADER_LEASE, identity, lease_duration=lease_duration, clock=clock) if elect and schedule else None
         self.deltas: asyncio.Queue[tuple[Source, DeltaType, dict[str, Any]]] = asyncio.Queue()
         self.informers: list[Informer] = []
         self.stats = Stats()
@@ -305,12 +305,12 @@ class KubeController:
         if obj is None:
             self._config_error(f"{where} was deleted; keeping the last good queue config")
             return
-        text = (obj.get("data") or {}).get(QUEUES_KEY)
+        text = (obj.get("data") or {}).get(QUEUES_CONFIG_KEY)
         if text is None:
-            self._config_error(f"{where} has no {QUEUES_KEY!r} key; keeping the last good queue config")
+            self._config_error(f"{where} has no {QUEUES_CONFIG_KEY!r} key; keeping the last good queue config")
             return
         try:
-            config = parse_queue_config(text, f"{where}[{QUEUES_KEY}]", self.mirror.name)
+            config = parse_queue_config(text, f"{where}[{QUEUES_CONFIG_KEY}]", self.mirror.name)
         except ScenarioError as exc:
             self._config_error(f"invalid queue config, keeping the last good one:\n{exc}")
             return
@@ -576,7 +576,7 @@ class KubeController:
         path = f"/api/v1/namespaces/{self.namespace}/configmaps/{QUEUES_CONFIGMAP}"
         for attempt in range(4):
             obj = await self.client.get(path)
-            text = (obj.get("data") or {}).get(QUEUES_KEY, "")
+            text = (obj.get("data") or {}).get(QUEUES_CONFIG_KEY, "")
             doc = yaml.safe_load(text) or {}
             queue = next((q for q in doc.get("queues") or [] if q.get("name") == cmd.queue), None)
             if queue is None:
@@ -595,7 +595,7 @@ class KubeController:
                 parse_queue_config(new_text, "the edited queue config")
             except ScenarioError as exc:
                 raise CommandError(f"setQuota: the result would be invalid: {exc}") from None
-            obj.setdefault("data", {})[QUEUES_KEY] = new_text
+            obj.setdefault("data", {})[QUEUES_CONFIG_KEY] = new_text
             try:
                 await self.client.replace(path, obj)
             except ApiError as exc:

@@ -30,13 +30,10 @@ from typing import Any
 
 from ...scenario.quantity import parse_cpu, parse_duration, parse_memory
 from ...state import MILLI, UNLIMITED
+from .rbac import LEADER_LEASE, QUEUES_CONFIG_KEY, QUEUES_CONFIGMAP, USHER_NAMESPACE  # noqa: F401 (re-exported)
 
 SCHEDULER_NAME = "usher"
 GPU_RESOURCE = "nvidia.com/gpu"
-SYSTEM_NAMESPACE = "usher-system"
-QUEUES_CONFIGMAP = "usher-queues"
-QUEUES_KEY = "queues.yaml"
-LEASE_NAME = "usher-controller"
 
 
 class Label(StrEnum):
