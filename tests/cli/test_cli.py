@@ -111,3 +111,27 @@ def test_named_policies_run(tmp_path: Path, policy: str) -> None:
     (tmp_path / "s.yaml").write_text(GOOD)
     out = usher("replay", "s.yaml", "--no-ui", "--policy", policy, cwd=tmp_path)
     assert out.returncode == 0 and json.loads(out.stdout)["policy"] == policy
+
+
+def test_a_missing_kubeconfig_is_one_line_that_suggests_the_demo(tmp_path: Path) -> None:
+    out = usher("--no-ui", "--kubeconfig", "missing.kubeconfig", cwd=tmp_path)
+    assert out.returncode == 1
+    assert "missing.kubeconfig" in out.stderr and "usher demo" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+def test_an_unreachable_cluster_is_one_line_that_suggests_the_demo(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "kc").write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    out = usher("--no-ui", "--kubeconfig", "kc", cwd=tmp_path)
+    assert out.returncode == 1
+    assert f"127.0.0.1:{port}" in out.stderr and "usher demo" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
