@@ -122,19 +122,62 @@ _EVENT_FIELDS = {
 RESOURCE_TYPES: dict[Resource, ResourceType] = {
     rt.resource: rt
     for rt in (
-        ResourceType(Resource.PODS, "", "v1", "Pod", True, ("po",), status_subresource=True,
-                     tracks_generation=True, fields=_POD_FIELDS, indexed_field="spec.nodeName"),
-        ResourceType(Resource.NODES, "", "v1", "Node", False, ("no",), status_subresource=True,
-                     fields={"spec.unschedulable": "spec.unschedulable"}),
-        ResourceType(Resource.NAMESPACES, "", "v1", "Namespace", False, ("ns",), status_subresource=True,
-                     fields={"status.phase": "status.phase"}),
+        ResourceType(
+            Resource.PODS,
+            "",
+            "v1",
+            "Pod",
+            True,
+            ("po",),
+            status_subresource=True,
+            tracks_generation=True,
+            fields=_POD_FIELDS,
+            indexed_field="spec.nodeName",
+        ),
+        ResourceType(
+            Resource.NODES,
+            "",
+            "v1",
+            "Node",
+            False,
+            ("no",),
+            status_subresource=True,
+            fields={"spec.unschedulable": "spec.unschedulable"},
+        ),
+        ResourceType(
+            Resource.NAMESPACES,
+            "",
+            "v1",
+            "Namespace",
+            False,
+            ("ns",),
+            status_subresource=True,
+            fields={"status.phase": "status.phase"},
+        ),
         ResourceType(Resource.CONFIGMAPS, "", "v1", "ConfigMap", True, ("cm",)),
         ResourceType(Resource.EVENTS, "", "v1", "Event", True, ("ev",), fields=_EVENT_FIELDS),
         ResourceType(Resource.LEASES, "coordination.k8s.io", "v1", "Lease", True),
-        ResourceType(Resource.PODDISRUPTIONBUDGETS, "policy", "v1", "PodDisruptionBudget", True, ("pdb",),
-                     status_subresource=True, tracks_generation=True),
-        ResourceType(Resource.PODGROUPS, "scheduling.x-k8s.io", "v1alpha1", "PodGroup", True, ("pg", "pgs"),
-                     status_subresource=True, tracks_generation=True, custom=True),
+        ResourceType(
+            Resource.PODDISRUPTIONBUDGETS,
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            True,
+            ("pdb",),
+            status_subresource=True,
+            tracks_generation=True,
+        ),
+        ResourceType(
+            Resource.PODGROUPS,
+            "scheduling.x-k8s.io",
+            "v1alpha1",
+            "PodGroup",
+            True,
+            ("pg", "pgs"),
+            status_subresource=True,
+            tracks_generation=True,
+            custom=True,
+        ),
     )
 }
 
@@ -231,8 +274,9 @@ def _details(rt: ResourceType, name: str) -> JsonObject:
 def _patch_failed(message: str) -> ApiError:
     """A patch that could not be applied: ``422`` with the reason as a cause, as the API answers."""
     cause = {"reason": "UnexpectedServerResponse", "message": message}
-    return ApiError(422, Reason.INVALID, "the server rejected our request due to an error in our request",
-                    {"causes": [cause]})
+    return ApiError(
+        422, Reason.INVALID, "the server rejected our request due to an error in our request", {"causes": [cause]}
+    )
 
 
 # --------------------------------------------------------------------------- selectors
@@ -291,10 +335,15 @@ class LabelSelector:
     @classmethod
     def from_spec(cls, selector: Mapping[str, Any]) -> LabelSelector:
         """The selector of a ``metav1.LabelSelector`` (``matchLabels``, ``matchExpressions``)."""
-        requirements = [Requirement(k, Operator.EQUALS, frozenset([str(v)]))
-                        for k, v in (selector.get("matchLabels") or {}).items()]
-        operators = {"In": Operator.IN, "NotIn": Operator.NOT_IN, "Exists": Operator.EXISTS,
-                     "DoesNotExist": Operator.DOES_NOT_EXIST}
+        requirements = [
+            Requirement(k, Operator.EQUALS, frozenset([str(v)])) for k, v in (selector.get("matchLabels") or {}).items()
+        ]
+        operators = {
+            "In": Operator.IN,
+            "NotIn": Operator.NOT_IN,
+            "Exists": Operator.EXISTS,
+            "DoesNotExist": Operator.DOES_NOT_EXIST,
+        }
         for expr in selector.get("matchExpressions") or []:
             operator = operators.get(expr.get("operator", ""))
             if operator is None:
@@ -555,7 +604,7 @@ def _json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, int | float) and isinstance(b, int | float):
         return a == b
     return type(a) is type(b) and a == b
@@ -733,15 +782,22 @@ class ListResult:
     def objects(self) -> list[JsonObject]:
         return [item.copy() for item in self.items]
 
-    def raw(self) -> bytes:
-        """The list as a ``<Kind>List`` JSON document."""
+    def metadata(self) -> JsonObject:
+        """The list's ``metadata`` (ListMeta)."""
         meta: JsonObject = {"resourceVersion": str(self.resource_version)}
         if self.continue_token:
             meta["continue"] = self.continue_token
         if self.remaining is not None:
             meta["remainingItemCount"] = self.remaining
+        return meta
+
+    def raw(self) -> bytes:
+        """The list as a ``<Kind>List`` JSON document."""
         head = b'{"kind":%s,"apiVersion":%s,"metadata":%s,"items":[' % (
-            _dumps(self.rt.kind + "List"), _dumps(self.rt.api_version), _dumps(meta))
+            _dumps(self.rt.kind + "List"),
+            _dumps(self.rt.api_version),
+            _dumps(self.metadata()),
+        )
         return head + b",".join(item.item_raw for item in self.items) + b"]}"
 
 
@@ -897,10 +953,13 @@ class Store:
 
     def filter(self, rt: ResourceType, namespace: str | None, labels: str | None, fields: str | None) -> Filter:
         """Parse selectors into a :class:`Filter` (``400`` on bad syntax or an unsupported field)."""
-        return Filter(namespace if rt.namespaced else None, LabelSelector.parse(labels), FieldSelector.parse(fields, rt))
+        return Filter(
+            namespace if rt.namespaced else None, LabelSelector.parse(labels), FieldSelector.parse(fields, rt)
+        )
 
-    def select(self, rt: ResourceType, flt: Filter, *, limit: int | None = None,
-               continue_token: str | None = None) -> ListResult:
+    def select(
+        self, rt: ResourceType, flt: Filter, *, limit: int | None = None, continue_token: str | None = None
+    ) -> ListResult:
         if continue_token:
             snapshot, offset = self._resume(rt, continue_token)
         else:
@@ -932,7 +991,8 @@ class Store:
             raise ApiError.expired(
                 "The provided continue parameter is too old to display a consistent list result. "
                 "You can start a new list without the continue parameter, or use the continue token "
-                "in this response to retrieve the remainder of the results.")
+                "in this response to retrieve the remainder of the results."
+            )
         return snapshot, token["offset"]
 
     def namespaced_objects(self, resource: Resource | str, namespace: str) -> list[Stored]:
@@ -1020,7 +1080,8 @@ class Store:
             given = meta.get("namespace")
             if namespace and given and given != namespace:
                 raise ApiError.bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request")
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
             meta["namespace"] = namespace or given or "default"
         else:
             meta.pop("namespace", None)
@@ -1041,20 +1102,31 @@ class Store:
         rt = RESOURCE_TYPES[Resource(resource)]
         return self.update_stored(rt, _copy(obj), namespace, subresource=subresource).copy()
 
-    def update_stored(self, rt: ResourceType, obj: JsonObject, namespace: str | None, *,
-                      name: str | None = None, subresource: Subresource | None = None) -> Stored:
+    def update_stored(
+        self,
+        rt: ResourceType,
+        obj: JsonObject,
+        namespace: str | None,
+        *,
+        name: str | None = None,
+        subresource: Subresource | None = None,
+    ) -> Stored:
         """Update from an object the caller hands over (it is modified); ``name``: the URL's name."""
         _check_type(rt, obj)
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not meta.get("name"):
-            raise ApiError.invalid(rt, name or "", "metadata.name", "FieldValueRequired", "Required value: name is required")
+            raise ApiError.invalid(
+                rt, name or "", "metadata.name", "FieldValueRequired", "Required value: name is required"
+            )
         if name is not None and meta["name"] != name:
             raise ApiError.bad_request(
-                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
+                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
+            )
         namespace = namespace or meta.get("namespace") or ("default" if rt.namespaced else None)
         if rt.namespaced and meta.get("namespace") not in (None, namespace):
             raise ApiError.bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request")
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
         if subresource is Subresource.STATUS and not rt.status_subresource:
             raise ApiError(404, Reason.NOT_FOUND, f"{rt.group_resource} has no status subresource")
         old = self.get_stored(rt.resource, meta["name"], namespace)
@@ -1062,10 +1134,11 @@ class Store:
         if precondition and parse_resource_version(precondition) != old.rv:
             raise ApiError.stale(rt, meta["name"])
         new = self._merge_update(rt, old.obj, obj, subresource)
-        return self._commit_update(rt, old, new)
+        return self.commit_update(rt, old, new)
 
-    def _merge_update(self, rt: ResourceType, old: JsonObject, new: JsonObject,
-                      subresource: Subresource | None) -> JsonObject:
+    def _merge_update(
+        self, rt: ResourceType, old: JsonObject, new: JsonObject, subresource: Subresource | None
+    ) -> JsonObject:
         if subresource is Subresource.STATUS:
             result = json.loads(_dumps(old))
             if "status" in new:
@@ -1088,7 +1161,12 @@ class Store:
             meta["generation"] = old["metadata"].get("generation", 0) + 1
         return new
 
-    def _commit_update(self, rt: ResourceType, old: Stored, new: JsonObject) -> Stored:
+    def commit_update(self, rt: ResourceType, old: Stored, new: JsonObject) -> Stored:
+        """Write ``new`` as the next version of ``old``, with no update strategy applied.
+
+        For subresources implemented outside the store (pod binding, controllers writing status);
+        a no-op, returning ``old``, when nothing changed.
+        """
         new["metadata"]["resourceVersion"] = str(old.rv)
         new.setdefault("apiVersion", rt.api_version)
         new.setdefault("kind", rt.kind)
@@ -1111,8 +1189,15 @@ class Store:
         rt = RESOURCE_TYPES[Resource(resource)]
         return self.patch_stored(rt, name, _copy(patch), namespace, patch_type, subresource).copy()
 
-    def patch_stored(self, rt: ResourceType, name: str, patch: Any, namespace: str | None,
-                     patch_type: PatchType, subresource: Subresource | None) -> Stored:
+    def patch_stored(
+        self,
+        rt: ResourceType,
+        name: str,
+        patch: Any,
+        namespace: str | None,
+        patch_type: PatchType,
+        subresource: Subresource | None,
+    ) -> Stored:
         current = self.get_stored(rt.resource, name, namespace)
         if patch_type is PatchType.JSON:
             patched = json_patch(current.copy(), patch)
@@ -1157,8 +1242,9 @@ class Store:
         rt = RESOURCE_TYPES[Resource(resource)]
         return self.delete_stored(rt, name, namespace, preconditions).copy()
 
-    def delete_stored(self, rt: ResourceType, name: str, namespace: str | None,
-                      preconditions: Mapping[str, str] | None = None) -> Stored:
+    def delete_stored(
+        self, rt: ResourceType, name: str, namespace: str | None, preconditions: Mapping[str, str] | None = None
+    ) -> Stored:
         old = self.get_stored(rt.resource, name, namespace)
         _check_preconditions(rt, old, preconditions or {})
         if rt.resource is Resource.NAMESPACES:
@@ -1229,7 +1315,8 @@ def _check_type(rt: ResourceType, obj: Any) -> None:
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if api_version not in (None, "", rt.api_version):
         raise ApiError.bad_request(
-            f"the API version in the data ({api_version}) does not match the expected API version ({rt.api_version})")
+            f"the API version in the data ({api_version}) does not match the expected API version ({rt.api_version})"
+        )
     if kind not in (None, "", rt.kind):
         raise ApiError.bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
     obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
@@ -1237,14 +1324,20 @@ def _check_type(rt: ResourceType, obj: Any) -> None:
 
 def _validate_name(rt: ResourceType, name: Any) -> None:
     if not name:
-        raise ApiError.invalid(rt, "", "metadata.name", "FieldValueRequired",
-                               "Required value: name or generateName is required")
+        raise ApiError.invalid(
+            rt, "", "metadata.name", "FieldValueRequired", "Required value: name or generateName is required"
+        )
     pattern, limit = (_LABEL, 63) if rt.resource is Resource.NAMESPACES else (_SUBDOMAIN, 253)
     if not isinstance(name, str) or len(name) > limit or not pattern.fullmatch(name):
-        raise ApiError.invalid(rt, str(name), "metadata.name", "FieldValueInvalid",
-                               f'Invalid value: "{name}": a lowercase RFC 1123 name must consist of lower case '
-                               "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
-                               "character")
+        raise ApiError.invalid(
+            rt,
+            str(name),
+            "metadata.name",
+            "FieldValueInvalid",
+            f'Invalid value: "{name}": a lowercase RFC 1123 name must consist of lower case '
+            "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+            "character",
+        )
 
 
 def _check_preconditions(rt: ResourceType, stored: Stored, preconditions: Mapping[str, str]) -> None:
@@ -1252,10 +1345,16 @@ def _check_preconditions(rt: ResourceType, stored: Stored, preconditions: Mappin
     name = meta["name"]
     uid, rv = preconditions.get("uid"), preconditions.get("resourceVersion")
     if uid and uid != meta["uid"]:
-        raise ApiError.conflict(rt, name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta['uid']}")
+        raise ApiError.conflict(
+            rt, name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta['uid']}"
+        )
     if rv and rv != meta["resourceVersion"]:
-        raise ApiError.conflict(rt, name, f"Precondition failed: ResourceVersion in precondition: {rv}, "
-                                          f"ResourceVersion in object meta: {meta['resourceVersion']}")
+        raise ApiError.conflict(
+            rt,
+            name,
+            f"Precondition failed: ResourceVersion in precondition: {rv}, "
+            f"ResourceVersion in object meta: {meta['resourceVersion']}",
+        )
 
 
 # ------------------------------------------------------------ per-resource defaulting and validation
@@ -1289,8 +1388,10 @@ def _qos_class(spec: JsonObject) -> str:
     if not any(r.get(kind, {}).get(name) for r in resources for kind in ("requests", "limits") for name in compute):
         return "BestEffort"
     guaranteed = all(
-        (r.get("limits") or {}).get(name) and (r.get("requests") or {}).get(name, r["limits"][name]) == r["limits"][name]
-        for r in resources for name in compute
+        (r.get("limits") or {}).get(name)
+        and (r.get("requests") or {}).get(name, r["limits"][name]) == r["limits"][name]
+        for r in resources
+        for name in compute
     )
     return "Guaranteed" if guaranteed else "Burstable"
 
@@ -1310,11 +1411,15 @@ def _pod_spec_for_comparison(spec: JsonObject) -> JsonObject:
 def _check_pod_update(rt: ResourceType, old: JsonObject, new: JsonObject) -> None:
     if _pod_spec_for_comparison(old.get("spec", {})) != _pod_spec_for_comparison(new.get("spec", {})):
         raise ApiError.invalid(
-            rt, new["metadata"]["name"], "spec", "FieldValueForbidden",
+            rt,
+            new["metadata"]["name"],
+            "spec",
+            "FieldValueForbidden",
             "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
             "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
             "(only additions to existing tolerations), `spec.terminationGracePeriodSeconds` "
-            "(allow it to be set to 1 if it was previously negative)")
+            "(allow it to be set to 1 if it was previously negative)",
+        )
 
 
 def _namespace_defaults(namespace: JsonObject, creating: bool) -> None:

@@ -1,0 +1,1234 @@
+"""A fake Kubernetes API server over real loopback HTTP, on top of the sandbox's object store.
+
+usher's Kubernetes backend is tested against it, and ``usher sandbox`` serves a scenario's
+cluster with it so that usher and ``kubectl`` can be tried without a cluster. It speaks the wire
+protocol of the real API (paths, verbs, ``Status`` errors, list and watch semantics, server-side
+``Table`` printing), so a client that works against it should work against a real cluster.
+
+Served: discovery (``/api``, ``/apis``, ``/version``), core ``v1`` pods (with the ``status``,
+``binding`` and ``eviction`` subresources), nodes, namespaces, configmaps and events,
+``coordination.k8s.io/v1`` leases, ``policy/v1`` poddisruptionbudgets and the coscheduling
+plugin's ``scheduling.x-k8s.io/v1alpha1`` podgroups. The storage semantics are those of
+:mod:`usher.sandbox.store`; this module adds the HTTP mapping and:
+
+- watches: newline-delimited JSON events streamed with chunked encoding, from a resourceVersion
+  (or synthetic ``ADDED`` events for the current state when none is given), with bookmarks
+  (``allowWatchBookmarks``) every ``bookmark_interval`` seconds, ``timeoutSeconds``, selectors,
+  ``sendInitialEvents``, and an ``ERROR`` event carrying a ``410 Expired`` Status when the
+  resourceVersion is too old (an HTTP 200 stream, as the real server answers);
+- binding (sets ``spec.nodeName``, copies the Binding's annotations, sets ``PodScheduled``;
+  ``409`` when the pod is already bound) and eviction (honours PodDisruptionBudgets: ``429``
+  when an eviction would violate one). PDB status is kept current, as the disruption
+  controller does, whenever pods or budgets change;
+- optional bearer-token authentication (``tokens``, changeable at any time);
+- fault injection (:meth:`FakeApiServer.inject`) and a request log (:attr:`FakeApiServer.requests`)
+  for tests.
+
+Deliberately left out: server-side apply, dry run, protobuf, graceful deletion and finalizers,
+``deletecollection``, reads at an exact older resourceVersion, admission beyond defaults and
+namespace existence, RBAC, the aggregated discovery format (kubectl falls back to the legacy
+one), OpenAPI documents.
+
+``FakeApiServer`` runs on the caller's event loop (``await server.start()``); ``ServerThread``
+runs one in a thread of its own for synchronous clients such as the official ``kubernetes``
+client and ``kubectl``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import fnmatch
+import inspect
+import json
+import logging
+import math
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from usher.engine.backends.http_server import AbortConnection, HttpServer, Request, Response
+from usher.sandbox.store import (
+    RESOURCE_TYPES,
+    ApiError,
+    Change,
+    EventType,
+    Filter,
+    JsonObject,
+    LabelSelector,
+    PatchType,
+    Reason,
+    Resource,
+    ResourceType,
+    Store,
+    Stored,
+    Subresource,
+    Subscription,
+    WatchEvent,
+    parse_resource_version,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+KUBERNETES_VERSION = "v1.32.0"
+_JSON = "application/json"
+_TABLE_CONTENT_TYPE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+_NOT_FOUND = "the server could not find the requested resource"
+
+
+# --------------------------------------------------------------------------- faults and the request log
+
+
+class FaultKind(StrEnum):
+    """What an injected fault does to a matching request."""
+
+    ERROR = "error"
+    """Answer with ``status`` (a Status body; ``Retry-After`` for 429; an ERROR event for a 410 watch)."""
+    DELAY = "delay"
+    """Wait ``delay`` seconds, then serve the request normally."""
+    HANG = "hang"
+    """Never answer: the request stays open until the client gives up."""
+    DROP = "drop"
+    """Close the connection: a watch after ``after_events`` events, any other request at once."""
+
+
+@dataclass(slots=True)
+class Fault:
+    """A fault rule: it matches a method and a path pattern and fires ``times`` times or forever."""
+
+    kind: FaultKind
+    method: str | None = None
+    path: str = "*"
+    """An ``fnmatch`` pattern over the request path, e.g. ``*/pods/*/binding``."""
+    watch: bool | None = None
+    """``True``: watch requests only; ``False``: never watches; ``None``: both."""
+    times: int | None = None
+    probability: float = 1.0
+    status: int = 500
+    retry_after: int | None = None
+    delay: float = 0.0
+    after_events: int = 0
+    fired: int = 0
+
+    def matches(self, request: Request, watch: bool) -> bool:
+        if self.times is not None and self.fired >= self.times:
+            return False
+        if self.method is not None and self.method.upper() != request.method:
+            return False
+        if self.watch is not None and self.watch != watch:
+            return False
+        return fnmatch.fnmatchcase(request.path, self.path)
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request as the server saw it; ``status`` is ``None`` while (or if never) answered."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    watch: bool
+    status: int | None = None
+
+
+_REASONS = {
+    400: Reason.BAD_REQUEST,
+    401: Reason.UNAUTHORIZED,
+    404: Reason.NOT_FOUND,
+    405: Reason.METHOD_NOT_ALLOWED,
+    409: Reason.CONFLICT,
+    410: Reason.EXPIRED,
+    422: Reason.INVALID,
+    429: Reason.TOO_MANY_REQUESTS,
+    500: Reason.INTERNAL_ERROR,
+    503: Reason.SERVICE_UNAVAILABLE,
+    504: Reason.TIMEOUT,
+}
+
+
+def _fault_error(fault: Fault) -> ApiError:
+    details = {"retryAfterSeconds": fault.retry_after} if fault.retry_after is not None else None
+    reason = _REASONS.get(fault.status, "")
+    return ApiError(fault.status, reason, f"injected fault: {fault.status} {reason}".strip(), details)
+
+
+# --------------------------------------------------------------------------- routing
+
+
+class Verb(StrEnum):
+    GET = "GET"
+    LIST = "LIST"
+    WATCH = "WATCH"
+    CREATE = "CREATE"
+    UPDATE = "UPDATE"
+    PATCH = "PATCH"
+    DELETE = "DELETE"
+
+
+class Sub(StrEnum):
+    """Subresources served over HTTP."""
+
+    STATUS = "status"
+    BINDING = "binding"
+    EVICTION = "eviction"
+
+
+_SUBRESOURCES: dict[Resource, tuple[Sub, ...]] = {
+    Resource.PODS: (Sub.STATUS, Sub.BINDING, Sub.EVICTION),
+    **{
+        rt.resource: (Sub.STATUS,)
+        for rt in RESOURCE_TYPES.values()
+        if rt.status_subresource and rt.resource is not Resource.PODS
+    },
+}
+_BINDINGS = "bindings"
+"""The legacy ``POST namespaces/{ns}/bindings`` endpoint (the Binding names the pod)."""
+
+_VERBS = {
+    ("GET", False): Verb.LIST,
+    ("POST", False): Verb.CREATE,
+    ("GET", True): Verb.GET,
+    ("PUT", True): Verb.UPDATE,
+    ("PATCH", True): Verb.PATCH,
+    ("DELETE", True): Verb.DELETE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A resource request: which resource, where, and what to do."""
+
+    rt: ResourceType | None
+    verb: Verb
+    namespace: str | None = None
+    name: str | None = None
+    sub: Sub | None = None
+
+
+def _group_versions() -> dict[str, list[ResourceType]]:
+    versions: dict[str, list[ResourceType]] = {}
+    for rt in RESOURCE_TYPES.values():
+        versions.setdefault(rt.api_version, []).append(rt)
+    return versions
+
+
+_GROUP_VERSIONS = _group_versions()
+
+
+def route(request: Request, watch: bool) -> Route:
+    """Where a resource path leads; ``404``/``405`` Status errors for what the server does not have."""
+    parts = [p for p in request.path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        api_version, rest = "v1", parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        api_version, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+    else:
+        raise _not_found()
+    if api_version not in _GROUP_VERSIONS or not rest:
+        raise _not_found()
+    namespace = None
+    if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+        namespace, rest = rest[1], rest[2:]
+    if len(rest) > 3:
+        raise _not_found()
+    if api_version == "v1" and rest[0] == _BINDINGS and namespace and len(rest) == 1:
+        return _route_verb(request, Route(None, Verb.CREATE, namespace, None, Sub.BINDING), {"POST"})
+    rt = next((t for t in _GROUP_VERSIONS[api_version] if t.resource == rest[0]), None)
+    if rt is None or (namespace is not None and not rt.namespaced):
+        raise _not_found()
+    name = rest[1] if len(rest) > 1 else None
+    if name is not None and rt.namespaced and namespace is None:
+        raise _not_found()
+    sub = _subresource(rt, rest[2]) if len(rest) > 2 else None
+    return _resource_verb(request, rt, namespace, name, sub, watch)
+
+
+def _subresource(rt: ResourceType, text: str) -> Sub:
+    allowed = _SUBRESOURCES.get(rt.resource, ())
+    if text not in allowed:
+        raise _not_found()
+    return Sub(text)
+
+
+def _resource_verb(
+    request: Request, rt: ResourceType, namespace: str | None, name: str | None, sub: Sub | None, watch: bool
+) -> Route:
+    if sub in (Sub.BINDING, Sub.EVICTION):
+        return _route_verb(request, Route(rt, Verb.CREATE, namespace, name, sub), {"POST"})
+    verb = _VERBS.get((request.method, name is not None))
+    if verb is None or (sub is Sub.STATUS and verb is Verb.DELETE):
+        raise ApiError(
+            405, Reason.METHOD_NOT_ALLOWED, "the server does not allow this method on the requested resource"
+        )
+    if verb is Verb.LIST and watch:
+        verb = Verb.WATCH
+    return Route(rt, verb, namespace, name, sub)
+
+
+def _route_verb(request: Request, target: Route, methods: set[str]) -> Route:
+    if request.method not in methods:
+        raise ApiError(
+            405, Reason.METHOD_NOT_ALLOWED, "the server does not allow this method on the requested resource"
+        )
+    return target
+
+
+def _not_found() -> ApiError:
+    return ApiError(404, Reason.NOT_FOUND, _NOT_FOUND, {})
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def _api_resources(api_version: str) -> JsonObject:
+    resources: list[JsonObject] = []
+    for rt in _GROUP_VERSIONS[api_version]:
+        resources.append(
+            {
+                "name": str(rt.resource),
+                "singularName": rt.kind.lower(),
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                **({"shortNames": list(rt.short_names)} if rt.short_names else {}),
+                **({"categories": ["all"]} if rt.resource is Resource.PODS else {}),
+            }
+        )
+        for sub in _SUBRESOURCES.get(rt.resource, ()):
+            resources.append(_subresource_entry(rt, sub))
+    if api_version == "v1":
+        resources.append(
+            {"name": _BINDINGS, "singularName": "binding", "namespaced": True, "kind": "Binding", "verbs": ["create"]}
+        )
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": api_version, "resources": resources}
+
+
+def _subresource_entry(rt: ResourceType, sub: Sub) -> JsonObject:
+    entry: JsonObject = {"name": f"{rt.resource}/{sub}", "singularName": "", "namespaced": rt.namespaced}
+    if sub is Sub.STATUS:
+        return entry | {"kind": rt.kind, "verbs": ["get", "patch", "update"]}
+    if sub is Sub.BINDING:
+        return entry | {"kind": "Binding", "verbs": ["create"]}
+    return entry | {"group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}
+
+
+def _api_group(group: str) -> JsonObject:
+    versions = [{"groupVersion": v, "version": v.split("/")[1]} for v in _GROUP_VERSIONS if v.startswith(group + "/")]
+    return {"name": group, "versions": versions, "preferredVersion": versions[0]}
+
+
+def _groups() -> list[str]:
+    return sorted({v.split("/")[0] for v in _GROUP_VERSIONS if "/" in v})
+
+
+def _discovery(request: Request, server_address: str) -> JsonObject | None:
+    parts = [p for p in request.path.split("/") if p]
+    if parts == ["api"]:
+        return {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+        }
+    if parts == ["api", "v1"]:
+        return _api_resources("v1")
+    if parts == ["apis"]:
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_api_group(g) for g in _groups()]}
+    if len(parts) == 2 and parts[0] == "apis" and parts[1] in _groups():
+        return {"kind": "APIGroup", "apiVersion": "v1", **_api_group(parts[1])}
+    if len(parts) == 3 and parts[0] == "apis" and f"{parts[1]}/{parts[2]}" in _GROUP_VERSIONS:
+        return _api_resources(f"{parts[1]}/{parts[2]}")
+    if parts == ["version"]:
+        major, minor = KUBERNETES_VERSION[1:].split(".")[:2]
+        return {
+            "major": major,
+            "minor": minor,
+            "gitVersion": KUBERNETES_VERSION,
+            "gitCommit": "usher-sandbox",
+            "gitTreeState": "clean",
+            "buildDate": "2026-01-01T00:00:00Z",
+            "goVersion": "go1.23",
+            "compiler": "gc",
+            "platform": "linux/amd64",
+        }
+    return None
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def human_duration(seconds: float) -> str:
+    """An age as kubectl prints it (``45s``, ``3m20s``, ``5h``, ``2d3h``, ``400d``)."""
+    s = int(seconds)
+    if s < 0:
+        return "<invalid>" if s < -1 else "0s"
+    minutes, hours, days = s // 60, s // 3600, s // 86400
+    if s < 120:
+        return f"{s}s"
+    if minutes < 10:
+        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    return f"{days // 365}y{days % 365}d" if days < 365 * 8 and days % 365 else f"{days // 365}y"
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    cell: Callable[[JsonObject, float], Any]
+    priority: int = 0
+    type: str = "string"
+
+    def definition(self) -> JsonObject:
+        fmt = "name" if self.name == "Name" else ""
+        return {
+            "name": self.name,
+            "type": self.type,
+            "format": fmt,
+            "description": self.name,
+            "priority": self.priority,
+        }
+
+
+def _age(obj: JsonObject, now: float) -> str:
+    return _age_of(obj["metadata"].get("creationTimestamp"), now)
+
+
+def _age_of(timestamp: str | None, now: float) -> str:
+    if not timestamp:
+        return "<unknown>"
+    parsed = _parse_time(timestamp)
+    return human_duration(now - parsed) if parsed is not None else "<unknown>"
+
+
+def _parse_time(timestamp: str) -> float | None:
+    try:
+        return calendar.timegm(time.strptime(timestamp[:19], "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def _name(obj: JsonObject, now: float) -> str:
+    return obj["metadata"]["name"]
+
+
+def _pod_ready(pod: JsonObject, now: float) -> str:
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    return f"{sum(1 for c in statuses if c.get('ready'))}/{len(pod.get('spec', {}).get('containers') or [])}"
+
+
+def _pod_status(pod: JsonObject, now: float) -> str:
+    status = pod.get("status", {})
+    for container in status.get("containerStatuses") or []:
+        state = container.get("state") or {}
+        for phase in ("waiting", "terminated"):
+            if (state.get(phase) or {}).get("reason"):
+                return state[phase]["reason"]
+    return status.get("reason") or status.get("phase") or "Unknown"
+
+
+def _pod_restarts(pod: JsonObject, now: float) -> int:
+    return sum(c.get("restartCount", 0) for c in pod.get("status", {}).get("containerStatuses") or [])
+
+
+def _or_none(value: Any) -> Any:
+    return "<none>" if value in (None, "") else value
+
+
+def _node_status(node: JsonObject, now: float) -> str:
+    ready = next((c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+    text = "Unknown" if ready is None else {"True": "Ready", "False": "NotReady"}.get(ready.get("status"), "Unknown")
+    return text + (",SchedulingDisabled" if node.get("spec", {}).get("unschedulable") else "")
+
+
+def _node_roles(node: JsonObject, now: float) -> str:
+    prefix = "node-role.kubernetes.io/"
+    roles = sorted(k[len(prefix) :] for k in node["metadata"].get("labels") or {} if k.startswith(prefix))
+    return ",".join(roles) or "<none>"
+
+
+def _node_ip(node: JsonObject, now: float) -> str:
+    addresses = node.get("status", {}).get("addresses") or []
+    return next((a.get("address") for a in addresses if a.get("type") == "InternalIP"), "<none>")
+
+
+def _event_last_seen(event: JsonObject, now: float) -> str:
+    return _age_of(
+        event.get("lastTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp"), now
+    )
+
+
+def _event_object(event: JsonObject, now: float) -> str:
+    involved = event.get("involvedObject") or {}
+    return f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
+
+
+def _pdb_value(key: str) -> Callable[[JsonObject, float], Any]:
+    return lambda pdb, now: pdb.get("spec", {}).get(key, "N/A")
+
+
+def _path(*keys: str, default: Any = "<none>") -> Callable[[JsonObject, float], Any]:
+    def cell(obj: JsonObject, now: float) -> Any:
+        value: Any = obj
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        return default if value in (None, "") else value
+
+    return cell
+
+
+_NAME, _AGE = Column("Name", _name), Column("Age", _age)
+_COLUMNS: dict[Resource, tuple[Column, ...]] = {
+    Resource.PODS: (
+        _NAME,
+        Column("Ready", _pod_ready),
+        Column("Status", _pod_status),
+        Column("Restarts", _pod_restarts, type="integer"),
+        _AGE,
+        Column("Node", _path("spec", "nodeName")),
+        Column("IP", _path("status", "podIP"), priority=1),
+        Column("Nominated Node", _path("status", "nominatedNodeName"), priority=1),
+    ),
+    Resource.NODES: (
+        _NAME,
+        Column("Status", _node_status),
+        Column("Roles", _node_roles),
+        _AGE,
+        Column("Version", _path("status", "nodeInfo", "kubeletVersion", default="")),
+        Column("Internal-IP", _node_ip, priority=1),
+    ),
+    Resource.EVENTS: (
+        Column("Last Seen", _event_last_seen),
+        Column("Type", _path("type", default="")),
+        Column("Reason", _path("reason", default="")),
+        Column("Object", _event_object),
+        Column("Message", _path("message", default="")),
+    ),
+    Resource.NAMESPACES: (_NAME, Column("Status", _path("status", "phase", default="")), _AGE),
+    Resource.LEASES: (_NAME, Column("Holder", _path("spec", "holderIdentity", default="")), _AGE),
+    Resource.PODDISRUPTIONBUDGETS: (
+        _NAME,
+        Column("Min Available", _pdb_value("minAvailable")),
+        Column("Max Unavailable", _pdb_value("maxUnavailable")),
+        Column("Allowed Disruptions", _path("status", "disruptionsAllowed", default=0), type="integer"),
+        _AGE,
+    ),
+}
+
+
+class IncludeObject(StrEnum):
+    NONE = "None"
+    METADATA = "Metadata"
+    OBJECT = "Object"
+
+
+def table(
+    rt: ResourceType, items: Iterable[Stored], now: float, include: IncludeObject, meta: JsonObject | None = None
+) -> JsonObject:
+    """A ``meta.k8s.io/v1`` Table of ``items``, as the API server prints them for kubectl."""
+    columns = _COLUMNS.get(rt.resource, (_NAME, _AGE))
+    rows = []
+    for item in items:
+        row: JsonObject = {"cells": [c.cell(item.obj, now) for c in columns]}
+        if include is IncludeObject.OBJECT:
+            row["object"] = item.obj
+        elif include is IncludeObject.METADATA:
+            row["object"] = {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": item.obj["metadata"],
+            }
+        rows.append(row)
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta or {},
+        "columnDefinitions": [c.definition() for c in columns],
+        "rows": rows,
+    }
+
+
+def _wants_table(request: Request) -> bool:
+    accept = request.header("accept") or ""
+    for alternative in accept.split(","):
+        params = {p.strip() for p in alternative.split(";")[1:]}
+        if "as=Table" in params and "g=meta.k8s.io" in params:
+            return True
+    return False
+
+
+def _check_acceptable(request: Request) -> None:
+    accept = request.header("accept")
+    if not accept:
+        return
+    for alternative in accept.split(","):
+        media, *params = (p.strip() for p in alternative.split(";"))
+        if media in (_JSON, "*/*", "application/*") and not any(
+            p.startswith("as=") and p != "as=Table" for p in params
+        ):
+            return
+    raise ApiError(406, Reason.NOT_ACCEPTABLE, f"only the following media types are accepted: {_JSON}")
+
+
+# --------------------------------------------------------------------------- disruption budgets
+
+
+def _pod_healthy(pod: JsonObject) -> bool:
+    """Running, and Ready unless the pod reports no Ready condition at all."""
+    status = pod.get("status", {})
+    if status.get("phase") != "Running":
+        return False
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    return ready is None or ready.get("status") == "True"
+
+
+def _pdb_selector(pdb: JsonObject) -> LabelSelector | None:
+    selector = pdb.get("spec", {}).get("selector")
+    return None if selector is None else LabelSelector.from_spec(selector)
+
+
+def _scaled(value: Any, total: int) -> int:
+    """An int-or-percent value against ``total``, percentages rounded up."""
+    if isinstance(value, str) and value.endswith("%"):
+        return math.ceil(int(value[:-1]) * total / 100)
+    return int(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What a disruption budget allows right now."""
+
+    expected: int
+    healthy: int
+    desired: int
+
+    @property
+    def allowed(self) -> int:
+        return max(0, self.healthy - self.desired)
+
+
+class DisruptionController:
+    """Keeps PodDisruptionBudget status current and answers the eviction check, from the store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        store.add_listener(self._on_change)
+
+    def budget(self, pdb: JsonObject) -> Budget:
+        selector = _pdb_selector(pdb)
+        namespace = pdb["metadata"]["namespace"]
+        pods = (
+            []
+            if selector is None
+            else [
+                p.obj
+                for p in self.store.namespaced_objects(Resource.PODS, namespace)
+                if selector.matches(p.obj["metadata"].get("labels"))
+                and p.obj.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+            ]
+        )
+        spec = pdb.get("spec", {})
+        expected, healthy = len(pods), sum(1 for p in pods if _pod_healthy(p))
+        if spec.get("maxUnavailable") is not None:
+            desired = max(0, expected - _scaled(spec["maxUnavailable"], expected))
+        elif spec.get("minAvailable") is not None:
+            desired = _scaled(spec["minAvailable"], expected)
+        else:
+            desired = 0
+        return Budget(expected, healthy, desired)
+
+    def budgets_for(self, pod: JsonObject) -> list[Stored]:
+        labels = pod["metadata"].get("labels")
+        return [
+            pdb
+            for pdb in self.store.namespaced_objects(Resource.PODDISRUPTIONBUDGETS, pod["metadata"]["namespace"])
+            if (selector := _pdb_selector(pdb.obj)) is not None and selector.matches(labels)
+        ]
+
+    def _on_change(self, change: Change) -> None:
+        if change.rt.resource is Resource.PODDISRUPTIONBUDGETS:
+            if change.type is not EventType.DELETED and (
+                change.old is None or change.old.obj.get("spec") != change.new.obj.get("spec")
+            ):
+                self._refresh(change.new)
+        elif change.rt.resource is Resource.PODS:
+            affected = {
+                pdb.obj["metadata"]["name"]: pdb
+                for pod in (change.old, change.new)
+                if pod is not None
+                for pdb in self.budgets_for(pod.obj)
+            }
+            for pdb in affected.values():
+                self._refresh(pdb)
+
+    def _refresh(self, stored: Stored) -> None:
+        meta = stored.obj["metadata"]
+        current = self.store.get_stored(Resource.PODDISRUPTIONBUDGETS, meta["name"], meta["namespace"])
+        budget = self.budget(current.obj)
+        new = current.copy()
+        new["status"] = self._status(current.obj, budget)
+        self.store.commit_update(RESOURCE_TYPES[Resource.PODDISRUPTIONBUDGETS], current, new)
+
+    def _status(self, pdb: JsonObject, budget: Budget) -> JsonObject:
+        generation = pdb["metadata"].get("generation", 1)
+        allowed = budget.allowed > 0
+        old = next(
+            (c for c in pdb.get("status", {}).get("conditions") or [] if c.get("type") == "DisruptionAllowed"), None
+        )
+        flag = "True" if allowed else "False"
+        condition = {
+            "type": "DisruptionAllowed",
+            "status": flag,
+            "observedGeneration": generation,
+            "reason": "SufficientPods" if allowed else "InsufficientPods",
+            "message": "",
+            "lastTransitionTime": old["lastTransitionTime"] if old and old.get("status") == flag else self.store.now(),
+        }
+        return {
+            "observedGeneration": generation,
+            "disruptionsAllowed": budget.allowed,
+            "currentHealthy": budget.healthy,
+            "desiredHealthy": budget.desired,
+            "expectedPods": budget.expected,
+            "conditions": [condition],
+        }
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def _json_body(request: Request) -> Any:
+    content_type = (request.header("content-type") or _JSON).split(";")[0].strip()
+    if "protobuf" in content_type:
+        raise ApiError(415, Reason.UNSUPPORTED_MEDIA_TYPE, f"the sandbox does not accept {content_type} bodies")
+    try:
+        return json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError.bad_request(f"the request body is not valid JSON: {exc}") from None
+
+
+def _body_object(request: Request) -> JsonObject:
+    body = _json_body(request)
+    if not isinstance(body, dict):
+        raise ApiError.bad_request("the request body must be a JSON object")
+    return body
+
+
+def _success(code: int, details: JsonObject | None = None) -> Response:
+    status: JsonObject = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+    if details:
+        status["details"] = details
+    if code != 200:
+        status["code"] = code
+    return Response.json(code, status)
+
+
+def _error_response(error: ApiError) -> Response:
+    headers = {}
+    if error.details and error.details.get("retryAfterSeconds") is not None:
+        headers["retry-after"] = str(error.details["retryAfterSeconds"])
+    return Response.json(error.code, error.status(), headers)
+
+
+def _stored_response(code: int, stored: Stored) -> Response:
+    return Response(code, {"content-type": _JSON}, stored.raw)
+
+
+def _is_watch(request: Request) -> bool:
+    return (request.param("watch") or "").lower() in ("true", "1")
+
+
+def _int_param(request: Request, name: str) -> int | None:
+    value = request.param(name)
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ApiError.bad_request(f"{name}: invalid value {value!r}: must be an integer") from None
+
+
+def _patch_type(request: Request) -> PatchType:
+    content_type = (request.header("content-type") or "").split(";")[0].strip()
+    try:
+        return PatchType(content_type)
+    except ValueError:
+        accepted = ", ".join(PatchType)
+        raise ApiError(
+            415,
+            Reason.UNSUPPORTED_MEDIA_TYPE,
+            f"the body of the request was in an unknown format - accepted media types include: {accepted}",
+        ) from None
+
+
+class FakeApiServer:
+    """The fake API server: HTTP routing, watches, subresources, auth and faults over a :class:`Store`."""
+
+    def __init__(
+        self,
+        store: Store | None = None,
+        *,
+        tokens: Iterable[str] | None = None,
+        bookmark_interval: float = 60.0,
+        seed: int | None = None,
+        request_log: int = 100_000,
+    ) -> None:
+        self.store = store if store is not None else Store()
+        self.tokens: set[str] | None = set(tokens) if tokens is not None else None
+        """Accepted bearer tokens; ``None`` or empty: no authentication. Change it at any time."""
+        self.bookmark_interval = bookmark_interval
+        self.faults: list[Fault] = []
+        self.requests: deque[RequestRecord] = deque(maxlen=request_log)
+        self.disruption = DisruptionController(self.store)
+        self._rng = random.Random(seed)
+        self._http = HttpServer(self.handle)
+        self._host = "127.0.0.1"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        """Listen (``port`` 0: any free port) and return the bound port; :attr:`url` is the base URL."""
+        self._host = host
+        return await self._http.start(host, port)
+
+    async def stop(self) -> None:
+        """Close every connection (watches end) and stop listening."""
+        await self._http.stop()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self._host}:{self._http.port}"
+
+    def kubeconfig(self, token: str | None = None, namespace: str = "default") -> JsonObject:
+        """A kubeconfig for this server (``token``: the bearer token to present)."""
+        name = "usher-sandbox"
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": name,
+            "preferences": {},
+            "clusters": [{"name": name, "cluster": {"server": self.url}}],
+            "users": [{"name": name, "user": {"token": token} if token else {}}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}],
+        }
+
+    # ------------------------------------------------------------------ tests' controls
+
+    def inject(self, kind: FaultKind, **rule: Any) -> Fault:
+        """Add a fault rule (see :class:`Fault` for its fields); rules are tried in order."""
+        fault = Fault(FaultKind(kind), **rule)
+        self.faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        self.faults.clear()
+
+    def count(self, method: str | None = None, path: str = "*", status: int | None = None) -> int:
+        """How many logged requests match ``method``, the ``fnmatch`` pattern ``path`` and ``status``."""
+        return sum(
+            1
+            for r in self.requests
+            if (method is None or r.method == method.upper())
+            and fnmatch.fnmatchcase(r.path, path)
+            and (status is None or r.status == status)
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    async def handle(self, request: Request) -> Response:
+        """Answer one HTTP request (the :class:`HttpServer` handler)."""
+        watch = _is_watch(request)
+        record = RequestRecord(request.method, request.path, {k: v[0] for k, v in request.query.items()}, watch)
+        self.requests.append(record)
+        try:
+            response = await self._answer(request, watch, self._pick_fault(request, watch))
+        except _WatchExpired as error:
+            response = Response(200, {"content-type": _JSON}, _error_event(error))
+        except ApiError as error:
+            response = _error_response(error)
+        except (AbortConnection, asyncio.CancelledError):
+            raise
+        except Exception:
+            log.exception("fake API server failed on %s %s", request.method, request.path)
+            response = _error_response(ApiError(500, Reason.INTERNAL_ERROR, "internal error in the fake API server"))
+        record.status = response.status
+        return response
+
+    def _pick_fault(self, request: Request, watch: bool) -> Fault | None:
+        for fault in self.faults:
+            if fault.matches(request, watch) and self._rng.random() < fault.probability:
+                fault.fired += 1
+                return fault
+        return None
+
+    async def _answer(self, request: Request, watch: bool, fault: Fault | None) -> Response:
+        if fault is not None and fault.kind is not FaultKind.DROP:
+            await self._apply_fault(fault, watch)
+        elif fault is not None and not watch:
+            raise AbortConnection
+        if request.path in ("/healthz", "/livez", "/readyz"):
+            return Response.text(200, "ok")
+        self._authenticate(request)
+        discovery = _discovery(request, f"{self._host}:{self._http.port}")
+        if discovery is not None:
+            if request.method != "GET":
+                raise ApiError(
+                    405, Reason.METHOD_NOT_ALLOWED, "the server does not allow this method on the requested resource"
+                )
+            return Response.json(200, discovery)
+        if request.param("dryRun"):
+            raise ApiError.bad_request("dryRun is not supported by the sandbox")
+        target = route(request, watch)
+        drop_after = fault.after_events if fault is not None else None
+        return await self._dispatch(request, target, drop_after)
+
+    async def _apply_fault(self, fault: Fault, watch: bool) -> None:
+        match fault.kind:
+            case FaultKind.DELAY:
+                await asyncio.sleep(fault.delay)
+            case FaultKind.HANG:
+                await asyncio.Event().wait()
+            case FaultKind.ERROR if watch and fault.status == 410:
+                raise _WatchExpired(_fault_error(fault))
+            case FaultKind.ERROR:
+                raise _fault_error(fault)
+
+    def _authenticate(self, request: Request) -> None:
+        if not self.tokens:
+            return
+        scheme, _, token = (request.header("authorization") or "").partition(" ")
+        if scheme.lower() != "bearer" or token.strip() not in self.tokens:
+            raise ApiError(401, Reason.UNAUTHORIZED, "Unauthorized")
+
+    async def _dispatch(self, request: Request, target: Route, drop_after: int | None) -> Response:
+        rt = target.rt
+        if target.sub is Sub.BINDING:
+            return self._bind(request, target)
+        if target.sub is Sub.EVICTION:
+            return self._evict(request, target)
+        assert rt is not None
+        status = Subresource.STATUS if target.sub is Sub.STATUS else None
+        match target.verb:
+            case Verb.LIST:
+                return self._list(request, rt, target.namespace)
+            case Verb.WATCH:
+                return self._watch(request, rt, target.namespace, drop_after)
+            case Verb.GET:
+                return self._get(request, rt, target)
+            case Verb.CREATE:
+                return _stored_response(201, self.store.create_stored(rt, _body_object(request), target.namespace))
+            case Verb.UPDATE:
+                stored = self.store.update_stored(
+                    rt, _body_object(request), target.namespace, name=target.name, subresource=status
+                )
+                return _stored_response(200, stored)
+            case Verb.PATCH:
+                stored = self.store.patch_stored(
+                    rt, str(target.name), _json_body(request), target.namespace, _patch_type(request), status
+                )
+                return _stored_response(200, stored)
+            case Verb.DELETE:
+                return self._delete(request, rt, target)
+        raise _not_found()
+
+    def _get(self, request: Request, rt: ResourceType, target: Route) -> Response:
+        stored = self.store.get_stored(rt.resource, str(target.name), target.namespace)
+        if _wants_table(request):
+            return self._table_response(rt, [stored], {"resourceVersion": str(stored.rv)}, request)
+        _check_acceptable(request)
+        return _stored_response(200, stored)
+
+    def _delete(self, request: Request, rt: ResourceType, target: Route) -> Response:
+        options = _json_body(request) if request.body.strip() else {}
+        preconditions = (options or {}).get("preconditions") if isinstance(options, dict) else None
+        deleted = self.store.delete_stored(rt, str(target.name), target.namespace, preconditions)
+        if rt.resource is Resource.PODS:
+            return _stored_response(200, deleted)
+        meta = deleted.obj["metadata"]
+        details: JsonObject = {
+            "name": meta["name"],
+            **({"group": rt.group} if rt.group else {}),
+            "kind": str(rt.resource),
+            "uid": meta["uid"],
+        }
+        return _success(200, details)
+
+    # ------------------------------------------------------------------ list and watch
+
+    def _filter(self, request: Request, rt: ResourceType, namespace: str | None) -> Filter:
+        return self.store.filter(rt, namespace, request.param("labelSelector"), request.param("fieldSelector"))
+
+    def _list(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
+        as_table = _wants_table(request)
+        if not as_table:
+            _check_acceptable(request)
+        continue_token = request.param("continue")
+        self._check_list_version(request, bool(continue_token))
+        result = self.store.select(
+            rt, self._filter(request, rt, namespace), limit=_int_param(request, "limit"), continue_token=continue_token
+        )
+        if as_table:
+            return self._table_response(rt, result.items, result.metadata(), request)
+        return Response(200, {"content-type": _JSON}, result.raw())
+
+    def _check_list_version(self, request: Request, continuing: bool) -> None:
+        text = request.param("resourceVersion")
+        if not text:
+            return
+        if continuing:
+            raise ApiError.bad_request("specifying resource version is not allowed when using continue")
+        wanted, current = parse_resource_version(text), self.store.resource_version
+        if wanted > current:
+            raise ApiError(
+                504,
+                Reason.TIMEOUT,
+                f"Too large resource version: {wanted}, current: {current}",
+                {
+                    "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                    "retryAfterSeconds": 1,
+                },
+            )
+        if request.param("resourceVersionMatch") == "Exact" and wanted not in (0, current):
+            raise ApiError.expired(f"too old resource version: {wanted} ({current})")
+
+    def _table_response(
+        self, rt: ResourceType, items: Iterable[Stored], meta: JsonObject, request: Request
+    ) -> Response:
+        include = IncludeObject(request.param("includeObject") or IncludeObject.METADATA)
+        body = table(rt, items, self.store.clock(), include, meta)
+        return Response.json(200, body, {"content-type": _TABLE_CONTENT_TYPE})
+
+    def _watch(self, request: Request, rt: ResourceType, namespace: str | None, drop_after: int | None) -> Response:
+        flt = self._filter(request, rt, namespace)
+        initial = (request.param("sendInitialEvents") or "").lower() == "true"
+        version = "" if initial else request.param("resourceVersion")
+        try:
+            subscription = self.store.subscribe(rt, flt, version)
+        except ApiError as error:
+            if error.code != 410:
+                raise
+            raise _WatchExpired(error) from None
+        options = _WatchOptions(
+            bookmarks=(request.param("allowWatchBookmarks") or "").lower() == "true",
+            timeout=_int_param(request, "timeoutSeconds"),
+            initial_events=subscription.pending() if initial else None,
+            table=IncludeObject(request.param("includeObject") or IncludeObject.METADATA)
+            if _wants_table(request)
+            else None,
+            drop_after=drop_after,
+        )
+        return Response(200, {"content-type": _JSON}, stream=self._watch_stream(subscription, options))
+
+    async def _watch_stream(self, subscription: Subscription, options: _WatchOptions) -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + options.timeout if options.timeout else None
+        next_bookmark = loop.time() + self.bookmark_interval
+        sent, initial_left = 0, options.initial_events
+        try:
+            while deadline is None or loop.time() < deadline:
+                if options.drop_after is not None and sent >= options.drop_after:
+                    raise AbortConnection
+                if initial_left == 0:
+                    initial_left = None
+                    yield self._bookmark(subscription.rt, initial_end=True)
+                if options.bookmarks and loop.time() >= next_bookmark and not subscription.pending():
+                    next_bookmark = loop.time() + self.bookmark_interval
+                    yield self._bookmark(subscription.rt)
+                waits = [
+                    t - loop.time() for t in (deadline, next_bookmark if options.bookmarks else None) if t is not None
+                ]
+                event = await subscription.get(max(0.0, min(waits)) if waits else None)
+                if event is None:
+                    if subscription.closed:
+                        return
+                    continue
+                sent += 1
+                if initial_left:
+                    initial_left -= 1
+                yield self._event_line(subscription.rt, event, options)
+        finally:
+            subscription.close()
+
+    def _bookmark(self, rt: ResourceType, initial_end: bool = False) -> bytes:
+        meta: JsonObject = {"resourceVersion": str(self.store.resource_version)}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        obj = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
+        return json.dumps({"type": EventType.BOOKMARK, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+    def _event_line(self, rt: ResourceType, event: WatchEvent, options: _WatchOptions) -> bytes:
+        if options.table is None:
+            return event.line()
+        obj = table(rt, [event.stored], self.store.clock(), options.table, {"resourceVersion": event.resource_version})
+        return json.dumps({"type": event.type, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+    # ------------------------------------------------------------------ binding and eviction
+
+    def _bind(self, request: Request, target: Route) -> Response:
+        binding = _body_object(request)
+        meta = binding.get("metadata") or {}
+        name = target.name or meta.get("name")
+        if target.name is not None and meta.get("name") not in (None, target.name):
+            raise ApiError.bad_request("name in URL does not match name in Binding object")
+        pods = RESOURCE_TYPES[Resource.PODS]
+        node = (binding.get("target") or {}).get("name")
+        if not name or not node:
+            raise ApiError.invalid(pods, name or "", "target.name", "FieldValueRequired", "Required value")
+        pod = self.store.get_stored(Resource.PODS, name, target.namespace)
+        if (uid := meta.get("uid")) and uid != pod.obj["metadata"]["uid"]:
+            raise ApiError.conflict(
+                pods, name, f"the UID in the binding ({uid}) does not match the pod's", subresource="binding"
+            )
+        if bound := pod.obj.get("spec", {}).get("nodeName"):
+            raise ApiError.conflict(
+                pods, name, f'pod {name} is already assigned to node "{bound}"', subresource="binding"
+            )
+        self.store.commit_update(pods, pod, self._bound(pod.copy(), node, meta.get("annotations") or {}))
+        return _success(201)
+
+    def _bound(self, pod: JsonObject, node: str, annotations: JsonObject) -> JsonObject:
+        pod["spec"]["nodeName"] = node
+        if annotations:
+            pod["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}), **annotations}
+        status = pod.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append(
+            {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": self.store.now()}
+        )
+        status["conditions"] = conditions
+        return pod
+
+    def _evict(self, request: Request, target: Route) -> Response:
+        eviction = _body_object(request)
+        meta = eviction.get("metadata") or {}
+        if meta.get("name") not in (None, target.name):
+            raise ApiError.bad_request("name in URL does not match name in Eviction object")
+        pod = self.store.get_stored(Resource.PODS, str(target.name), target.namespace)
+        if pod.obj.get("status", {}).get("phase") == "Running":
+            self._check_budgets(pod.obj)
+        options = eviction.get("deleteOptions") or {}
+        pods = RESOURCE_TYPES[Resource.PODS]
+        self.store.delete_stored(pods, str(target.name), target.namespace, options.get("preconditions"))
+        return _success(201)
+
+    def _check_budgets(self, pod: JsonObject) -> None:
+        budgets = self.disruption.budgets_for(pod)
+        if len(budgets) > 1:
+            raise ApiError(
+                500,
+                Reason.INTERNAL_ERROR,
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            )
+        if not budgets:
+            return
+        pdb = budgets[0].obj
+        budget = self.disruption.budget(pdb)
+        policy = pdb.get("spec", {}).get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
+        if _pod_healthy(pod):
+            allowed = budget.allowed > 0
+        else:
+            allowed = policy == "AlwaysAllow" or budget.healthy >= budget.desired
+        if not allowed:
+            cause = {
+                "reason": "DisruptionBudget",
+                "message": f"The disruption budget {pdb['metadata']['name']} needs {budget.desired} healthy pods "
+                f"and has {budget.healthy} currently",
+            }
+            raise ApiError(
+                429,
+                Reason.TOO_MANY_REQUESTS,
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+                {"causes": [cause]},
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class _WatchOptions:
+    bookmarks: bool
+    timeout: int | None
+    initial_events: int | None
+    """With ``sendInitialEvents``: how many initial events precede the initial-events-end bookmark."""
+    table: IncludeObject | None
+    drop_after: int | None
+
+
+class _WatchExpired(ApiError):
+    """A watch that cannot start: answered as an HTTP 200 stream holding one ERROR event."""
+
+    def __init__(self, error: ApiError) -> None:
+        super().__init__(error.code, error.reason, error.message, error.details)
+
+
+def _error_event(error: ApiError) -> bytes:
+    return json.dumps({"type": EventType.ERROR, "object": error.status()}, separators=(",", ":")).encode() + b"\n"
+
+
+class ServerThread:
+    """A :class:`FakeApiServer` on an event loop of its own, in a daemon thread; a context manager.
+
+    For synchronous clients (the official ``kubernetes`` client, ``kubectl`` in a subprocess)::
+
+        with ServerThread() as sandbox:
+            api = CoreV1Api(ApiClient(Configuration(host=sandbox.url)))
+            sandbox.call(sandbox.server.store.create, "nodes", {"metadata": {"name": "n1"}})
+
+    The store is not thread-safe: touch it from other threads only through :meth:`call`.
+    """
+
+    def __init__(self, server: FakeApiServer | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.server = server if server is not None else FakeApiServer()
+        self.url = ""
+        self._address = (host, port)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> str:
+        """Start the thread and the server; return the server's URL."""
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="usher-fake-apiserver", daemon=True)
+        self._thread.start()
+        self.call(self.server.start, *self._address)
+        self.url = self.server.url
+        return self.url
+
+    def call(self, fn: Callable[..., T | Awaitable[T]], *args: Any) -> T:
+        """Run ``fn(*args)`` on the server's loop (awaiting it if it returns an awaitable) and return its result."""
+        if self._loop is None:
+            raise RuntimeError("the server thread is not running")
+
+        async def run() -> T:
+            result = fn(*args)
+            return await result if inspect.isawaitable(result) else result
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result()
+
+    def stop(self) -> None:
+        """Stop the server, then the loop and the thread."""
+        if self._loop is None or self._thread is None:
+            return
+        self.call(self.server.stop)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+        self._loop = self._thread = None
+
+    def __enter__(self) -> ServerThread:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
