@@ -1,0 +1,111 @@
+"""Kube backend benchmarks: binds per second and cold start, against the sandbox over loopback.
+
+    python bench/kube.py binds      # 1,000 nodes, 5,000 pending one-GPU pods: end-to-end binds/s
+    python bench/kube.py coldstart  # 1,000 nodes, 20,000 pods: controller start to first cycle
+
+The fake API server runs in its own process (``usher sandbox``, as a user would run it), so the
+controller under test has this process's CPU to itself; the two share the machine's cores. The
+sandbox creates the pods at scenario time 0; the controller starts once they all exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from usher.engine.backends.kube.client import KubeClient
+from usher.engine.backends.kube.controller import KubeController
+
+
+def scenario(nodes: int, pods: int) -> str:
+    lines = [
+        "name: kube-bench",
+        "topology: {levels: [usher/rack, kubernetes.io/hostname]}",
+        "nodeGroups:",
+        f"  - {{prefix: n, count: {nodes}, layout: {{usher/rack: 16}}, template: {{gpus: 8, gpuModel: H100}}}}",
+        "queues: [{name: q}]",
+        "jobs:",
+    ]
+    lines += [f"  - {{name: j{i}, queue: q, pods: [{{gpu: 1}}]}}" for i in range(pods)]
+    return "\n".join(lines) + "\n"
+
+
+async def wait_for_pods(url: str, want: int) -> float:
+    started = time.perf_counter()
+    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        while True:
+            r = await http.get("/api/v1/namespaces/default/pods", params={"limit": "1"})
+            if r.status_code == 200:
+                remaining = r.json()["metadata"].get("remainingItemCount")
+                have = (remaining or 0) + len(r.json()["items"])
+                if have >= want:
+                    return time.perf_counter() - started
+            await asyncio.sleep(0.5)
+
+
+async def measure(nodes: int, pods: int, what: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.yaml"
+        path.write_text(scenario(nodes, pods))
+        kubeconfig = Path(tmp) / "kubeconfig"
+        port = 16443
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        sandbox = subprocess.Popen(
+            [sys.executable, "-m", "usher", "sandbox", str(path), "--port", str(port), "--kubeconfig-out", str(kubeconfig), "--speed", "1"],
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            for _ in range(600):
+                if kubeconfig.exists():
+                    break
+                await asyncio.sleep(0.1)
+            setup = await wait_for_pods(url, pods)
+            print(f"sandbox ready: {nodes} nodes, {pods} pods created in {setup:.1f}s")
+            client = await KubeClient.connect(str(kubeconfig))
+            ctrl = KubeController(client, identity="bench", elect=False, status_interval=3600.0)
+            started = time.perf_counter()
+            task = asyncio.create_task(ctrl.run())
+            await ctrl.synced.wait()
+            synced = time.perf_counter()
+            while ctrl.stats.first_cycle_at is None:
+                await asyncio.sleep(0.01)
+            first_cycle = ctrl.stats.first_cycle_at
+            print(f"cold start: list + mirror {synced - started:.2f}s, first cycle done at {first_cycle - started:.2f}s")
+            if what == "binds":
+                while ctrl.stats.binds + ctrl.stats.bind_errors < pods:
+                    await asyncio.sleep(0.05)
+                done = time.perf_counter()
+                print(
+                    f"binds: {ctrl.stats.binds} in {done - first_cycle:.2f}s after the first cycle = "
+                    f"{ctrl.stats.binds / (done - first_cycle):.0f} binds/s ({ctrl.stats.bind_errors} errors)"
+                )
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await client.aclose()
+        finally:
+            sandbox.terminate()
+            sandbox.wait(10)
+
+
+def main(argv: list[str]) -> None:
+    which = argv or ["binds", "coldstart"]
+    for name in which:
+        if name == "binds":
+            asyncio.run(measure(1000, 5000, "binds"))
+        elif name == "coldstart":
+            asyncio.run(measure(1000, 20000, "coldstart"))
+        else:
+            raise SystemExit(f"unknown benchmark {name!r} (binds, coldstart)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
