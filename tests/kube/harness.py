@@ -22,6 +22,7 @@ from usher.engine.backends.kube.controller import KubeController
 from usher.engine.controller import Controller
 from usher.engine.scenario import Scenario, parse_scenario
 from usher.sandbox.apiserver import FakeApiServer
+from usher.sandbox.store import Store
 from usher.sandbox.serve import kubeconfig
 from usher.sandbox.world import ManualClock, World
 
@@ -38,7 +39,7 @@ class Cluster:
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     async def start(self, **server_options: Any) -> None:
-        self.server = FakeApiServer(clock=self.clock.now, **server_options)
+        self.server = FakeApiServer(Store(clock=self.clock.now), **server_options)
         port = await self.server.start(port=0)
         self.url = f"http://127.0.0.1:{port}"
         self.kubeconfig = self.tmp / "kubeconfig"

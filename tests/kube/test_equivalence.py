@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .harness import Cluster, per_job, replay_starts, scenario_of
+from harness import Cluster, per_job, replay_starts, scenario_of
 
 GANGS_AND_BACKFILL = """
 name: through-the-api

@@ -196,9 +196,9 @@ class Informer:
 
     def _handle(self, event: WatchEvent) -> None:
         self._quiet = 0
-        if event.type is WatchDeltaType.DELETED:
+        if event.type is WatchEventType.DELETED:
             self._remove(object_key(event.object), event.object)
-        elif event.type is not WatchDeltaType.BOOKMARK:
+        elif event.type is not WatchEventType.BOOKMARK:
             self._upsert(event.object)
         self.resource_version = event.resource_version or self.resource_version
 
