@@ -41,7 +41,7 @@ import random
 import ssl
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -185,7 +185,8 @@ def _seconds(value: object) -> float | None:
 
 
 def _blames_disruption_budget(message: str, causes: tuple[Obj, ...]) -> bool:
-    if any(cause.get("type") == "DisruptionBudget" for cause in causes):
+    # metav1.StatusCause serialises its Type as "reason"
+    if any(cause.get("reason") == "DisruptionBudget" for cause in causes):
         return True
     return "disruption budget" in message.lower()
 
@@ -458,7 +459,8 @@ class KubeClient:
     """Requests and watches against one API server, with retries and credential refresh.
 
     Build it with :meth:`connect` (loads credentials and checks the server answers), use it as
-    an async context manager or call :meth:`aclose`.
+    an async context manager or call :meth:`aclose`. ``sleep`` is how retries wait (injectable,
+    so tests can see the delays).
     """
 
     def __init__(
@@ -469,8 +471,10 @@ class KubeClient:
         pool_size: int = 64,
         timeout: float = 30.0,
         review_ttl: float = 60.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._credentials = credentials
+        self._sleep = sleep
         self._retry = retry or RetryPolicy()
         self._pool_size = pool_size
         self._timeout = timeout
@@ -752,7 +756,7 @@ class KubeClient:
                 if delay is None:
                     raise error
                 log.info("%s %s: %s; retrying in %.2fs", method, path, error, delay)
-            await asyncio.sleep(delay)
+            await self._sleep(delay)
 
     def _retry_delay(self, error: ApiError, attempt: int, retry_ambiguous: bool) -> float | None:
         """How long to wait before repeating a failed request, or None to give up."""

@@ -1,0 +1,296 @@
+"""KubeClient against the sandbox's fake API server over loopback HTTP: credentials, errors,
+retries and the scheduler's helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from usher.engine.backends.kube.client import (
+    NODES,
+    PODS,
+    ApiError,
+    Backoff,
+    ClusterUnreachable,
+    ConditionStatus,
+    Conflict,
+    DisruptionBudgetBlocked,
+    EventType,
+    Gone,
+    KubeClient,
+    KubeConfigError,
+    ObjectRef,
+    RetryPolicy,
+    TooManyRequests,
+    Unauthorized,
+)
+from usher.sandbox.apiserver import FakeApiServer, FaultKind
+from usher.sandbox.store import ApiError as StoreError
+from usher.sandbox.store import Subresource
+
+FAST = RetryPolicy(attempts=5, backoff=Backoff(base=0.01, cap=0.04), max_retry_after=5.0)
+
+
+class Sleeps(list[float]):
+    """Records the client's retry delays; waits only a token time."""
+
+    async def __call__(self, delay: float) -> None:
+        self.append(delay)
+        await asyncio.sleep(0)
+
+
+def write_kubeconfig(path: Path, server: FakeApiServer, token: str | None = None) -> str:
+    path.write_text(yaml.safe_dump(server.kubeconfig(token)))
+    return str(path)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeApiServer]:
+    fake = FakeApiServer()
+    await fake.start(port=0)
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+@pytest.fixture
+async def client(server: FakeApiServer, tmp_path: Path, sleeps: Sleeps) -> AsyncIterator[KubeClient]:
+    kube = await KubeClient.connect(write_kubeconfig(tmp_path / "config", server), retry=FAST, sleep=sleeps)
+    yield kube
+    await kube.aclose()
+
+
+def make_pod(server: FakeApiServer, name: str, labels: dict[str, str] | None = None) -> dict:
+    pod = {"metadata": {"name": name, "labels": labels or {}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    return server.store.create("pods", pod, "default")
+
+
+def make_running(server: FakeApiServer, name: str) -> None:
+    pod = server.store.get("pods", name, "default")
+    pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    server.store.update("pods", pod, "default", subresource=Subresource.STATUS)
+
+
+# --- credentials and connection errors ---
+
+
+async def test_missing_kubeconfig_is_one_clear_line(tmp_path: Path) -> None:
+    with pytest.raises(KubeConfigError) as caught:
+        await KubeClient.connect(str(tmp_path / "nope"))
+    message = str(caught.value)
+    assert "\n" not in message and "does not exist" in message and "usher demo" in message
+
+
+async def test_unknown_context_names_the_ones_there(server: FakeApiServer, tmp_path: Path) -> None:
+    path = write_kubeconfig(tmp_path / "config", server)
+    with pytest.raises(KubeConfigError) as caught:
+        await KubeClient.connect(path, context="prod")
+    message = str(caught.value)
+    assert "\n" not in message and "'prod'" in message and "usher-sandbox" in message and "usher demo" in message
+
+
+async def test_unreachable_server_is_one_clear_line(server: FakeApiServer, tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = server.kubeconfig()
+    config["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{port}"
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ClusterUnreachable) as caught:
+        await KubeClient.connect(str(path))
+    message = str(caught.value)
+    assert "\n" not in message and f"127.0.0.1:{port}" in message and "usher demo" in message
+
+
+async def test_kubeconfig_from_environment(server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", write_kubeconfig(tmp_path / "config", server))
+    async with await KubeClient.connect() as kube:
+        assert kube.host == server.url
+        assert (await kube.get("/api/v1/namespaces/default"))["metadata"]["name"] == "default"
+
+
+async def test_401_reloads_rotated_token(server: FakeApiServer, tmp_path: Path) -> None:
+    server.tokens = {"first"}
+    path = write_kubeconfig(tmp_path / "config", server, "first")
+    async with await KubeClient.connect(path, retry=FAST) as kube:
+        await kube.get("/api/v1/namespaces/default")
+        write_kubeconfig(tmp_path / "config", server, "second")
+        server.tokens = {"second"}
+        await kube.get("/api/v1/namespaces/default")
+        assert server.count("GET", "/api/v1/namespaces/default", 401) == 1
+        assert server.count("GET", "/api/v1/namespaces/default", 200) == 2
+
+        server.tokens = {"third"}  # the file still says "second": reloading does not help
+        with pytest.raises(Unauthorized):
+            await kube.get("/api/v1/namespaces/default")
+        assert server.count("GET", "/api/v1/namespaces/default", 401) == 3
+
+
+# --- reading ---
+
+
+async def test_list_is_paginated_and_filtered(server: FakeApiServer, client: KubeClient) -> None:
+    for i in range(7):
+        make_pod(server, f"p{i}", {"team": "a" if i % 2 else "b"})
+    listed = await client.list(PODS.path("default"), limit=3)
+    assert [p["metadata"]["name"] for p in listed.items] == [f"p{i}" for i in range(7)]
+    assert listed.resource_version == str(server.store.resource_version)
+    pages = [r for r in server.requests if r.path == "/api/v1/namespaces/default/pods"]
+    assert [r.query.get("limit") for r in pages] == ["3", "3", "3"]
+    assert [bool(r.query.get("continue")) for r in pages] == [False, True, True]
+
+    team_a = await client.list(PODS.path(), label_selector="team=a")
+    assert [p["metadata"]["name"] for p in team_a.items] == ["p1", "p3", "p5"]
+
+
+async def test_not_found_is_parsed_from_status(client: KubeClient) -> None:
+    with pytest.raises(ApiError) as caught:
+        await client.get(PODS.path("default", "ghost"))
+    assert caught.value.code == 404 and caught.value.reason == "NotFound" and "ghost" in caught.value.message
+
+
+async def test_watch_streams_changes_and_too_old_is_gone(server: FakeApiServer, client: KubeClient) -> None:
+    start = str(server.store.resource_version)
+    make_pod(server, "a")
+    server.store.delete("pods", "a", "default")
+    seen = []
+    async for event in client.watch(PODS.path("default"), resource_version=start, timeout_seconds=1):
+        seen.append((event.type, event.object["metadata"]["name"]))
+    assert seen == [("ADDED", "a"), ("DELETED", "a")]
+
+    server.store.compact()
+    with pytest.raises(Gone):  # the real server's way: HTTP 200 and an ERROR event holding a 410
+        async for _ in client.watch(PODS.path("default"), resource_version=start):
+            pass
+    server.inject(FaultKind.ERROR, method="GET", path="/api/v1/pods", status=410, watch=True, times=1)
+    with pytest.raises(Gone):
+        async for _ in client.watch(PODS.path(), resource_version=str(server.store.resource_version)):
+            pass
+
+
+# --- retries ---
+
+
+async def test_500s_back_off_then_succeed(server: FakeApiServer, client: KubeClient, sleeps: Sleeps) -> None:
+    path = "/api/v1/namespaces/default"
+    server.inject(FaultKind.ERROR, method="GET", path=path, status=500, times=3)
+    assert (await client.get(path))["metadata"]["name"] == "default"
+    assert server.count("GET", path, 500) == 3 and server.count("GET", path, 200) == 1
+    assert len(sleeps) == 3
+    for attempt, delay in enumerate(sleeps, start=1):
+        ceiling = min(FAST.backoff.cap, FAST.backoff.base * 2 ** (attempt - 1))
+        assert ceiling / 2 <= delay <= ceiling
+
+
+async def test_a_create_is_not_repeated_after_a_500(server: FakeApiServer, client: KubeClient) -> None:
+    server.inject(FaultKind.ERROR, method="POST", path="/api/v1/namespaces/default/configmaps", status=500, times=1)
+    with pytest.raises(ApiError) as caught:
+        await client.create("/api/v1/namespaces/default/configmaps", {"metadata": {"name": "c"}, "data": {}})
+    assert caught.value.code == 500
+    assert server.count("POST", "/api/v1/namespaces/default/configmaps") == 1
+
+
+async def test_429_waits_retry_after(server: FakeApiServer, client: KubeClient, sleeps: Sleeps) -> None:
+    path = "/api/v1/namespaces/default"
+    server.inject(FaultKind.ERROR, method="GET", path=path, status=429, retry_after=2, times=2)
+    await client.get(path)
+    assert server.count("GET", path, 429) == 2 and server.count("GET", path, 200) == 1
+    assert sleeps == [2.0, 2.0]
+
+
+async def test_429_gives_up_after_bounded_attempts(server: FakeApiServer, client: KubeClient, sleeps: Sleeps) -> None:
+    path = "/api/v1/namespaces/default"
+    server.inject(FaultKind.ERROR, method="GET", path=path, status=429, retry_after=600)
+    with pytest.raises(TooManyRequests) as caught:
+        await client.get(path)
+    assert caught.value.retry_after == 600
+    assert server.count("GET", path, 429) == FAST.attempts
+    assert sleeps == [FAST.max_retry_after] * (FAST.attempts - 1)
+
+
+# --- the scheduler's helpers ---
+
+
+async def test_bind_repeated_to_the_same_node_succeeds(server: FakeApiServer, client: KubeClient) -> None:
+    make_pod(server, "p")
+    await client.bind("default", "p", "n1", {"usher.io/gpus": "0,1"})
+    pod = server.store.get("pods", "p", "default")
+    assert pod["spec"]["nodeName"] == "n1" and pod["metadata"]["annotations"]["usher.io/gpus"] == "0,1"
+
+    await client.bind("default", "p", "n1")  # 409 "already assigned" to the node we asked for
+    with pytest.raises(Conflict) as caught:
+        await client.bind("default", "p", "n2")
+    assert "already assigned" in caught.value.message
+    assert server.count("POST", "*/pods/p/binding", 409) == 2
+
+
+async def test_bind_whose_answer_was_lost_is_retried_to_success(
+    server: FakeApiServer, client: KubeClient, tmp_path: Path
+) -> None:
+    make_pod(server, "p")
+    server.inject(FaultKind.HANG, method="POST", path="*/pods/p/binding", times=1)
+    path = write_kubeconfig(tmp_path / "config", server)
+    async with await KubeClient.connect(path, retry=FAST, timeout=0.3) as impatient:
+        bind = asyncio.create_task(impatient.bind("default", "p", "n1"))
+        while server.count("POST", "*/pods/p/binding") == 0:
+            await asyncio.sleep(0.01)
+        # the binding went through, but its answer never reaches the impatient client
+        await client.bind("default", "p", "n1")
+        await bind
+    assert server.store.get("pods", "p", "default")["spec"]["nodeName"] == "n1"
+    assert server.count("POST", "*/pods/p/binding", 409) == 1
+
+
+async def test_eviction(server: FakeApiServer, client: KubeClient) -> None:
+    make_pod(server, "p")
+    assert await client.evict("default", "p") is True
+    assert await client.evict("default", "p") is False  # already gone
+    with pytest.raises(StoreError):
+        server.store.get("pods", "p", "default")
+
+
+async def test_eviction_blocked_by_budget_raises_at_once(server: FakeApiServer, client: KubeClient, sleeps: Sleeps) -> None:
+    make_pod(server, "p", {"app": "train"})
+    make_running(server, "p")
+    pdb = {"metadata": {"name": "keep"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "train"}}}}
+    server.store.create("poddisruptionbudgets", pdb, "default")
+    with pytest.raises(DisruptionBudgetBlocked) as caught:
+        await client.evict("default", "p")
+    assert "disruption budget" in caught.value.message
+    assert server.count("POST", "*/pods/p/eviction") == 1 and sleeps == []
+    assert server.store.get("pods", "p", "default")["metadata"]["name"] == "p"
+
+
+async def test_cordon_condition_and_event(server: FakeApiServer, client: KubeClient) -> None:
+    server.store.create("nodes", {"metadata": {"name": "n1"}})
+    await client.set_unschedulable("n1", True)
+    assert server.store.get("nodes", "n1")["spec"]["unschedulable"] is True
+    await client.set_unschedulable("n1", False)
+    assert server.store.get("nodes", "n1")["spec"]["unschedulable"] is False
+
+    pod = make_pod(server, "p")
+    await client.patch_pod_condition(
+        "default", "p", "PodScheduled", ConditionStatus.FALSE, "WaitingForQuota", "queue a is full"
+    )
+    conditions = server.store.get("pods", "p", "default")["status"]["conditions"]
+    scheduled = next(c for c in conditions if c["type"] == "PodScheduled")
+    assert (scheduled["status"], scheduled["reason"], scheduled["message"]) == ("False", "WaitingForQuota", "queue a is full")
+
+    about = ObjectRef("Pod", "p", "default", pod["metadata"]["uid"])
+    created = await client.create_event(about, "WaitingForQuota", "queue a is full", EventType.WARNING)
+    event = server.store.get("events", created["metadata"]["name"], "default")
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Pod", "name": "p", "namespace": "default", "uid": pod["metadata"]["uid"]}
+    assert (event["type"], event["reason"], event["source"]["component"], event["count"]) == ("Warning", "WaitingForQuota", "usher", 1)
+    node_event = await client.create_event(ObjectRef("Node", "n1"), "Cordoned", "by alice")
+    assert node_event["metadata"]["namespace"] == "default" and node_event["type"] == "Normal"
+    assert NODES.path(name="n1") == "/api/v1/nodes/n1"
