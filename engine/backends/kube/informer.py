@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import aclosing
 from enum import StrEnum
 from types import MappingProxyType
@@ -83,6 +83,7 @@ class Informer:
     ``optional`` is for resources the cluster may not serve (a CRD that is not installed): a 404
     on the list counts as an empty list (so the informer still syncs) and is asked again later.
     ``watch_timeout`` is the server-side length of one watch, randomised up to twice as long.
+    ``sleep`` is how the informer waits between attempts (injectable, so tests see the pauses).
     """
 
     def __init__(
@@ -97,6 +98,7 @@ class Informer:
         page_size: int = 500,
         watch_timeout: int = 300,
         backoff: Backoff | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.path = path
         self.has_synced = asyncio.Event()
@@ -109,6 +111,7 @@ class Informer:
         self._page_size = page_size
         self._watch_timeout = watch_timeout
         self._backoff = backoff or Backoff(base=0.2, cap=30.0)
+        self._sleep = sleep
         self._cache: dict[str, Obj] = {}
         self._quiet = 0
         self._task: asyncio.Task[None] | None = None
@@ -125,7 +128,7 @@ class Informer:
             self._quiet += 1
             wait = await self._attempt()
             if self._quiet:
-                await asyncio.sleep(self._pause(wait))
+                await self._sleep(self._pause(wait))
 
     def stop(self) -> None:
         """Stop :meth:`run` (it ends with CancelledError in its own task)."""
