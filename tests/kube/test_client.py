@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
+import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -134,6 +136,44 @@ async def test_401_reloads_rotated_token(server: FakeApiServer, tmp_path: Path) 
         with pytest.raises(Unauthorized):
             await kube.get("/api/v1/namespaces/default")
         assert server.count("GET", "/api/v1/namespaces/default", 401) == 3
+
+
+PLUGIN = """
+import datetime, json, pathlib, sys
+expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(minutes=1)
+print(json.dumps({
+    "apiVersion": "client.authentication.k8s.io/v1",
+    "kind": "ExecCredential",
+    "status": {"token": pathlib.Path(sys.argv[1]).read_text(), "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ")},
+}))
+"""
+
+
+async def test_exec_plugin_token_is_refreshed_before_it_expires(server: FakeApiServer, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("one")
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(textwrap.dedent(PLUGIN))
+    config = server.kubeconfig()
+    config["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": sys.executable,
+            "args": [str(plugin), str(token)],
+            "interactiveMode": "Never",
+        }
+    }
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    server.tokens = {"one"}
+    async with await KubeClient.connect(str(path)) as kube:
+        await kube.get("/api/v1/namespaces/default")
+        # the credential expires within the library's 5-minute margin, so each request asks
+        # the plugin again: the new token is used before the old one is ever refused
+        token.write_text("two")
+        server.tokens = {"two"}
+        await kube.get("/api/v1/namespaces/default")
+    assert server.count(status=401) == 0 and server.count("GET", "/api/v1/namespaces/default", 200) == 2
 
 
 # --- reading ---

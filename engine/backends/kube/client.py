@@ -492,7 +492,7 @@ class KubeClient:
         await asyncio.to_thread(credentials.load)
         try:
             client = cls(credentials, **options)
-        except (OSError, ssl.SSLError) as exc:
+        except OSError as exc:  # unreadable CA or client certificate files (ssl.SSLError too)
             raise KubeConfigError(
                 f"bad TLS material in {credentials.describe()}: {_one_line(exc)}; {DEMO_HINT}"
             ) from exc
