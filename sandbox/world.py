@@ -322,7 +322,7 @@ class World:
         if kind == "DELETED":
             run = self.running.pop(name, None)
             self.pod_node.pop(name, None)
-            if run is not None and run.uid == meta.get("uid") and name not in self.finished:
+            if name not in self.finished and (run is None or run.uid == meta.get("uid")):
                 await self._requeue(name, job, run)
             return
         node = spec.get("nodeName")
@@ -337,14 +337,15 @@ class World:
             await self._set_phase(name, Phase.RUNNING)
             self._changed.set()
 
-    async def _requeue(self, name: str, job_name: str, run: Running) -> None:
-        """Create an evicted pod again, its remaining work reduced by what checkpoints saved."""
+    async def _requeue(self, name: str, job_name: str, run: Running | None) -> None:
+        """Create a deleted pod again (as its Job would), its work reduced by what checkpoints saved."""
         job = self.jobs[job_name]
         pods = {p["metadata"]["name"]: p for p in pod_objects(self.scenario, job, time_scale=self.scale)}
         pod = pods.get(name)
-        if pod is None or run.end is None:
-            if pod is not None:
-                await self._req("POST", f"/api/v1/namespaces/{JOB_NAMESPACE}/pods", pod, ok=(409,))
+        if pod is None:
+            return
+        if run is None or run.end is None:
+            await self._req("POST", f"/api/v1/namespaces/{JOB_NAMESPACE}/pods", pod, ok=(409,))
             return
         elapsed = self.clock.now() - run.start
         total = run.end - run.start

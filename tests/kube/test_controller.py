@@ -1,0 +1,258 @@
+"""The kube controller against the fake API server: faults, restarts, leadership, why-pending,
+bad queue config and operator commands, all seen through the API as a user would see them."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+
+import pytest
+import yaml
+from harness import Cluster, per_job, replay_starts, scenario_of
+
+from usher.engine.controller import Command
+from usher.engine.core import CommandError
+from usher.engine.enums import Action
+from usher.sandbox.apiserver import FaultKind
+
+SCENARIO = """
+name: faults
+topology: {levels: [usher/rack, kubernetes.io/hostname]}
+nodeGroups:
+  - prefix: n
+    count: 4
+    layout: {usher/rack: 2}
+    template: {gpus: 8, cpu: 64, memory: 512Gi}
+queues:
+  - {name: research, cohort: lab, quota: {gpu: 24}}
+  - {name: product, cohort: lab, quota: {gpu: 8}, approval: manual}
+jobs:
+  - {name: pretrain, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 2, gpu: 8, topology: {required: usher/rack}}]}
+  - {name: sweep-1, queue: research, submit: 5, duration: 300, pods: [{name: w, count: 4, gpu: 2}]}
+  - {name: sweep-2, queue: research, submit: 5, duration: 400, pods: [{name: w, count: 3, gpu: 4}]}
+  - {name: eval, queue: research, submit: 20, duration: 200, pods: [{gpu: 8}]}
+  - {name: big, queue: research, submit: 30, duration: 300, pods: [{name: w, count: 4, gpu: 8}]}
+  - {name: nb, queue: product, submit: 40, duration: 100, pods: [{gpu: 0.5}]}
+events:
+  - {at: 50, action: approve, job: nb}
+"""
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    made: list[Cluster] = []
+
+    async def make(text: str = SCENARIO) -> Cluster:
+        c = Cluster(scenario_of(text), tmp_path)
+        await c.start()
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        await c.stop()
+
+
+def objects(c: Cluster, resource: str, namespace: str | None) -> list[dict]:
+    return c.server.store.list(resource, namespace).objects()
+
+
+def bound_now(c: Cluster) -> dict[str, list[str]]:
+    """Bound, unfinished pods per job, from the API server's store."""
+    out: dict[str, list[str]] = {}
+    for pod in objects(c, "pods", "default"):
+        if pod["spec"].get("nodeName") and pod["status"].get("phase") in ("Pending", "Running"):
+            out.setdefault(pod["metadata"]["labels"]["sandbox.usher/job"], []).append(pod["metadata"]["name"])
+    return out
+
+
+def assert_no_partial_gang(c: Cluster) -> None:
+    jobs = {j.name: j for j in c.scenario.jobs}
+    for job, pods in bound_now(c).items():
+        size = sum(p.count for p in jobs[job].pods)
+        assert len(pods) == size, f"{job}: {len(pods)} of {size} pods bound"
+
+
+def assert_no_gpu_twice(c: Cluster) -> None:
+    used = Counter()
+    for pod in objects(c, "pods", "default"):
+        node = pod["spec"].get("nodeName")
+        if node and pod["status"].get("phase") in ("Pending", "Running"):
+            share = float(pod["metadata"]["annotations"].get("usher/gpu-fraction", 1))
+            for g in pod["metadata"]["annotations"].get("usher/gpus", "").split(","):
+                if g:
+                    used[(node, g)] += share
+    assert all(v <= 1.0 for v in used.values()), used
+
+
+def successful_binds(c: Cluster) -> Counter[str]:
+    return Counter(r.path for r in c.server.requests if r.path.endswith("/binding") and r.status in (200, 201))
+
+
+async def test_bind_failures_dropped_watches_and_410s_lose_nothing(cluster):
+    c = await cluster()
+    # a quarter of the binds conflict (not retried: the gang is rolled back and retried later),
+    # pod watches drop after a few events, one watch is told its resourceVersion is gone,
+    # and lists are slow
+    conflicts = c.server.inject(FaultKind.ERROR, path="*/pods/*/binding", status=409, probability=0.25)
+    c.server.inject(FaultKind.DROP, path="/api/v1/pods", watch=True, after_events=3, times=6)
+    c.server.inject(FaultKind.ERROR, path="/api/v1/nodes", watch=True, status=410, times=1)
+    c.server.inject(FaultKind.DELAY, method="GET", path="/api/v1/pods", watch=False, delay=0.05, times=5)
+    await c.controller()
+    await c.settle()
+    while (t := c.world.next_time()) is not None:
+        c.clock.t = t
+        await c.world.step(t)
+        await c.settle()
+        assert_no_partial_gang(c)
+        assert_no_gpu_twice(c)
+    total = sum(p.count for j in c.scenario.jobs for p in j.pods)
+    assert len(c.world.finished) == total  # every pod ran to completion
+    # the only conflicts were the injected ones: usher never tried to bind a bound pod again
+    refused = sum(1 for r in c.server.requests if r.path.endswith("/binding") and r.status == 409)
+    assert refused == conflicts.fired > 0
+    assert successful_binds(c).total() >= total
+
+
+async def test_a_controller_killed_at_random_points_rebuilds_and_finishes_the_work(cluster):
+    c = await cluster()
+    rng = random.Random(7)
+    ctrl = await c.controller("usher-a")
+    await c.settle()
+    kills = 0
+    while (t := c.world.next_time()) is not None:
+        c.clock.t = t
+        await c.world.step(t)
+        if rng.random() < 0.5:
+            # kill the controller a random moment into its reaction, then start a fresh one
+            await asyncio.sleep(rng.uniform(0.0, 0.05))
+            task = c.tasks[c.controllers.index(ctrl) + 1]
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await ctrl.client.aclose()
+            c.controllers.remove(ctrl)
+            c.tasks.remove(task)
+            kills += 1
+            ctrl = await c.controller(f"usher-{kills}")
+        await c.settle()
+        assert_no_partial_gang(c)
+        assert_no_gpu_twice(c)
+    assert kills >= 3
+    total = sum(p.count for j in c.scenario.jobs for p in j.pods)
+    assert len(c.world.finished) == total
+    # the last controller's state is the cluster's: nothing it thinks is running or queued
+    assert ctrl.state.running == set()
+    assert all(not q.pending for q in ctrl.state.queues.values())
+
+
+async def test_without_faults_the_api_path_matches_the_replay(cluster):
+    c = await cluster()
+    await c.controller()
+    await c.play()
+    direct = per_job([(f"default/{j}", t, n, g) for j, t, n, g in replay_starts(c.scenario)])
+    through_api = per_job([(f"default/{j}", t, n, g) for j, t, n, g in c.starts()])
+    assert through_api == direct
+
+
+async def test_only_the_leader_binds_and_a_standby_takes_over(cluster):
+    c = await cluster()
+    a = await c.controller("usher-a", elect=True, lease_duration=1.0)
+    b = await c.controller("usher-b", elect=True, lease_duration=1.0)
+    for _ in range(100):
+        if a.is_leader or b.is_leader:
+            break
+        await asyncio.sleep(0.05)
+    leader, standby = (a, b) if a.is_leader else (b, a)
+    assert not standby.is_leader
+    c.clock.t = 0
+    await c.world.step(0)
+    await c.settle()
+    assert leader.stats.binds == 2 and standby.stats.binds == 0
+    # the leader dies without giving up the lease; the standby takes over after it expires
+    task = c.tasks[1 + c.controllers.index(leader)]
+    task.cancel()
+    if leader.elector is not None:
+        leader.elector.release = _no_release  # type: ignore[method-assign]
+    await asyncio.gather(task, return_exceptions=True)
+    c.controllers.remove(leader)
+    for _ in range(100):
+        if standby.is_leader:
+            break
+        await asyncio.sleep(0.05)
+    assert standby.is_leader
+    c.clock.t = 5
+    await c.world.step(5)
+    await c.settle()
+    assert standby.stats.binds > 0
+    lease = c.server.store.get("leases", "usher-controller", "usher-system")
+    assert lease["spec"]["holderIdentity"] == standby.identity
+
+
+async def _no_release() -> None:
+    return None
+
+
+async def test_a_waiting_pod_says_why_in_its_condition_and_events(cluster):
+    c = await cluster()
+    await c.controller()
+    await c.play(until=40)
+    nb = c.server.store.get("pods", "nb-pod-0", "default")
+    cond = next(x for x in nb["status"]["conditions"] if x["type"] == "PodScheduled")
+    assert cond["status"] == "False" and cond["reason"] == "AwaitingApproval"
+    assert "approves" in cond["message"]
+    events = [e for e in objects(c, "events", "default") if e["involvedObject"]["name"] == "nb-pod-0"]
+    assert any(e["reason"] == "AwaitingApproval" for e in events)
+    # after the approval (at 50s) it runs
+    await c.play()
+    assert "nb-pod-0" in c.world.finished
+
+
+async def test_a_broken_queue_config_keeps_the_last_good_one_and_says_so(cluster):
+    c = await cluster()
+    ctrl = await c.controller()
+    cm = c.server.store.get("configmaps", "usher-queues", "usher-system")
+    cm["data"]["queues.yaml"] = "queues:\n  - {name: research, quota: {gpu: lots}}\n"
+    c.server.store.update("configmaps", cm, "usher-system")
+    await c.play()
+    assert len(c.world.finished) == sum(p.count for j in c.scenario.jobs for p in j.pods)
+    assert ctrl.mirror.config_error is not None and "queues[0].quota.gpu" in ctrl.mirror.config_error
+    assert b"usher_config_valid 0.0" in ctrl.metrics.render()
+    events = [e for e in objects(c, "events", "usher-system") if e["reason"] == "InvalidQueueConfig"]
+    assert events and "line 2" in events[0]["message"] or ":2:" in events[0]["message"]
+
+
+async def test_operator_commands_land_in_the_cluster(cluster):
+    c = await cluster()
+    ctrl = await c.controller()
+    await ctrl.apply_command(Command(Action.CORDON, node="n-01"))
+    await c.settle()
+    assert c.server.store.get("nodes", "n-01")["spec"]["unschedulable"] is True
+    assert ctrl.state.node("n-01").cordoned
+    # a quota edit that races another writer: the conflict is retried and both edits survive
+    original_get = ctrl.client.get
+    raced = False
+
+    async def racing_get(path, **kw):
+        nonlocal raced
+        obj = await original_get(path, **kw)
+        if path.endswith("/configmaps/usher-queues") and not raced:
+            raced = True
+            other = c.server.store.get("configmaps", "usher-queues", "usher-system")
+            doc = yaml.safe_load(other["data"]["queues.yaml"])
+            doc["queues"][1]["weight"] = 3
+            other["data"]["queues.yaml"] = yaml.safe_dump(doc)
+            c.server.store.update("configmaps", other, "usher-system")
+        return obj
+
+    ctrl.client.get = racing_get  # type: ignore[method-assign]
+    text = await ctrl.apply_command(Command(Action.SET_QUOTA, queue="research", quota={"gpu": 16_000}))
+    assert "gpu=16000" in text or "quota" in text
+    doc = yaml.safe_load(c.server.store.get("configmaps", "usher-queues", "usher-system")["data"]["queues.yaml"])
+    assert doc["queues"][0]["quota"]["gpu"] == 16 and doc["queues"][1]["weight"] == 3
+    await c.settle()
+    assert ctrl.state.queues["research"].nominal[0] == 16_000
+    with pytest.raises(CommandError):
+        await ctrl.apply_command(Command(Action.FAIL, node="n-01"))
+    events = {e["reason"] for e in objects(c, "events", None)}
+    assert "UsherCordon" in events and "UsherSetQuota" in events
