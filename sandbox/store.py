@@ -1096,7 +1096,7 @@ class Store:
         obj: JsonObject,
         namespace: str | None = None,
         *,
-        subresource: Subresource | None = None,
+        subresource: Subresource | str | None = None,
     ) -> JsonObject:
         """Replace the object named by ``obj`` (PUT); see the module docstring."""
         rt = RESOURCE_TYPES[Resource(resource)]
@@ -1109,9 +1109,10 @@ class Store:
         namespace: str | None,
         *,
         name: str | None = None,
-        subresource: Subresource | None = None,
+        subresource: Subresource | str | None = None,
     ) -> Stored:
         """Update from an object the caller hands over (it is modified); ``name``: the URL's name."""
+        subresource = Subresource(subresource) if subresource else None
         _check_type(rt, obj)
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not meta.get("name"):
@@ -1182,8 +1183,8 @@ class Store:
         patch: Any,
         namespace: str | None = None,
         *,
-        patch_type: PatchType = PatchType.MERGE,
-        subresource: Subresource | None = None,
+        patch_type: PatchType | str = PatchType.MERGE,
+        subresource: Subresource | str | None = None,
     ) -> JsonObject:
         """Patch the object; a ``resourceVersion`` the patch sets is a precondition."""
         rt = RESOURCE_TYPES[Resource(resource)]
@@ -1195,11 +1196,11 @@ class Store:
         name: str,
         patch: Any,
         namespace: str | None,
-        patch_type: PatchType,
-        subresource: Subresource | None,
+        patch_type: PatchType | str,
+        subresource: Subresource | str | None,
     ) -> Stored:
         current = self.get_stored(rt.resource, name, namespace)
-        if patch_type is PatchType.JSON:
+        if PatchType(patch_type) is PatchType.JSON:
             patched = json_patch(current.copy(), patch)
         elif isinstance(patch, dict):
             patched = merge_patch(current.copy(), patch)
@@ -1214,21 +1215,6 @@ class Store:
         if meta.get("name") != name:
             raise _patch_failed("metadata.name cannot be changed by a patch")
         return self.update_stored(rt, patched, namespace, name=name, subresource=subresource)
-
-    def mutate(
-        self,
-        resource: Resource | str,
-        name: str,
-        namespace: str | None,
-        change: Callable[[JsonObject], None],
-        *,
-        subresource: Subresource | None = None,
-    ) -> Stored:
-        """Read, let ``change`` edit a copy, and update: atomic, as the store is single-threaded."""
-        rt = RESOURCE_TYPES[Resource(resource)]
-        obj = self.get_stored(rt.resource, name, namespace).copy()
-        change(obj)
-        return self.update_stored(rt, obj, namespace, name=name, subresource=subresource)
 
     def delete(
         self,

@@ -183,7 +183,7 @@ class HttpServer:
         finally:
             self._connections.discard(conn)
             writer.close()
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception, asyncio.CancelledError):
                 await writer.wait_closed()
 
     async def _serve(self, conn: _Connection) -> None:
