@@ -4,6 +4,7 @@ retries and the scheduler's helpers."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import sys
 import textwrap
@@ -31,6 +32,7 @@ from usher.engine.backends.kube.client import (
     TooManyRequests,
     Unauthorized,
 )
+from usher.engine.backends.http_server import HttpServer, Request, Response
 from usher.sandbox.apiserver import FakeApiServer, FaultKind
 from usher.sandbox.store import ApiError as StoreError
 from usher.sandbox.store import Subresource
@@ -334,3 +336,35 @@ async def test_cordon_condition_and_event(server: FakeApiServer, client: KubeCli
     node_event = await client.create_event(ObjectRef("Node", "n1"), "Cordoned", "by alice")
     assert node_event["metadata"]["namespace"] == "default" and node_event["type"] == "Normal"
     assert NODES.path(name="n1") == "/api/v1/nodes/n1"
+
+
+async def test_access_review_answers_are_cached(server: FakeApiServer, tmp_path: Path) -> None:
+    # the fake API server does not serve SelfSubjectAccessReview: a stand-in that allows lists
+    asked: list[dict[str, str]] = []
+
+    async def reviewer(request: Request) -> Response:
+        if request.path != "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+            return Response.json(200, {"gitVersion": "v1.32.0"})
+        review = json.loads(request.body)
+        attributes = review["spec"]["resourceAttributes"]
+        asked.append(attributes)
+        return Response.json(201, {**review, "status": {"allowed": attributes["verb"] == "list"}})
+
+    http = HttpServer(reviewer)
+    port = await http.start(port=0)
+    config = server.kubeconfig()
+    config["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{port}"
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    try:
+        async with await KubeClient.connect(str(path)) as kube:
+            assert await kube.access_review("list", "pods") is True
+            assert await kube.access_review("create", "pods", "default", "eviction") is False
+            assert await kube.access_review("list", "pods") is True
+            assert await kube.access_review("create", "pods", "default", "eviction") is False
+    finally:
+        await http.stop()
+    assert asked == [
+        {"verb": "list", "group": "", "resource": "pods"},
+        {"verb": "create", "group": "", "resource": "pods", "namespace": "default", "subresource": "eviction"},
+    ]
