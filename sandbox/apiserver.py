@@ -47,10 +47,10 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
 from usher.engine.backends.http_server import AbortConnection, HttpServer, Request, Response
 from usher.sandbox.store import (
@@ -74,8 +74,6 @@ from usher.sandbox.store import (
 )
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 KUBERNETES_VERSION = "v1.32.0"
 _JSON = "application/json"
@@ -562,6 +560,14 @@ def table(
     }
 
 
+def _include_object(request: Request) -> IncludeObject:
+    value = request.param("includeObject") or IncludeObject.METADATA
+    try:
+        return IncludeObject(value)
+    except ValueError:
+        raise ApiError.bad_request(f"includeObject: unsupported value {value!r}") from None
+
+
 def _wants_table(request: Request) -> bool:
     accept = request.header("accept") or ""
     for alternative in accept.split(","):
@@ -860,7 +866,7 @@ class FakeApiServer:
             response = Response(200, {"content-type": _JSON}, _error_event(error))
         except ApiError as error:
             response = _error_response(error)
-        except (AbortConnection, asyncio.CancelledError):
+        except AbortConnection:
             raise
         except Exception:
             log.exception("fake API server failed on %s %s", request.method, request.path)
@@ -1008,7 +1014,7 @@ class FakeApiServer:
     def _table_response(
         self, rt: ResourceType, items: Iterable[Stored], meta: JsonObject, request: Request
     ) -> Response:
-        include = IncludeObject(request.param("includeObject") or IncludeObject.METADATA)
+        include = _include_object(request)
         body = table(rt, items, self.store.clock(), include, meta)
         return Response.json(200, body, {"content-type": _TABLE_CONTENT_TYPE})
 
@@ -1026,9 +1032,7 @@ class FakeApiServer:
             bookmarks=(request.param("allowWatchBookmarks") or "").lower() == "true",
             timeout=_int_param(request, "timeoutSeconds"),
             initial_events=subscription.pending() if initial else None,
-            table=IncludeObject(request.param("includeObject") or IncludeObject.METADATA)
-            if _wants_table(request)
-            else None,
+            table=_include_object(request) if _wants_table(request) else None,
             drop_after=drop_after,
         )
         return Response(200, {"content-type": _JSON}, stream=self._watch_stream(subscription, options))
@@ -1205,12 +1209,12 @@ class ServerThread:
         self.url = self.server.url
         return self.url
 
-    def call(self, fn: Callable[..., T | Awaitable[T]], *args: Any) -> T:
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` on the server's loop (awaiting it if it returns an awaitable) and return its result."""
         if self._loop is None:
             raise RuntimeError("the server thread is not running")
 
-        async def run() -> T:
+        async def run() -> Any:
             result = fn(*args)
             return await result if inspect.isawaitable(result) else result
 

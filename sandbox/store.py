@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import builtins
 import json
 import random
 import re
@@ -995,9 +996,9 @@ class Store:
             )
         return snapshot, token["offset"]
 
-    def namespaced_objects(self, resource: Resource | str, namespace: str) -> list[Stored]:
+    def namespaced_objects(self, resource: Resource | str, namespace: str) -> builtins.list[Stored]:
         """The stored objects of one namespace, unsorted (for controllers that scan a namespace)."""
-        return list(self._tables[Resource(resource)].by_namespace.get(namespace, {}).values())
+        return builtins.list(self._tables[Resource(resource)].by_namespace.get(namespace, {}).values())
 
     # ------------------------------------------------------------------ watching
 
