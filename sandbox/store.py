@@ -46,7 +46,7 @@ import re
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -715,21 +715,29 @@ class Subscription:
     """Live watch events of one resource through one filter; an async iterator of :class:`WatchEvent`.
 
     Events already due when it was opened (history, or the synthetic ``ADDED`` events of a watch
-    without a resourceVersion) come first, then live ones, with no gap and no repeat.
+    without a resourceVersion) come first, then live ones, with no gap and no repeat. A subscriber
+    that falls more than ``buffer`` live events behind is closed, as the real watch cache drops
+    unresponsive watchers: it still gets what was queued, then the end, and resumes from the last
+    resourceVersion it saw.
     """
 
-    def __init__(self, store: Store, rt: ResourceType, flt: Filter, backlog: Iterable[WatchEvent]) -> None:
+    def __init__(self, store: Store, rt: ResourceType, flt: Filter, backlog: Sequence[WatchEvent], buffer: int) -> None:
         self.rt = rt
         self.filter = flt
         self._store = store
         self._queue: asyncio.Queue[WatchEvent | None] = asyncio.Queue()
         for event in backlog:
             self._queue.put_nowait(event)
+        self._limit = len(backlog) + buffer
         self.closed = False
 
     def offer(self, change: Change) -> None:
         event = watch_event_for(change, self.filter)
-        if event is not None:
+        if event is None:
+            return
+        if self._queue.qsize() >= self._limit:
+            self.close()
+        else:
             self._queue.put_nowait(event)
 
     def pending(self) -> int:
@@ -893,7 +901,13 @@ class Subresource(StrEnum):
 
 
 class Store:
-    """The in-memory API storage. See the module docstring for the semantics."""
+    """The in-memory API storage. See the module docstring for the semantics.
+
+    ``clock`` stamps creation times; ``history`` bounds each resource's change history (older
+    watches get ``410``); ``seed`` makes uids and generated names reproducible; ``namespaces``
+    exist from the start; ``max_snapshots`` bounds the paginated lists in progress;
+    ``watch_buffer`` is how far a subscriber may fall behind before it is closed.
+    """
 
     def __init__(
         self,
@@ -903,6 +917,7 @@ class Store:
         seed: int | None = None,
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
         max_snapshots: int = 64,
+        watch_buffer: int = 10_000,
     ) -> None:
         self.clock = clock
         self._rng = random.Random(seed)
@@ -911,6 +926,7 @@ class Store:
         self._listeners: list[Callable[[Change], None]] = []
         self._snapshots: OrderedDict[int, _Snapshot] = OrderedDict()
         self._max_snapshots = max_snapshots
+        self._watch_buffer = watch_buffer
         self._next_snapshot = 0
         for name in namespaces:
             self.create(Resource.NAMESPACES, {"metadata": {"name": name}})
@@ -1030,7 +1046,7 @@ class Store:
             if since < table.compacted_rv:
                 raise ApiError.expired(f"too old resource version: {since} ({table.compacted_rv + 1})")
             backlog = [e for c in table.history if c.rv > since and (e := watch_event_for(c, flt))]
-        subscription = Subscription(self, rt, flt, backlog)
+        subscription = Subscription(self, rt, flt, backlog, self._watch_buffer)
         table.subscriptions.append(subscription)
         return subscription
 
@@ -1255,7 +1271,7 @@ class Store:
             table.put(key, stored, old)
         change = Change(kind, rt, stored, old)
         table.record(change)
-        for subscription in table.subscriptions:
+        for subscription in tuple(table.subscriptions):
             subscription.offer(change)
         for listener in self._listeners:
             listener(change)

@@ -1072,3 +1072,15 @@ async def test_store_rejects_bad_patches_and_expired_watches(clock: Clock) -> No
     with pytest.raises(ApiError) as expired:
         store.watch("pods", resource_version=old)
     assert expired.value.code == 410 and expired.value.reason == "Expired"
+
+
+async def test_a_watcher_that_falls_behind_is_closed_and_resumes(clock: Clock) -> None:
+    store = Store(clock, watch_buffer=2)
+    start = str(store.resource_version)
+    slow = store.watch("pods", resource_version=start)
+    for i in range(5):
+        store.create("pods", pod(f"p{i}"))
+    received = [event async for event in slow]
+    assert [e.object["metadata"]["name"] for e in received] == ["p0", "p1"]
+    resumed = store.watch("pods", resource_version=received[-1].resource_version)
+    assert [(await resumed.get(GUARD)).object["metadata"]["name"] for _ in range(3)] == ["p2", "p3", "p4"]
