@@ -24,10 +24,14 @@ plugin's ``scheduling.x-k8s.io/v1alpha1`` podgroups. The storage semantics are t
 - fault injection (:meth:`FakeApiServer.inject`) and a request log (:attr:`FakeApiServer.requests`)
   for tests.
 
-Deliberately left out: server-side apply, dry run, protobuf, graceful deletion and finalizers,
-``deletecollection``, reads at an exact older resourceVersion, admission beyond defaults and
-namespace existence, RBAC, the aggregated discovery format (kubectl falls back to the legacy
-one), OpenAPI documents.
+As the real server, DELETE answers with the deleted object for pods and with a ``Success``
+Status for everything else, and binding and eviction answer ``201`` with a ``Success`` Status.
+
+Deliberately left out: server-side apply, dry run, protobuf (``kubectl get``, ``describe``,
+``cordon``, ``drain``, ``label``, ``delete`` work; typed ``kubectl create`` commands send
+protobuf and get ``415``), graceful deletion and finalizers, ``deletecollection``, reads at an
+exact older resourceVersion, admission beyond defaults and namespace existence, RBAC, the
+aggregated discovery format (kubectl falls back to the legacy one), OpenAPI documents.
 
 ``FakeApiServer`` runs on the caller's event loop (``await server.start()``); ``ServerThread``
 runs one in a thread of its own for synchronous clients such as the official ``kubernetes``
@@ -108,12 +112,16 @@ class Fault:
     watch: bool | None = None
     """``True``: watch requests only; ``False``: never watches; ``None``: both."""
     times: int | None = None
+    """How many times it fires; ``None``: every time it matches."""
     probability: float = 1.0
+    """The chance that a matching request is hit, drawn from the server's seeded RNG."""
     status: int = 500
     retry_after: int | None = None
+    """``ERROR``: seconds sent in ``Retry-After`` and the Status's ``retryAfterSeconds``."""
     delay: float = 0.0
     after_events: int = 0
     fired: int = 0
+    """How many times it has fired so far."""
 
     def matches(self, request: Request, watch: bool) -> bool:
         if self.times is not None and self.fired >= self.times:
@@ -161,6 +169,8 @@ def _fault_error(fault: Fault) -> ApiError:
 
 
 class Verb(StrEnum):
+    """What a request does to a resource (the API's verbs, as RBAC names them)."""
+
     GET = "GET"
     LIST = "LIST"
     WATCH = "WATCH"
