@@ -13,7 +13,8 @@ token has expired runs again; the in-cluster token file is re-read every minute)
 run a subprocess, so it runs in a worker thread, one at a time. A 401 reloads the credentials
 once (rebuilding the httpx client if the address or TLS identity changed) and repeats the request.
 Anything that means "there is no usable cluster" is a :class:`ClusterAccessError` whose message is
-one line for the user, ending with a pointer to ``usher demo``.
+one line for the user; when :meth:`KubeClient.connect` finds no usable cluster, it ends with a
+pointer to ``usher demo``.
 
 Failures the server reports arrive as Kubernetes ``Status`` bodies and become :class:`ApiError`
 (code, reason, message, retry_after), with subclasses for the codes callers act on.
@@ -844,8 +845,7 @@ class KubeClient:
 
     def _unreachable(self, error: httpx.TransportError) -> ClusterUnreachable:
         return ClusterUnreachable(
-            f"cannot reach the Kubernetes API at {self.host} ({self._credentials.describe()}): "
-            f"{_one_line(error)}; check the cluster and the network, {DEMO_HINT}"
+            f"cannot reach the Kubernetes API at {self.host} ({self._credentials.describe()}): {_one_line(error)}"
         )
 
     async def _probe(self) -> None:
@@ -853,7 +853,7 @@ class KubeClient:
         try:
             response = await self._send("GET", "/version")
         except httpx.TransportError as exc:
-            raise self._unreachable(exc) from exc
+            raise ClusterUnreachable(f"{self._unreachable(exc)}; check the cluster and the network, {DEMO_HINT}") from exc
         if response.status_code == 401:
             raise KubeConfigError(
                 f"the API server at {self.host} rejected the credentials of "

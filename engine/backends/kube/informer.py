@@ -146,7 +146,8 @@ class Informer:
             log.info("%s: resourceVersion %s is too old; listing again", self.path, self.resource_version)
             self.resource_version = ""
         except KubeError as exc:
-            log.warning("%s: %s", self.path, exc)
+            # a stream that broke after delivering something is routine (proxies, restarts)
+            log.log(logging.INFO if self._quiet == 0 else logging.WARNING, "%s: %s", self.path, exc)
             if isinstance(exc, TooManyRequests):
                 return exc.retry_after
         return None
