@@ -222,3 +222,11 @@ async def test_optional_resource_not_served_counts_as_empty(client: KubeClient) 
     path = "/apis/example.com/v1/widgets"
     async with running(Informer(client, path, on_event=seen, optional=True, backoff=QUICK)) as informer:
         assert informer.has_synced.is_set() and seen.deltas == []
+
+
+async def test_a_quiet_watch_that_ran_its_time_is_renewed_at_once(server: FakeApiServer, client: KubeClient) -> None:
+    server.bookmark_interval = 60.0  # no bookmarks: nothing at all arrives on the stream
+    sleeps = Sleeps()
+    async with running(Informer(client, PODS, on_event=Recorder(), watch_timeout=1, sleep=sleeps)):
+        await until(lambda: len(watches(server)) == 2)
+    assert sleeps == []

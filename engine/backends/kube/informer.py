@@ -20,8 +20,9 @@ Resuming without losing or repeating a change:
   informer was not watching.
 
 Failures back off exponentially with jitter (capped), and a 429 waits its ``Retry-After``. A
-stream that delivered something is resumed at once; one that delivered nothing counts as a
-failure, so a server that closes every watch at once is not hammered. ``has_synced`` is set
+stream that delivered something (or ran for most of its ``timeoutSeconds``) is resumed at once;
+one that delivered nothing counts as a failure, so a server that closes every watch at once is
+not hammered. ``has_synced`` is set
 once the first list has been delivered.
 """
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import aclosing
 from enum import StrEnum
@@ -194,9 +196,12 @@ class Informer:
             field_selector=self._field_selector,
             timeout_seconds=timeout,
         )
+        started = time.monotonic()
         async with aclosing(events):
             async for event in events:
                 self._handle(event)
+        if time.monotonic() - started >= timeout / 2:
+            self._quiet = 0  # a quiet stream that lasted its time is healthy too
 
     def _handle(self, event: WatchEvent) -> None:
         self._quiet = 0
