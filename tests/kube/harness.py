@@ -58,18 +58,22 @@ class Cluster:
         await asyncio.wait_for(ctrl.synced.wait(), 10)
         return ctrl
 
-    async def server_rv(self) -> str:
-        r = await self.world.http.get("/api/v1/pods", params={"limit": "1"})
-        return r.json()["metadata"]["resourceVersion"]
+    def fingerprint(self) -> tuple[int, ...]:
+        """What the scheduler and the kubelet change (pods, nodes, config), not Lease renewals."""
+        out = []
+        for resource in ("pods", "nodes", "configmaps"):
+            items = self.server.store.list(resource).objects()
+            out += [len(items), max((int(o["metadata"]["resourceVersion"]) for o in items), default=0)]
+        return tuple(out)
 
     async def settle(self, polls: int = 4) -> None:
-        """Wait until no controller has work and the API server's resourceVersion stops moving."""
+        """Wait until no controller has work and the cluster's objects stop changing."""
         quiet, last = 0, None
         while quiet < polls:
             for ctrl in self.controllers:
                 await asyncio.wait_for(ctrl.wait_idle(), 20)
             await asyncio.sleep(0.02)
-            rv = await self.server_rv()
+            rv = self.fingerprint()
             quiet = quiet + 1 if rv == last else 0
             last = rv
 

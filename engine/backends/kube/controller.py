@@ -124,7 +124,11 @@ class KubeController:
         #: False for the console: it mirrors the cluster and sends commands, never binds
         self.schedules = schedule
         self.status_interval = status_interval
-        self.elector = LeaderElector(client, namespace, LEADER_LEASE, identity, lease_duration=lease_duration, clock=clock) if elect and schedule else None
+        self.elector = (
+            LeaderElector(client, namespace, LEADER_LEASE, identity, lease_duration=lease_duration, on_change=self._leadership_changed)
+            if elect and schedule
+            else None
+        )
         self.deltas: asyncio.Queue[tuple[Source, DeltaType, dict[str, Any]]] = asyncio.Queue()
         self.informers: list[Informer] = []
         self.stats = Stats()
@@ -156,6 +160,11 @@ class KubeController:
         if not self.schedules:
             return False
         return self.elector is None or self.elector.is_leader
+
+    def _leadership_changed(self, leading: bool) -> None:
+        log.info("%s %s the lease", self.identity, "holds" if leading else "lost")
+        self.metrics.set_leader(leading)
+        self._wake.set()
 
     def snapshot(self) -> Snapshot:
         st = self.state
@@ -374,6 +383,7 @@ class KubeController:
     async def _bind_gang(self, gang: Gang, decision: Decision) -> None:
         """Bind every pod of an admitted gang, or none: a failure evicts those that bound."""
         self._busy += 1
+        gang.binding = True
         try:
             pairs = self.mirror.pods_of(gang, decision.placements)
             nodes = {self.state.nodes[p.node_id].name for _, p in pairs}
@@ -401,12 +411,18 @@ class KubeController:
             job = decision.job
             if job.current_run is not None:
                 self.mirror.engine.unbind(job, self.clock(), why)
-            bound = [v for v, _, _ in jobs if v.bound and gang.pods.get(v.name) is v]
+            current = (gang.pods.get(v.name) for v, _, _ in jobs)
+            bound = [v for v in current if v is not None and v.bound and v.live]
+            if bound:
+                # out of the queue until its pods are back unbound (the next pod change resubmits)
+                self.mirror.engine.withdraw(job)
             for view in bound:
                 await self._evict(view, f"rolling back gang {gang.key}: {why}")
             self._wake.set()
         finally:
+            gang.binding = False
             self._busy -= 1
+            self.mirror.sync(gang, self.clock())
 
     async def _wait_for_evictions(self, nodes: set[str]) -> None:
         waits = [
@@ -453,6 +469,8 @@ class KubeController:
     async def _roll_back(self) -> None:
         pods, self.mirror.rollbacks = self.mirror.rollbacks, []
         for view in pods:
+            if view.key in self._gone_waiters:
+                continue  # already being evicted
             await self._evict(view, f"rolling back gang {view.gang}: found partly bound")
 
     # -- why pending ----------------------------------------------------------------------

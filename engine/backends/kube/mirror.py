@@ -39,6 +39,8 @@ class Gang:
     job: Job | None = None
     #: pod names per engine pod group, in the order the job's groups were built
     group_pods: list[list[str]] = field(default_factory=list)
+    #: binds of the current run are in flight: its pods are not all seen bound yet
+    binding: bool = False
     #: why the gang is not in the engine's queue (None when it is, or is running)
     reason: PendingReason | None = None
     message: str | None = None
@@ -157,6 +159,8 @@ class Mirror:
         job = gang.job
         bound = gang.bound()
         if job is not None and job.current_run is not None:
+            if gang.binding:
+                return
             if not bound:
                 engine.finish(job, now)
                 self.gang_of_job.pop(job.id, None)
