@@ -7,12 +7,24 @@ most a few times a second. Keys: ``q`` quits, ``space`` pauses and resumes.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Header, Static
 
 from usher.engine.controller import Controller, Snapshot
 from usher.engine.scenario.quantity import format_duration
+
+#: times after this are wall-clock seconds since the epoch (a cluster), not scenario seconds
+EPOCH_TIMES = 1e9
+
+
+def moment(t: float) -> str:
+    """A scenario time as a duration from its start; a cluster's time as UTC wall time."""
+    if t >= EPOCH_TIMES:
+        return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%H:%M:%S")
+    return format_duration(t)
 
 
 class UsherApp(App[int]):
@@ -52,14 +64,14 @@ class UsherApp(App[int]):
             return
         state = "paused" if self.controller.paused else ("finished" if self.controller.done else "running")
         lines = [
-            f"simulated time  {format_duration(snap.now)}   ({state})",
+            f"time            {moment(snap.now)}   ({state})",
             f"GPUs allocated  {snap.gpus_allocated:g} / {snap.gpus_schedulable}",
             f"jobs            {snap.running} running, {snap.pending} pending, {snap.finished} finished",
             "",
             "recent events:",
         ]
         for e in snap.audit_tail[-8:]:
-            lines.append(f"  {format_duration(e.time):>8}  {e.actor:<9} {e.action:<9} {e.target:<20} {e.result}")
+            lines.append(f"  {moment(e.time):>8}  {e.actor:<9} {e.action:<9} {e.target:<20} {e.result}")
         lines.append("")
         lines.append("The full operator console (queues, jobs, nodes, topology) is not built yet.")
         self.query_one("#summary", Static).update("\n".join(lines))

@@ -34,6 +34,7 @@ async def _connect(args: argparse.Namespace) -> KubeClient:
 
 async def run_headless(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.DEBUG if args.debug else logging.WARNING)  # a line per request is noise
     client = await _connect(args)
     metrics = ControllerMetrics()
     health = HealthServer(metrics)
