@@ -12,12 +12,10 @@ from typing import Any
 
 import yaml
 
+from usher.engine.backends.kube.rbac import QUEUES_CONFIGMAP, QUEUES_CONFIG_KEY, USHER_NAMESPACE
 from usher.engine.backends.kube.objects import (
     GPU_RESOURCE,
-    QUEUES_CONFIGMAP,
-    QUEUES_CONFIG_KEY,
     SCHEDULER_NAME,
-    USHER_NAMESPACE,
     Annotation,
     Label,
 )

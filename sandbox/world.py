@@ -31,11 +31,9 @@ from typing import Any, Protocol
 import httpx
 import yaml
 
+from usher.engine.backends.kube.rbac import QUEUES_CONFIGMAP, QUEUES_CONFIG_KEY, USHER_NAMESPACE
 from usher.engine.backends.kube.objects import (
-    QUEUES_CONFIGMAP,
-    QUEUES_CONFIG_KEY,
     SCHEDULER_NAME,
-    USHER_NAMESPACE,
     Annotation,
     Phase,
     format_time,

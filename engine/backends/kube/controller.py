@@ -27,7 +27,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -46,12 +46,9 @@ from .informer import DeltaType, Informer
 from .lease import LeaderElector
 from .metrics import ControllerMetrics
 from .mirror import Gang, Mirror
+from .rbac import LEADER_LEASE, QUEUES_CONFIGMAP, QUEUES_CONFIG_KEY, USHER_NAMESPACE
 from .objects import (
-    LEADER_LEASE,
-    QUEUES_CONFIGMAP,
-    QUEUES_CONFIG_KEY,
     SCHEDULER_NAME,
-    USHER_NAMESPACE,
     Annotation,
     PodView,
     key_of,

@@ -30,7 +30,6 @@ from typing import Any
 
 from ...scenario.quantity import parse_cpu, parse_duration, parse_memory
 from ...state import MILLI, UNLIMITED
-from .rbac import LEADER_LEASE, QUEUES_CONFIG_KEY, QUEUES_CONFIGMAP, USHER_NAMESPACE  # noqa: F401 (re-exported)
 
 SCHEDULER_NAME = "usher"
 GPU_RESOURCE = "nvidia.com/gpu"
