@@ -630,20 +630,28 @@ class KubeClient:
             if current.get("spec", {}).get("nodeName") != node:
                 raise
 
-    async def evict(self, namespace: str, pod: str) -> bool:
+    async def evict(self, namespace: str, pod: str, uid: str | None = None) -> bool:
         """Evict a pod through the Eviction API: True if accepted, False if the pod is gone.
 
-        A PodDisruptionBudget that forbids it raises :class:`DisruptionBudgetBlocked` at once.
+        With ``uid``, only that incarnation of the pod is evicted (a precondition): a pod created
+        again under the same name is left alone, and counts as gone. A PodDisruptionBudget that
+        forbids it raises :class:`DisruptionBudgetBlocked` at once.
         """
         eviction: Obj = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": pod, "namespace": namespace},
         }
+        if uid:
+            eviction["deleteOptions"] = {"preconditions": {"uid": uid}}
         try:
             await self._call("POST", PODS.path(namespace, pod, "eviction"), body=eviction, retry_ambiguous=True)
         except NotFound:
             return False
+        except Conflict:
+            if uid:
+                return False  # the precondition failed: the pod we meant is gone
+            raise
         return True
 
     async def set_unschedulable(self, node: str, unschedulable: bool) -> Obj:

@@ -137,7 +137,8 @@ class KubeController:
         self._wake = asyncio.Event()
         self._busy = 0
         self._written: dict[str, _Written] = {}
-        self._gone_waiters: dict[str, asyncio.Event] = {}
+        #: pods we evicted and have not yet seen go, by uid: (their node, their key, set when gone)
+        self._gone_waiters: dict[str, tuple[str | None, str, asyncio.Event]] = {}
         self._bind_slots = asyncio.Semaphore(BIND_CONCURRENCY)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_status = 0.0
@@ -290,10 +291,12 @@ class KubeController:
                 key = key_of(obj)
                 view = None if deleted else pod_view(obj)
                 mirror.pod_changed(view, key, now)
+                uid = obj.get("metadata", {}).get("uid", "")
                 if deleted or (view is not None and not view.live):
-                    waiter = self._gone_waiters.pop(key, None)
-                    if waiter is not None:
-                        waiter.set()
+                    self._gone(uid)
+                for old, (_, waiter_key, _) in list(self._gone_waiters.items()):
+                    if waiter_key == key and old != uid:
+                        self._gone(old)  # a new pod under the name: the one we evicted is gone
                     if deleted:
                         self._written.pop(key, None)
             elif source == Source.NODES:
@@ -422,20 +425,17 @@ class KubeController:
             self.mirror.sync(gang, self.clock())
 
     async def _wait_for_evictions(self, nodes: set[str]) -> None:
-        waits = [
-            ev.wait()
-            for key, ev in self._gone_waiters.items()
-            if (view := self._find(key)) is not None and view.node in nodes
-        ]
+        waits = [ev.wait() for node, _, ev in self._gone_waiters.values() if node in nodes]
         if waits:
             try:
                 await asyncio.wait_for(asyncio.gather(*waits), EVICTION_WAIT)
             except TimeoutError:
                 log.warning("pods evicted from %s are still there after %.0fs; binding anyway", ", ".join(sorted(nodes)), EVICTION_WAIT)
 
-    def _find(self, key: str) -> PodView | None:
-        gang = self.mirror.gangs.get(self.mirror.pod_gang.get(key, ""))
-        return gang.pods.get(key.split("/", 1)[1]) if gang is not None else None
+    def _gone(self, uid: str) -> None:
+        waiter = self._gone_waiters.pop(uid, None)
+        if waiter is not None:
+            waiter[2].set()
 
     async def _evict_gang(self, gang: Gang | None, why: str) -> bool:
         """Evict every bound pod of a gang; False if a PodDisruptionBudget refused one."""
@@ -446,17 +446,18 @@ class KubeController:
 
     async def _evict(self, view: PodView, why: str) -> bool:
         key = view.key
-        self._gone_waiters.setdefault(key, asyncio.Event())
+        self._gone_waiters.setdefault(view.uid, (view.node, key, asyncio.Event()))
         try:
-            await self.client.evict(view.namespace, view.name)
+            if not await self.client.evict(view.namespace, view.name, view.uid):
+                self._gone(view.uid)  # already gone
         except DisruptionBudgetBlocked as exc:
-            self._gone_waiters.pop(key, None)
+            self._gone(view.uid)
             self.stats.evictions_blocked += 1
             log.warning("eviction of %s refused: %s", key, exc)
             await self._event(_pod_ref(view), "EvictionBlocked", f"usher could not evict this pod ({why}): {exc}", warning=True)
             return False
         except ApiError as exc:
-            self._gone_waiters.pop(key, None)
+            self._gone(view.uid)
             log.warning("eviction of %s failed: %s", key, exc)
             return False
         self.stats.evictions += 1
@@ -466,7 +467,7 @@ class KubeController:
     async def _roll_back(self) -> None:
         pods, self.mirror.rollbacks = self.mirror.rollbacks, []
         for view in pods:
-            if view.key in self._gone_waiters:
+            if view.uid in self._gone_waiters:
                 continue  # already being evicted
             await self._evict(view, f"rolling back gang {view.gang}: found partly bound")
 
