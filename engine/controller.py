@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from .backends.replay import Kind, ReplayBackend
 from .build import build_state, resources_dict
 from .core import CommandError, Engine
-from .enums import Action
+from .enums import Action, JobState
 from .policy.registry import Policy
 from .scenario import EventSpec, Scenario
-from .state import MILLI, AuditEntry
+from .state import MILLI, AuditEntry, ClusterState
 
 MAX_PASSES = 4
 
@@ -63,6 +63,19 @@ class Snapshot:
     gpus_allocated: float
     gpus_schedulable: int
     audit_tail: list[AuditEntry] = field(default_factory=list)
+
+
+def snapshot_of(st: ClusterState, now: float) -> Snapshot:
+    """What watchers see of a state at ``now`` (the replay and the kube controller alike)."""
+    return Snapshot(
+        now=now,
+        running=len(st.running),
+        pending=sum(len(q.pending) for q in st.queues.values()),
+        finished=sum(1 for j in st.jobs if j.state == JobState.FINISHED),
+        gpus_allocated=st.schedulable_used_milli / MILLI,
+        gpus_schedulable=st.schedulable_gpu_count,
+        audit_tail=st.audit[-20:],
+    )
 
 
 class Controller:
@@ -189,19 +202,7 @@ class Controller:
     # -- the loop -------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        st = self.engine.state
-        running = len(st.running)
-        finished = sum(1 for j in st.jobs if j.state == "Finished")
-        pending = sum(len(q.pending) for q in st.queues.values())
-        return Snapshot(
-            now=self.now,
-            running=running,
-            pending=pending,
-            finished=finished,
-            gpus_allocated=st.schedulable_used_milli / MILLI,
-            gpus_schedulable=st.schedulable_gpu_count,
-            audit_tail=st.audit[-20:],
-        )
+        return snapshot_of(self.engine.state, self.now)
 
     def subscribe(self, callback: Callable[[Snapshot], None]) -> None:
         self.subscribers.append(callback)

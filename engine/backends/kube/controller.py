@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from ...controller import Command, Snapshot
+from ...controller import Command, Snapshot, snapshot_of
 from ...core import CommandError
 from ...cycle import Decision
 from ...enums import Action, DecisionKind, EndReason
@@ -165,16 +165,7 @@ class KubeController:
         self._wake.set()
 
     def snapshot(self) -> Snapshot:
-        st = self.state
-        return Snapshot(
-            now=self.clock(),
-            running=len(st.running),
-            pending=sum(len(q.pending) for q in st.queues.values()),
-            finished=sum(1 for j in st.jobs if j.state == "Finished"),
-            gpus_allocated=st.schedulable_used_milli / MILLI,
-            gpus_schedulable=st.schedulable_gpu_count,
-            audit_tail=st.audit[-20:],
-        )
+        return snapshot_of(self.state, self.clock())
 
     def subscribe(self, callback: Callable[[Snapshot], None]) -> None:
         self.subscribers.append(callback)
