@@ -29,14 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
-import yaml
 
+from usher.engine.backends.kube.client import format_time, utcnow
 from usher.engine.backends.kube.rbac import QUEUES_CONFIGMAP, QUEUES_CONFIG_KEY, USHER_NAMESPACE
 from usher.engine.backends.kube.objects import (
     SCHEDULER_NAME,
     Annotation,
     Phase,
-    format_time,
+    LIMIT_FIELDS,
+    edit_queue_limits,
 )
 from usher.engine.enums import Action
 from usher.engine.scenario import EventSpec, JobSpec, Scenario
@@ -208,7 +209,7 @@ class World:
     async def _set_phase(self, name: str, phase: Phase) -> None:
         status: dict[str, Any] = {"phase": str(phase)}
         if phase == Phase.RUNNING:
-            status["startTime"] = format_time(time.time())
+            status["startTime"] = format_time(utcnow())
             status["conditions"] = [{"type": "Ready", "status": "True"}]
         else:
             status["conditions"] = [{"type": "Ready", "status": "False", "reason": "PodCompleted"}]
@@ -262,14 +263,15 @@ class World:
         path = f"/api/v1/namespaces/{USHER_NAMESPACE}/configmaps/{QUEUES_CONFIGMAP}"
         for _ in range(5):
             cm = await self._req("GET", path)
-            doc = yaml.safe_load(cm["data"][QUEUES_CONFIG_KEY]) or {}
-            for q in doc.get("queues", []):
-                if q.get("name") != ev.queue:
-                    continue
-                for field_name, res in (("quota", ev.quota), ("borrowingLimit", ev.borrowing_limit), ("lendingLimit", ev.lending_limit)):
-                    if res is not None:
-                        q[field_name] = {**(q.get(field_name) or {}), **res.model_dump(mode="json", exclude_none=True)}
-            cm["data"][QUEUES_CONFIG_KEY] = yaml.safe_dump(doc, sort_keys=False)
+            limits = {
+                field_name: res.model_dump(mode="json", exclude_none=True)
+                for field_name, res in zip(LIMIT_FIELDS, (ev.quota, ev.borrowing_limit, ev.lending_limit))
+                if res is not None
+            }
+            text = edit_queue_limits(cm["data"][QUEUES_CONFIG_KEY], ev.queue or "", limits)
+            if text is None:
+                return
+            cm["data"][QUEUES_CONFIG_KEY] = text
             r = await self.http.put(path, content=json.dumps(cm), headers={"Content-Type": "application/json"})
             if r.status_code != 409:
                 return

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-import yaml
 
 from ...controller import Command, Snapshot, snapshot_of
 from ...core import CommandError
@@ -48,9 +47,11 @@ from .metrics import ControllerMetrics
 from .mirror import Gang, Mirror
 from .rbac import LEADER_LEASE, QUEUES_CONFIGMAP, QUEUES_CONFIG_KEY, USHER_NAMESPACE
 from .objects import (
+    LIMIT_FIELDS,
     SCHEDULER_NAME,
     Annotation,
     PodView,
+    edit_queue_limits,
     key_of,
     node_view,
     pod_view,
@@ -584,20 +585,14 @@ class KubeController:
         for attempt in range(4):
             obj = await self.client.get(path)
             text = (obj.get("data") or {}).get(QUEUES_CONFIG_KEY, "")
-            doc = yaml.safe_load(text) or {}
-            queue = next((q for q in doc.get("queues") or [] if q.get("name") == cmd.queue), None)
-            if queue is None:
+            limits = {
+                field_name: {res: None if v is None else _spec_amount(res, v) for res, v in values.items()}
+                for field_name, values in zip(LIMIT_FIELDS, (cmd.quota, cmd.borrowing_limit, cmd.lending_limit))
+                if values
+            }
+            new_text = edit_queue_limits(text, cmd.queue or "", limits)
+            if new_text is None:
                 raise CommandError(f"setQuota: unknown queue {cmd.queue!r}")
-            for field_name, values in (("quota", cmd.quota), ("borrowingLimit", cmd.borrowing_limit), ("lendingLimit", cmd.lending_limit)):
-                if values:
-                    entry = queue.setdefault(field_name, {}) or {}
-                    queue[field_name] = entry
-                    for res, value in values.items():
-                        if value is None:
-                            entry.pop(res, None)
-                        else:
-                            entry[res] = _spec_amount(res, value)
-            new_text = yaml.safe_dump(doc, sort_keys=False)
             try:
                 parse_queue_config(new_text, "the edited queue config")
             except ScenarioError as exc:

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
+
+import yaml
 
 from ...scenario.quantity import parse_cpu, parse_duration, parse_memory
 from ...state import MILLI, UNLIMITED
@@ -80,17 +82,31 @@ def parse_time(text: str | None) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def format_time(seconds: float, micro: bool = False) -> str:
-    """An RFC 3339 timestamp in UTC; ``micro`` gives the MicroTime form Leases and Events use."""
-    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
-    if micro:
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def natural_key(name: str) -> tuple[Any, ...]:
     """Sort key that puts ``worker-9`` before ``worker-10``."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+#: How the queue config names each kind of limit.
+LIMIT_FIELDS = ("quota", "borrowingLimit", "lendingLimit")
+
+
+def edit_queue_limits(text: str, queue: str, limits: dict[str, dict[str, Any]]) -> str | None:
+    """The queue config ``text`` with ``limits`` (field -> resource -> amount in spec units,
+    None to drop it) merged into ``queue``'s entry; None when the config has no such queue."""
+    doc = yaml.safe_load(text) or {}
+    entry = next((q for q in doc.get("queues") or [] if q.get("name") == queue), None)
+    if entry is None:
+        return None
+    for field_name, values in limits.items():
+        current = dict(entry.get(field_name) or {})
+        for resource, amount in values.items():
+            if amount is None:
+                current.pop(resource, None)
+            else:
+                current[resource] = amount
+        entry[field_name] = current
+    return yaml.safe_dump(doc, sort_keys=False)
 
 
 def key_of(obj: dict[str, Any]) -> str:
