@@ -52,7 +52,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -114,7 +114,8 @@ class Fault:
     times: int | None = None
     """How many times it fires; ``None``: every time it matches."""
     probability: float = 1.0
-    """The chance that a matching request is hit, drawn from the server's seeded RNG."""
+    """The chance that a matching request is hit, drawn from the rule's own seeded RNG, so which
+    matching requests it hits does not depend on how other requests interleave with them."""
     status: int = 500
     retry_after: int | None = None
     """``ERROR``: seconds sent in ``Retry-After`` and the Status's ``retryAfterSeconds``."""
@@ -122,6 +123,7 @@ class Fault:
     after_events: int = 0
     fired: int = 0
     """How many times it has fired so far."""
+    rng: random.Random = field(default_factory=lambda: random.Random(0), repr=False)
 
     def matches(self, request: Request, watch: bool) -> bool:
         if self.times is not None and self.fired >= self.times:
@@ -800,7 +802,7 @@ class FakeApiServer:
         *,
         tokens: Iterable[str] | None = None,
         bookmark_interval: float = 60.0,
-        seed: int | None = None,
+        seed: int = 0,
         request_log: int = 100_000,
     ) -> None:
         self.store = store if store is not None else Store()
@@ -810,7 +812,7 @@ class FakeApiServer:
         self.faults: list[Fault] = []
         self.requests: deque[RequestRecord] = deque(maxlen=request_log)
         self.disruption = DisruptionController(self.store)
-        self._rng = random.Random(seed)
+        self._seed = seed
         self._http = HttpServer(self.handle)
         self._host = "127.0.0.1"
 
@@ -847,6 +849,7 @@ class FakeApiServer:
     def inject(self, kind: FaultKind, **rule: Any) -> Fault:
         """Add a fault rule (see :class:`Fault` for its fields); rules are tried in order."""
         fault = Fault(FaultKind(kind), **rule)
+        fault.rng = random.Random(f"{self._seed}/{len(self.faults)}")
         self.faults.append(fault)
         return fault
 
@@ -886,7 +889,7 @@ class FakeApiServer:
 
     def _pick_fault(self, request: Request, watch: bool) -> Fault | None:
         for fault in self.faults:
-            if fault.matches(request, watch) and self._rng.random() < fault.probability:
+            if fault.matches(request, watch) and fault.rng.random() < fault.probability:
                 fault.fired += 1
                 return fault
         return None
