@@ -50,6 +50,18 @@ class Command:
     borrowing_limit: dict[str, float] | None = None
     lending_limit: dict[str, float] | None = None
     actor: str = "operator"
+    #: set by ``post``: resolves to the command's result text, or raises its ``CommandError``
+    reply: asyncio.Future[str] | None = field(default=None, compare=False, repr=False)
+
+
+def settle_reply(cmd: Command, result: str | None = None, error: BaseException | None = None) -> None:
+    """Tell whoever posted ``cmd`` how it went (nothing to do for commands nobody awaits)."""
+    if cmd.reply is None or cmd.reply.done():
+        return
+    if error is not None:
+        cmd.reply.set_exception(error)
+    else:
+        cmd.reply.set_result(result or "")
 
 
 @dataclass(slots=True)
@@ -207,6 +219,14 @@ class Controller:
     def subscribe(self, callback: Callable[[Snapshot], None]) -> None:
         self.subscribers.append(callback)
 
+    def post(self, cmd: Command) -> asyncio.Future[str]:
+        """Queue an operator command for the running loop; the future gives its result."""
+        if self.commands is None:
+            raise CommandError("the replay is not running")
+        cmd.reply = asyncio.get_running_loop().create_future()
+        self.commands.put_nowait(cmd)
+        return cmd.reply
+
     def _publish(self) -> None:
         if self.subscribers:
             snap = self.snapshot()
@@ -221,9 +241,10 @@ class Controller:
             while not self.commands.empty():
                 cmd = self.commands.get_nowait()
                 try:
-                    self.apply_command(cmd)
+                    settle_reply(cmd, self.apply_command(cmd))
                 except CommandError as exc:
                     self.engine.state.audit.append(AuditEntry(self.now, cmd.actor, str(cmd.action), "?", f"rejected: {exc}"))
+                    settle_reply(cmd, error=exc)
             if self.paused:
                 await asyncio.sleep(0.05)
                 continue

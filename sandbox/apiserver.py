@@ -198,6 +198,7 @@ _SUBRESOURCES: dict[Resource, tuple[Sub, ...]] = {
         if rt.status_subresource and rt.resource is not Resource.PODS
     },
 }
+_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 _BINDINGS = "bindings"
 """The legacy ``POST namespaces/{ns}/bindings`` endpoint (the Binding names the pod)."""
 
@@ -810,6 +811,8 @@ class FakeApiServer:
         """Accepted bearer tokens; ``None`` or empty: no authentication. Change it at any time."""
         self.bookmark_interval = bookmark_interval
         self.faults: list[Fault] = []
+        self.forbidden: set[tuple[str, str, str]] = set()
+        """(verb, resource, subresource) triples denied with 403; see :meth:`forbid`."""
         self.requests: deque[RequestRecord] = deque(maxlen=request_log)
         self.disruption = DisruptionController(self.store)
         self._seed = seed
@@ -855,6 +858,16 @@ class FakeApiServer:
 
     def clear_faults(self) -> None:
         self.faults.clear()
+
+    def forbid(self, verb: str, resource: str, subresource: str = "") -> None:
+        """Deny every client ``verb`` on ``resource`` (and ``subresource``) with 403, as RBAC would.
+
+        SelfSubjectAccessReviews answer the same rules, so a client that asks first sees them.
+        """
+        self.forbidden.add((verb.lower(), resource, subresource))
+
+    def _allowed(self, verb: str, resource: str, subresource: str = "") -> bool:
+        return (verb.lower(), resource, subresource) not in self.forbidden
 
     def count(self, method: str | None = None, path: str = "*", status: int | None = None) -> int:
         """How many logged requests match ``method``, the ``fnmatch`` pattern ``path`` and ``status``."""
@@ -911,9 +924,30 @@ class FakeApiServer:
             return Response.json(200, discovery)
         if request.param("dryRun"):
             raise ApiError.bad_request("dryRun is not supported by the sandbox")
+        if request.path == _ACCESS_REVIEWS:
+            return self._access_review(request)
         target = route(request, watch)
+        resource = str(target.rt.resource) if target.rt is not None else "pods"
+        sub = str(target.sub) if target.sub is not None and target.sub is not Sub.STATUS else ""
+        if not self._allowed(str(target.verb), resource, sub):
+            what = f"{resource}/{sub}" if sub else resource
+            raise ApiError(403, Reason.FORBIDDEN, f'{what} is forbidden: cannot {str(target.verb).lower()} resource "{what}"')
         drop_after = fault.after_events if fault is not None else None
         return await self._dispatch(request, target, drop_after)
+
+    def _access_review(self, request: Request) -> Response:
+        """A SelfSubjectAccessReview: is the caller allowed ``spec.resourceAttributes``?"""
+        if request.method != "POST":
+            raise ApiError(405, Reason.METHOD_NOT_ALLOWED, "the server does not allow this method on the requested resource")
+        review = _body_object(request)
+        attributes = (review.get("spec") or {}).get("resourceAttributes")
+        if not isinstance(attributes, dict) or not attributes.get("verb") or not attributes.get("resource"):
+            raise ApiError.bad_request("spec.resourceAttributes.verb and .resource are required")
+        allowed = self._allowed(str(attributes["verb"]), str(attributes["resource"]), str(attributes.get("subresource") or ""))
+        status: JsonObject = {"allowed": allowed}
+        if not allowed:
+            status["reason"] = "denied by the sandbox's rules"
+        return Response.json(201, {**review, "status": status})
 
     async def _apply_fault(self, fault: Fault, watch: bool) -> None:
         match fault.kind:

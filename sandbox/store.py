@@ -191,6 +191,7 @@ class Reason(StrEnum):
 
     BAD_REQUEST = "BadRequest"
     UNAUTHORIZED = "Unauthorized"
+    FORBIDDEN = "Forbidden"
     NOT_FOUND = "NotFound"
     METHOD_NOT_ALLOWED = "MethodNotAllowed"
     NOT_ACCEPTABLE = "NotAcceptable"

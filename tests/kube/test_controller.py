@@ -256,3 +256,26 @@ async def test_operator_commands_land_in_the_cluster(cluster):
         await ctrl.apply_command(Command(Action.FAIL, node="n-01"))
     events = {e["reason"] for e in objects(c, "events", None)}
     assert "UsherCordon" in events and "UsherSetQuota" in events
+
+
+async def test_posted_commands_answer_and_rbac_denials_are_known_before_trying(cluster):
+    c = await cluster()
+    ctrl = await c.controller()
+    # a command posted the way the console does it comes back with its result
+    assert await asyncio.wait_for(ctrl.post(Command(Action.CORDON, node="n-02")), 10) == "cordoned"
+    assert c.server.store.get("nodes", "n-02")["spec"]["unschedulable"] is True
+    with pytest.raises(CommandError, match="unknown job"):
+        await asyncio.wait_for(ctrl.post(Command(Action.APPROVE, job="no-such-job")), 10)
+    # an operator who may not evict or edit the queue config: asked once, before any attempt
+    assert await ctrl.forbidden_actions() == {}
+    c.server.forbid("create", "pods", "eviction")
+    c.server.forbid("update", "configmaps")
+    ctrl.client._reviews.clear()
+    before = c.server.count("POST", "*/eviction")
+    forbidden = await ctrl.forbidden_actions()
+    assert set(forbidden) == {Action.PREEMPT, Action.DRAIN, Action.SET_QUOTA}
+    assert "pods/eviction" in forbidden[Action.PREEMPT]
+    assert c.server.count("POST", "*/eviction") == before
+    # and the server refuses what it says it refuses: a blind attempt fails with 403
+    with pytest.raises(CommandError, match="forbidden"):
+        await asyncio.wait_for(ctrl.post(Command(Action.SET_QUOTA, queue="research", quota={"gpu": 8_000})), 10)

@@ -32,7 +32,7 @@ from enum import StrEnum
 from typing import Any
 
 
-from ...controller import Command, Snapshot, snapshot_of
+from ...controller import Command, Snapshot, settle_reply, snapshot_of
 from ...core import CommandError
 from ...cycle import Decision
 from ...enums import Action, DecisionKind, EndReason
@@ -171,6 +171,46 @@ class KubeController:
     def subscribe(self, callback: Callable[[Snapshot], None]) -> None:
         self.subscribers.append(callback)
 
+    def post(self, cmd: Command) -> asyncio.Future[str]:
+        """Queue an operator command for the next tick; the future gives its result."""
+        if self.commands is None:
+            raise CommandError("not connected yet")
+        cmd.reply = asyncio.get_running_loop().create_future()
+        self.commands.put_nowait(cmd)
+        self._wake.set()
+        return cmd.reply
+
+    async def forbidden_actions(self) -> dict[Action, str]:
+        """The operator actions this identity may not carry out, each with the reason.
+
+        Asked once per action with SelfSubjectAccessReviews (the client caches the answers), so
+        the console can show a forbidden action disabled instead of trying it blindly.
+        """
+        needs: dict[Action, list[tuple[str, str, str, str]]] = {
+            Action.CORDON: [("patch", "nodes", "", "")],
+            Action.UNCORDON: [("patch", "nodes", "", "")],
+            Action.DRAIN: [("patch", "nodes", "", ""), ("create", "pods", "eviction", "")],
+            Action.PREEMPT: [("create", "pods", "eviction", "")],
+            Action.APPROVE: [("patch", "pods", "", "")],
+            Action.HOLD: [("patch", "pods", "", "")],
+            Action.RELEASE: [("patch", "pods", "", "")],
+            Action.SET_QUOTA: [("update", "configmaps", "", self.namespace)],
+        }
+        out: dict[Action, str] = {}
+        for action, checks in needs.items():
+            for verb, resource, sub, namespace in checks:
+                try:
+                    allowed = await self.client.access_review(verb, resource, namespace=namespace, subresource=sub)
+                except ApiError as exc:
+                    out[action] = f"could not ask the API server whether you may {verb} {resource}: {exc}"
+                    break
+                if not allowed:
+                    what = f"{resource}/{sub}" if sub else resource
+                    where = f" in {namespace}" if namespace else ""
+                    out[action] = f"your RBAC does not allow {verb} on {what}{where}"
+                    break
+        return out
+
     def _publish(self) -> None:
         if self.subscribers:
             snap = self.snapshot()
@@ -256,9 +296,13 @@ class KubeController:
             while self.commands is not None and not self.commands.empty():
                 cmd = self.commands.get_nowait()
                 try:
-                    await self.apply_command(cmd)
+                    settle_reply(cmd, await self.apply_command(cmd))
                 except CommandError as exc:
                     self.state.audit.append(AuditEntry(now, cmd.actor, str(cmd.action), "?", f"rejected: {exc}"))
+                    settle_reply(cmd, error=exc)
+                except ApiError as exc:
+                    self.state.audit.append(AuditEntry(now, cmd.actor, str(cmd.action), "?", f"failed: {exc}"))
+                    settle_reply(cmd, error=CommandError(f"{cmd.action}: {exc}"))
             leader = self.is_leader
             self.metrics.set_leader(leader)
             if leader and not self.paused:
