@@ -24,6 +24,7 @@ from .enums import Action, JobState
 from .policy.registry import Policy
 from .scenario import EventSpec, Scenario
 from .state import MILLI, AuditEntry, ClusterState
+from .telemetry import TelemetryStore
 
 MAX_PASSES = 4
 
@@ -105,6 +106,8 @@ class Controller:
         self.paused = False
         self.speed: float | None = None
         self.done = False
+        #: live GPU telemetry for the console (filled by the synthetic source while watched)
+        self.telemetry = TelemetryStore()
 
     @property
     def state(self):

@@ -40,6 +40,7 @@ from ...explain import explain_all
 from ...policy.registry import Policy
 from ...scenario import ScenarioError, parse_queue_config
 from ...state import MILLI, AuditEntry
+from ...telemetry import TelemetryStore
 from .client import ApiError, ConditionStatus, DisruptionBudgetBlocked, EventType, KubeClient, NotFound, ObjectRef
 from .informer import DeltaType, Informer
 from .lease import LeaderElector
@@ -143,6 +144,8 @@ class KubeController:
         self._bind_slots = asyncio.Semaphore(BIND_CONCURRENCY)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_status = 0.0
+        #: live GPU telemetry, filled by the sources given with ``--telemetry`` (see usher.cluster)
+        self.telemetry = TelemetryStore()
 
     # -- what watchers see ----------------------------------------------------------------
 
