@@ -24,6 +24,7 @@ from .enums import Action, JobState
 from .policy.registry import Policy
 from .scenario import EventSpec, Scenario
 from .state import MILLI, AuditEntry, ClusterState
+from .synthetic_telemetry import SyntheticTelemetry
 from .telemetry import TelemetryStore
 
 MAX_PASSES = 4
@@ -108,6 +109,7 @@ class Controller:
         self.done = False
         #: live GPU telemetry for the console (filled by the synthetic source while watched)
         self.telemetry = TelemetryStore()
+        self.synthetic_telemetry = SyntheticTelemetry(self.telemetry, seed)
 
     @property
     def state(self):
@@ -232,6 +234,7 @@ class Controller:
 
     def _publish(self) -> None:
         if self.subscribers:
+            self.synthetic_telemetry.sample(self.engine.state, self.now, self.speed)
             snap = self.snapshot()
             for cb in self.subscribers:
                 cb(snap)
