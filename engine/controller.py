@@ -36,6 +36,8 @@ class Metrics:
 
     allocated_milli_seconds: float = 0.0
     available_gpu_seconds: float = 0.0
+    #: of the allocated, what gangs held while waiting for the rest of their pods
+    idle_held_milli_seconds: float = 0.0
     cycles: int = 0
     cycle_seconds: float = 0.0
 
@@ -77,6 +79,16 @@ class Snapshot:
     gpus_allocated: float
     gpus_schedulable: int
     audit_tail: list[AuditEntry] = field(default_factory=list)
+
+
+def incomplete_gang_milli(st: ClusterState) -> int:
+    """Milli-GPUs on schedulable nodes held by gangs that wait for the rest of their pods."""
+    held = 0
+    for jid in st.incomplete:
+        run = st.jobs[jid].current_run
+        if run is not None:
+            held += sum(p.gpu_milli for p in run.placements if st.nodes[p.node_id].schedulable)
+    return held
 
 
 def snapshot_of(st: ClusterState, now: float) -> Snapshot:
@@ -123,6 +135,8 @@ class Controller:
             st = self.engine.state
             self.metrics.allocated_milli_seconds += st.schedulable_used_milli * dt
             self.metrics.available_gpu_seconds += st.schedulable_gpu_count * dt
+            if st.incomplete:
+                self.metrics.idle_held_milli_seconds += incomplete_gang_milli(st) * dt
             self.now = to
 
     def next_time(self) -> float | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from .cycle import Admitter, CycleResult, Decision, run_cycle
 from .enums import Action, DecisionKind, EndReason, JobState
 from .policy.registry import Policy, get_policy
-from .state import INF, AuditEntry, ClusterState, Job, PodPlacement, Run, Vec
+from .state import INF, AuditEntry, ClusterState, Job, PodPlacement, Run, Vec, vadd
 
 
 class CommandError(ValueError):
@@ -46,13 +46,46 @@ class Engine(Admitter):
         state.dequeue(job)
         job.state = JobState.RUNNING
         job.pending_reason = None
-        job.runs.append(Run(now, list(placements)))
+        job.runs.append(Run(now, list(placements), work_start=now))
         state.charge(job, request)
         state.mark_running(job)
         state.admit_counter += 1
         job.admitted_seq = state.admit_counter
         state.queues[job.queue].admitted += 1
         result.decisions.append(Decision(DecisionKind.BIND, job, list(placements)))
+
+    def bind_pod(
+        self, job: Job, placement: PodPlacement, amount: Vec, now: float, completes: bool, result: CycleResult
+    ) -> None:
+        """Pod-by-pod admission: one more pod of ``job`` is bound (already reserved on the state).
+
+        The job holds its pods (and their quota) from its first pod on, but works only once
+        ``completes``: its last needed pod is bound. Until then it stays in its queue.
+        """
+        state = self.state
+        run = job.current_run
+        if run is None:
+            run = Run(now, [])
+            job.runs.append(run)
+            state.incomplete.add(job.id)
+        elif now > run.start:
+            placement.bound_at = now
+        run.placements.append(placement)
+        q = state.queues[job.queue]
+        for r in range(3):
+            q.usage[r] += amount[r]
+        job.charged = vadd(job.charged, amount)
+        if completes:
+            run.work_start = now
+            state.incomplete.discard(job.id)
+            state.dequeue(job)
+            job.state = JobState.RUNNING
+            job.pending_reason = None
+            state.mark_running(job)
+            state.admit_counter += 1
+            job.admitted_seq = state.admit_counter
+            q.admitted += 1
+        result.decisions.append(Decision(DecisionKind.BIND, job, [placement], starts_work=completes))
 
     def adopt(self, job: Job, placements: list[PodPlacement], start: float) -> None:
         """Take in a job found already running (a restarted controller rebuilding from a cluster)."""
@@ -62,7 +95,7 @@ class Engine(Admitter):
         job.submitted = True
         job.state = JobState.RUNNING
         job.pending_reason = None
-        job.runs.append(Run(start, list(placements)))
+        job.runs.append(Run(start, list(placements), work_start=start))
         state.charge(job, job.request if len(placements) >= job.total_pods else _request(job, placements))
         state.mark_running(job)
         state.admit_counter += 1
@@ -80,12 +113,13 @@ class Engine(Admitter):
         if run is None:
             return
         self._end_run(job, run, now, reason, by)
-        elapsed = now - run.start
+        elapsed = now - run.work_start if run.work_start is not None else 0.0
         saved = (elapsed // job.checkpoint_every) * job.checkpoint_every if job.checkpoint_every else 0.0
         job.saved += saved
         if job.remaining is not None:
             job.remaining = max(0.0, job.remaining - saved)
         job.state = JobState.PENDING
+        self.state.dequeue(job)  # an incomplete gang never left its queue
         self.state.enqueue(job)
         if reason == EndReason.PREEMPTED:
             self.state.audit.append(
@@ -102,6 +136,7 @@ class Engine(Admitter):
         state.unplace(job, run.placements)
         state.mark_stopped(job, run)
         state.uncharge(job)
+        state.incomplete.discard(job.id)
 
     def unbind(self, job: Job, now: float, why: str) -> None:
         """Undo a bind the backend could not carry out; the job goes back to its queue."""

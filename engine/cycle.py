@@ -26,7 +26,7 @@ from .policy.backfill import Reservation, cached_reservation, plan_reservation, 
 from .policy.ordering import AdmissionOrder
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
 from .policy.preemption import find_victims
-from .policy.registry import Policy
+from .policy.registry import Backfill, Policy
 from .state import ClusterState, Job, PodPlacement, Vec
 
 CAPACITY_REASONS = (PendingReason.INSUFFICIENT_CAPACITY, PendingReason.TOPOLOGY_UNSATISFIABLE)
@@ -41,6 +41,8 @@ class Decision:
     placements: list[PodPlacement] = field(default_factory=list)
     reason: EndReason | None = None
     by: str | None = None
+    #: for a bind: the job begins to work now (False: an incomplete gang took one more pod)
+    starts_work: bool = True
 
 
 @dataclass(slots=True)
@@ -63,6 +65,10 @@ def _wait(job: Job, reason: PendingReason) -> None:
 
 
 def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter") -> CycleResult:
+    if not policy.gang:
+        from .podcycle import run_pod_cycle
+
+        return run_pod_cycle(state, now, policy, engine)
     result = CycleResult()
     order = AdmissionOrder(state, fair_share=policy.fair_share)
     failed_shapes: dict[tuple, PendingReason] = {}
@@ -91,7 +97,7 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
             qkey = (job.queue, request)
             verdict_reason = failed_quota.get(qkey)
             if verdict_reason is None:
-                verdict = quota.check(state, queue, request)
+                verdict = quota.check(state, queue, request, policy.borrowing)
                 verdict_reason = verdict.reason
             if verdict_reason is not None:
                 failed_quota[qkey] = verdict_reason
@@ -116,7 +122,7 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
             cached = failed_shapes.get(shape)
             if cached is None:
                 if not quick_reject(state, job, counts):
-                    placer = Placer(state, guard)
+                    placer = Placer(state, guard, scoring=policy.scoring)
                     if placer.place_gang(job, counts):
                         engine.admit(job, placer.taken, request, now, result)
                         admitted = True
@@ -146,7 +152,7 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
         _wait(job, reason)
         if policy.strict_fifo:
             order.block(job.queue)
-        if reservation is None and policy.backfill and reason in CAPACITY_REASONS:
+        if reservation is None and policy.backfill == Backfill.EASY and reason in CAPACITY_REASONS:
             reservation = cached_reservation(state.last_plan, state, job, now)
             if reservation is None:
                 reservation = plan_reservation(state, job, attempts[0], now)
@@ -178,4 +184,9 @@ class Admitter:
         raise NotImplementedError
 
     def stop(self, job: Job, now: float, reason: EndReason, by: str | None, result: CycleResult | None) -> None:
+        raise NotImplementedError
+
+    def bind_pod(
+        self, job: Job, placement: PodPlacement, amount: Vec, now: float, completes: bool, result: CycleResult
+    ) -> None:
         raise NotImplementedError

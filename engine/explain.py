@@ -136,12 +136,19 @@ def explain_all(state: ClusterState, now: float) -> dict[int, Explanation]:
     waiting = [
         j
         for j in state.jobs
-        if j.submitted and j.current_run is None and j.state != JobState.FINISHED
+        if j.submitted and (j.current_run is None or j.incomplete_gang) and j.state != JobState.FINISHED
     ]
     if not waiting:
         return {}
     positions = queue_positions(state)
-    order = [j for j in AdmissionOrder(state) if not j.held and j.pending_reason not in (PendingReason.AWAITING_APPROVAL, PendingReason.HELD)]
+    # The planner places whole gangs; a gang already holding part of its pods has no estimate.
+    order = [
+        j
+        for j in AdmissionOrder(state)
+        if not j.held
+        and not j.incomplete_gang
+        and j.pending_reason not in (PendingReason.AWAITING_APPROVAL, PendingReason.HELD)
+    ]
     etas = estimate_starts(state, order, now)
     out: dict[int, Explanation] = {}
     for job in waiting:
@@ -149,5 +156,19 @@ def explain_all(state: ClusterState, now: float) -> dict[int, Explanation]:
         eta = etas.get(job.id)
         if reason in (PendingReason.HELD, PendingReason.AWAITING_APPROVAL, PendingReason.EXCEEDS_QUOTA):
             eta = None
-        out[job.id] = Explanation(reason, message(state, job, reason, now), positions.get(job.id), eta)
+        text = message(state, job, reason, now)
+        if job.incomplete_gang:
+            text = f"{holding(job)} {text}"
+        out[job.id] = Explanation(reason, text, positions.get(job.id), eta)
     return out
+
+
+def holding(job: Job) -> str:
+    """What an incomplete gang holds while it waits for the rest of its pods."""
+    run = job.current_run
+    assert run is not None
+    held = sum(p.gpu_milli for p in run.placements)
+    return (
+        f"Holds {len(run.placements)} of its {job.min_count} pods ({gpus(held)} GPUs) without working, "
+        "waiting for the rest (no gang scheduling)."
+    )

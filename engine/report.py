@@ -1,5 +1,11 @@
 """The replay report of ``spec/scenario.md`` section 3, built from a finished controller.
 
+Beyond the spec's summary: ``gangsDeadlocked`` counts the jobs holding some of their pods that
+could never get the rest (``policy.podwise.deadlocked_gangs``), and ``gpuHeldIdle`` is the part
+of ``gpuUtilization`` held by gangs waiting for the rest of their pods (both only happen without
+gang admission). Such a wait ends at a run's ``workStart``; pods bound after their run began
+carry ``since``. Waits are measured to the first time a job began to work.
+
 Field names and order follow the spec. Numbers are rounded (times to the millisecond, ratios to
 six places) so that the same scenario and seed always give byte-identical JSON.
 """
@@ -14,6 +20,7 @@ from typing import Any
 from .controller import Controller
 from .enums import EndReason, JobState
 from .explain import explain_all
+from .policy.podwise import deadlocked_gangs
 from .state import MILLI, Job
 
 VERSION = "0.1.0"
@@ -32,11 +39,15 @@ def _run(ctrl: Controller, job: Job, run) -> dict[str, Any]:
     }
     if run.by:
         out["by"] = run.by
+    if run.work_start != run.start:  # pod-by-pod admission: held pods before the job could work
+        out["workStart"] = _t(run.work_start)
     placements = []
     for p in run.placements:
         item: dict[str, Any] = {"pod": p.pod, "node": nodes[p.node_id].name, "gpus": list(p.gpus)}
         if p.share:
             item["gpuShare"] = p.share / MILLI
+        if p.bound_at is not None:
+            item["since"] = _t(p.bound_at)
         placements.append(item)
     out["placements"] = placements
     return out
@@ -67,7 +78,7 @@ def build_report(ctrl: Controller) -> dict[str, Any]:
             continue
         runs = [_run(ctrl, job, r) for r in job.runs]
         preemptions += sum(1 for r in job.runs if r.end_reason in (EndReason.PREEMPTED, EndReason.OPERATOR_PREEMPTED))
-        if job.current_run is not None:
+        if job.current_run is not None and not job.incomplete_gang:
             state_name = JobState.RUNNING
         elif job.state == JobState.FINISHED:
             state_name = JobState.FINISHED
@@ -79,7 +90,9 @@ def build_report(ctrl: Controller) -> dict[str, Any]:
             state_name = JobState.PENDING
         if state_name == JobState.FINISHED:
             finished += 1
-            waits.append(job.runs[0].start - job.submit)
+            first_work = job.first_work_start
+            assert first_work is not None
+            waits.append(first_work - job.submit)
             end = job.runs[-1].end or now
             jcts.append(end - job.submit)
             last_finish = max(last_finish, end)
@@ -101,6 +114,7 @@ def build_report(ctrl: Controller) -> dict[str, Any]:
         )
     m = ctrl.metrics
     util = m.allocated_milli_seconds / MILLI / m.available_gpu_seconds if m.available_gpu_seconds else 0.0
+    idle = m.idle_held_milli_seconds / MILLI / m.available_gpu_seconds if m.available_gpu_seconds else 0.0
     summary = {
         "gpuUtilization": round(util, 6),
         "avgWaitSeconds": _t(sum(waits) / len(waits)) if waits else 0.0,
@@ -110,6 +124,8 @@ def build_report(ctrl: Controller) -> dict[str, Any]:
         "preemptions": preemptions,
         "finished": finished,
         "pending": pending,
+        "gangsDeadlocked": len(deadlocked_gangs(state, ctrl.engine.policy)),
+        "gpuHeldIdle": round(idle, 6),
     }
     return {
         "scenario": state.name,

@@ -126,6 +126,8 @@ class PodPlacement:
     share: int  # milli per GPU listed when shared; 0 for whole GPUs
     cpu: int
     memory: int
+    #: when the pod was bound, if later than its run's start (pod-by-pod admission only)
+    bound_at: float | None = None
 
     @property
     def gpu_milli(self) -> int:
@@ -141,6 +143,13 @@ class Run:
     end: float | None = None
     end_reason: EndReason | None = None
     by: str | None = None
+    #: when the job began to work: at ``start`` for a gang; with pod-by-pod admission, when
+    #: the last pod it needs was bound (None while it holds some pods and waits for the rest)
+    work_start: float | None = None
+
+    @property
+    def working(self) -> bool:
+        return self.work_start is not None
 
 
 @dataclass(slots=True)
@@ -186,6 +195,17 @@ class Job:
         if self.runs and self.runs[-1].end is None:
             return self.runs[-1]
         return None
+
+    @property
+    def incomplete_gang(self) -> bool:
+        """Holds some of its pods and waits for the rest (pod-by-pod admission only)."""
+        run = self.current_run
+        return run is not None and run.work_start is None
+
+    @property
+    def first_work_start(self) -> float | None:
+        """When the job first began to work (the end of its wait), if it has."""
+        return next((r.work_start for r in self.runs if r.work_start is not None), None)
 
     def order_key(self) -> tuple[int, float, int]:
         """Ordering within a queue: priority, then submit time, then file order."""
@@ -275,6 +295,8 @@ class ClusterState:
         self.partial_nodes: set[int] = set()
         self.max_gpus = 0
         self.running: set[int] = set()
+        #: jobs holding some pods while they wait for the rest (pod-by-pod admission)
+        self.incomplete: set[int] = set()
         #: running jobs by queue, and (estimated end, seq, id) of running jobs kept sorted
         self.running_by_queue: dict[str, set[int]] = {}
         self.ends: list[tuple[float, int, int]] = []
@@ -423,7 +445,7 @@ class ClusterState:
 
         run = job.current_run
         assert run is not None
-        job.est_end = run.start + job.estimated_runtime()
+        job.est_end = (run.start if run.work_start is None else run.work_start) + job.estimated_runtime()
         self.running.add(job.id)
         self.running_by_queue.setdefault(job.queue, set()).add(job.id)
         insort(self.ends, (job.est_end, job.seq, job.id))

@@ -77,7 +77,7 @@ class ReplayBackend:
     def apply(self, decisions: list[Decision], now: float) -> None:
         """Carry out decisions: a bind always succeeds here and its completion is scheduled."""
         for d in decisions:
-            if d.kind == DecisionKind.BIND:
+            if d.kind == DecisionKind.BIND and d.starts_work:
                 job = d.job
                 if job.remaining is not None:
                     self._push(now + job.remaining, Due(Kind.FINISH, job.id, len(job.runs)))

@@ -25,6 +25,7 @@ from typing import Iterable, Protocol
 
 from ..enums import PendingReason, TopologyMode
 from ..state import MILLI, ClusterState, Job, Node, PodGroup, PodPlacement
+from .registry import Scoring
 
 SCORE_SAMPLE = 8
 
@@ -198,6 +199,16 @@ def pick_shared_gpu(node: Node, share: int) -> int | None:
     return island_best[0] if island_best else None
 
 
+def lowest_whole_gpus(node: Node, g: int) -> list[int]:
+    """The ``g`` free whole GPUs with the lowest indices (placement that ignores NVLink)."""
+    return [i for i, f in enumerate(node.gpu_free) if f == MILLI][:g]
+
+
+def lowest_shared_gpu(node: Node, share: int) -> int | None:
+    """The GPU with the lowest index that has ``share`` free (shared or whole)."""
+    return next((i for i, f in enumerate(node.gpu_free) if f >= share), None)
+
+
 # -- choosing a node ----------------------------------------------------------------------
 
 
@@ -208,6 +219,7 @@ class Placer:
     state: ClusterState
     guard: Guard | None = None
     taken: list[PodPlacement] = field(default_factory=list)
+    scoring: Scoring = Scoring.USHER
 
     def _fits_node(self, node: Node, pod: PodGroup) -> bool:
         if node.cpu_free < pod.cpu or node.mem_free < pod.memory:
@@ -225,8 +237,9 @@ class Placer:
     def _best_in(self, nodes: Iterable[Node], pod: PodGroup) -> Node | None:
         best: Node | None = None
         best_score = -1
+        plugins = SCORES if self.scoring == Scoring.USHER else (GpuBinPack(),)
         for node in nodes:
-            s = total_score(node, pod)
+            s = sum(p.weight * p.score(node, pod) for p in plugins)
             if s > best_score or (s == best_score and best is not None and node.id < best.id):
                 best, best_score = node, s
         return best
@@ -234,6 +247,8 @@ class Placer:
     def choose_node(self, pod: PodGroup, within: list[int] | None = None) -> Node | None:
         """The best node for one pod, optionally only among the node ids ``within``."""
         nodes = self.state.nodes
+        if self.scoring == Scoring.FIRST_FIT:
+            return self._first_fit(pod, within)
         if pod.share:
             return self._choose_shared(pod, within)
         g = pod.whole_gpus
@@ -267,6 +282,23 @@ class Placer:
                 return self._best_in(feasible, pod)
         return None
 
+    def _first_fit(self, pod: PodGroup, within: list[int] | None) -> Node | None:
+        """The first node, in cluster order, that the pod fits (no scoring)."""
+        nodes = self.state.nodes
+        g, share = pod.whole_gpus, pod.share
+        for nid in range(len(nodes)) if within is None else within:
+            node = nodes[nid]
+            if not node.schedulable or (pod.gpu_milli and pod.models is not None and node.gpu_model not in pod.models):
+                continue
+            if share:
+                if not any(f >= share for f in node.gpu_free):
+                    continue
+            elif node.whole_free < g:
+                continue
+            if self._fits_node(node, pod):
+                return node
+        return None
+
     def _choose_shared(self, pod: PodGroup, within: list[int] | None) -> Node | None:
         nodes = self.state.nodes
         share = pod.share
@@ -288,13 +320,15 @@ class Placer:
         return self.choose_node(whole, within)
 
     def put(self, job: Job, pod: PodGroup, node: Node, pod_name: str) -> PodPlacement:
+        first_fit = self.scoring == Scoring.FIRST_FIT
         if pod.share:
-            gpu = pick_shared_gpu(node, pod.share)
+            gpu = lowest_shared_gpu(node, pod.share) if first_fit else pick_shared_gpu(node, pod.share)
             assert gpu is not None
             took_whole = 1 if node.gpu_free[gpu] == MILLI else 0
             gpus, share = [gpu], pod.share
         else:
-            gpus, share = pick_whole_gpus(node, pod.whole_gpus), 0
+            pick = pick_whole_gpus if self.scoring == Scoring.USHER else lowest_whole_gpus
+            gpus, share = pick(node, pod.whole_gpus), 0
             took_whole = len(gpus)
         placement = PodPlacement(pod_name, node.id, gpus, share, pod.cpu, pod.memory)
         self.state.allocate(node, gpus, share, pod.cpu, pod.memory)
@@ -370,7 +404,8 @@ class Placer:
         need_whole = pod.whole_gpus * n
         for li in levels:
             cands = [d for d in state.domains[li] if d.whole_free >= need_whole]
-            cands.sort(key=lambda d: (d.whole_free, d.name))
+            if self.scoring != Scoring.FIRST_FIT:
+                cands.sort(key=lambda d: (d.whole_free, d.name))
             for dom in cands:
                 if self._domain_capacity(pod, dom.node_ids, n) < n:
                     continue

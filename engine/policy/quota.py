@@ -81,8 +81,12 @@ def ceiling(state: ClusterState, q: Queue, r: int) -> float:
     return min(own, q.nominal[r] + others)
 
 
-def check(state: ClusterState, queue: Queue, request: Vec) -> QuotaVerdict:
-    """Does ``request`` fit ``queue`` now? Names the first resource that does not."""
+def check(state: ClusterState, queue: Queue, request: Vec, borrowing: bool = True) -> QuotaVerdict:
+    """Does ``request`` fit ``queue`` now? Names the first resource that does not.
+
+    With ``borrowing`` False the queue's ceiling is its nominal quota (a namespace
+    ResourceQuota): nobody borrows, so the cohort pool can never run short either.
+    """
     for r in range(3):
         ask = request[r]
         if ask == 0:
@@ -90,7 +94,7 @@ def check(state: ClusterState, queue: Queue, request: Vec) -> QuotaVerdict:
         nominal = queue.nominal[r]
         if nominal == INF:
             continue
-        top = ceiling(state, queue, r)
+        top = ceiling(state, queue, r) if borrowing else nominal
         after = queue.usage[r] + ask
         if ask > top:
             return QuotaVerdict(PendingReason.EXCEEDS_QUOTA, RESOURCE_NAMES[r], ask, top, top)
@@ -98,7 +102,7 @@ def check(state: ClusterState, queue: Queue, request: Vec) -> QuotaVerdict:
             return QuotaVerdict(
                 PendingReason.WAITING_FOR_QUOTA, RESOURCE_NAMES[r], ask, max(0.0, top - queue.usage[r]), top
             )
-        if queue.cohort is None:
+        if queue.cohort is None or not borrowing:
             continue
         g = queue.guaranteed[r]
         if after <= g:
