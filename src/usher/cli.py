@@ -31,7 +31,8 @@ def _duration(text: str) -> float:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--readonly", action="store_true", help="no action that changes the cluster")
-    p.add_argument("--theme", default="dark", help="console theme name (themes/)")
+    p.add_argument("--theme", default="dark", help="console theme: dark, light, colorblind, or one of yours")
+    p.add_argument("--keymap", type=Path, default=None, help="console key remapping file (default ~/.config/usher/keys.yaml)")
     p.add_argument("--seed", type=int, default=0, help="the only source of randomness (default 0)")
     p.add_argument("--until", type=_duration, default=None, help="stop the replay at this simulated time (e.g. 6h)")
     p.add_argument("--policy", default="usher", help="placement / ordering policy (default usher)")
@@ -123,7 +124,7 @@ def cmd_replay(args: argparse.Namespace, path: Path) -> int:
         return EXIT_OK
     from usher.console.app import run_console
 
-    return run_console(ctrl, speed=args.speed, readonly=args.readonly, theme=args.theme)
+    return run_console(ctrl, speed=args.speed, readonly=args.readonly, theme=args.theme, keymap=args.keymap)
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:

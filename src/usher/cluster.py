@@ -77,7 +77,7 @@ def run_console_on_cluster(args: argparse.Namespace) -> int:
         client = await _connect(args)
         try:
             ctrl = KubeController(client, identity=identity(), policy=args.policy, schedule=False, readonly=args.readonly)
-            app = UsherApp(ctrl, speed=None, readonly=args.readonly)
+            app = UsherApp(ctrl, speed=None, readonly=args.readonly, theme=args.theme, keymap=args.keymap)
             await app.run_async()
         finally:
             await client.aclose()
