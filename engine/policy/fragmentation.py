@@ -1,0 +1,167 @@
+"""GPU fragmentation measured against the expected workload (the FGD paper, ATC'23).
+
+Free GPU capacity is only useful if a pod that is likely to arrive can use it. The FGD paper
+("Beware of Fragmentation", Weng et al.) measures a node's *fragment* as the free milli-GPUs
+that the typical pods of the workload could not use there, weighted by how common each typical
+pod is:
+
+- a typical pod that asks for no GPU, or that the node's GPU model does not accept, can use none
+  of the free GPUs: all of them count as fragment for it;
+- a typical pod that fits (enough GPUs with at least its share free, and enough CPU) can use the
+  GPUs with at least its share free: only the GPUs with less free than its share are fragment;
+- a typical pod that does not fit (too few such GPUs, or too little CPU): all free GPUs count.
+
+The *typical pods* are the most common pod demands (CPU, GPU share or count, accepted models)
+that together make up ``POPULARITY`` (95%) of the pods, re-weighted to sum to one.
+
+``FragmentationModel.node_fragment`` evaluates that sum for one node. The typical pods are
+grouped by GPU demand and models, and each group keeps its CPU thresholds sorted with the
+cumulative weight, so a node costs one pass over its GPUs per group and a bisection for CPU.
+Results are memoised per node shape (model, free CPU, sorted free GPUs): a cluster has far
+fewer shapes than nodes, and a node that changes usually returns to a shape seen before.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from ..state import MILLI
+
+POPULARITY = 0.95
+"""Share of the pods that the typical pods must cover (the paper's simulator uses 95%)."""
+
+MEMO_LIMIT = 200_000
+"""Node shapes remembered before the memo starts over (bounds memory on long runs)."""
+
+
+class PodDemand(NamedTuple):
+    """What one pod asks for, as fragmentation sees it."""
+
+    cpu: int
+    """Millicores."""
+    gpu_milli: int
+    """Milli-GPUs per GPU: 1000 for whole GPUs, the share for a shared GPU, 0 for none."""
+    gpus: int
+    """GPUs: the count for whole GPUs, 1 for a share, 0 for none."""
+    models: frozenset[str] | None = None
+    """Accepted GPU models; None accepts any."""
+
+    @classmethod
+    def of(cls, gpu_milli_total: int, cpu: int, models: frozenset[str] | None = None) -> PodDemand:
+        """From the engine's units: a pod's total milli-GPUs (2000 = two GPUs, 460 = a share)."""
+        if gpu_milli_total <= 0:
+            return cls(cpu, 0, 0, None)
+        if gpu_milli_total < MILLI:
+            return cls(cpu, gpu_milli_total, 1, models)
+        return cls(cpu, MILLI, gpu_milli_total // MILLI, models)
+
+
+@dataclass(frozen=True, slots=True)
+class TypicalPod:
+    demand: PodDemand
+    weight: float
+
+
+def typical_pods(counts: Mapping[PodDemand, float], popularity: float = POPULARITY) -> tuple[TypicalPod, ...]:
+    """The most common demands covering ``popularity`` of all pods, weights summing to one.
+
+    Ties in count are broken by the larger demand first (CPU, then share, then GPU count), so
+    the choice does not depend on the order the pods were seen in.
+    """
+    total = float(sum(counts.values()))
+    if total <= 0:
+        return ()
+    ranked = sorted(
+        counts.items(),
+        key=lambda kv: (kv[1], kv[0].cpu, kv[0].gpu_milli, kv[0].gpus, sorted(kv[0].models or ())),
+        reverse=True,
+    )
+    chosen: list[tuple[PodDemand, float]] = []
+    covered = 0.0
+    for demand, count in ranked:
+        if covered >= popularity * total:
+            break
+        chosen.append((demand, count))
+        covered += count
+    return tuple(TypicalPod(demand, count / covered) for demand, count in chosen)
+
+
+@dataclass(slots=True)
+class _DemandGroup:
+    """Typical pods with one GPU demand and model set; CPU thresholds with cumulative weight."""
+
+    gpu_milli: int
+    gpus: int
+    models: frozenset[str] | None
+    cpu_thresholds: list[int] = field(default_factory=list)
+    cumulative: list[float] = field(default_factory=list)
+
+    def weight_fitting_cpu(self, cpu_free: int) -> float:
+        i = bisect_right(self.cpu_thresholds, cpu_free)
+        return self.cumulative[i - 1] if i else 0.0
+
+
+class FragmentationModel:
+    """Fragment of a node against a set of typical pods, in milli-GPUs."""
+
+    def __init__(self, pods: Iterable[TypicalPod]) -> None:
+        self.pods: tuple[TypicalPod, ...] = tuple(pods)
+        groups: dict[tuple[int, int, frozenset[str] | None], dict[int, float]] = {}
+        for pod in self.pods:
+            d = pod.demand
+            if d.gpus <= 0:
+                continue  # a pod without GPUs can use no free GPU: it only adds to the base term
+            by_cpu = groups.setdefault((d.gpu_milli, d.gpus, d.models), {})
+            by_cpu[d.cpu] = by_cpu.get(d.cpu, 0.0) + pod.weight
+        self.groups: list[_DemandGroup] = []
+        for (milli, gpus, models), by_cpu in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+            group = _DemandGroup(milli, gpus, models)
+            running = 0.0
+            for cpu in sorted(by_cpu):
+                running += by_cpu[cpu]
+                group.cpu_thresholds.append(cpu)
+                group.cumulative.append(running)
+            self.groups.append(group)
+        self._memo: dict[tuple[str, int, tuple[int, ...]], float] = {}
+
+    @classmethod
+    def from_demands(cls, demands: Iterable[PodDemand], popularity: float = POPULARITY) -> FragmentationModel:
+        counts: dict[PodDemand, float] = {}
+        for d in demands:
+            counts[d] = counts.get(d, 0.0) + 1.0
+        return cls(typical_pods(counts, popularity))
+
+    def node_fragment(self, model: str, cpu_free: int, gpu_free: Sequence[int]) -> float:
+        """Free milli-GPUs on this node that the typical pods could not use, weighted."""
+        key = (model, cpu_free, tuple(sorted(gpu_free, reverse=True)))
+        value = self._memo.get(key)
+        if value is None:
+            if len(self._memo) >= MEMO_LIMIT:
+                self._memo.clear()
+            value = self._evaluate(model, cpu_free, key[2])
+            self._memo[key] = value
+        return value
+
+    def _evaluate(self, model: str, cpu_free: int, free_desc: tuple[int, ...]) -> float:
+        total = sum(free_desc)
+        if total <= 0:
+            return 0.0
+        fragment = float(total)
+        for group in self.groups:
+            if group.models is not None and model not in group.models:
+                continue
+            need, share = group.gpus, group.gpu_milli
+            if need > len(free_desc) or free_desc[need - 1] < share:
+                continue  # fewer than `need` GPUs with `share` free (free_desc is sorted)
+            weight = group.weight_fitting_cpu(cpu_free)
+            if weight:
+                usable = 0
+                for f in free_desc:
+                    if f < share:
+                        break
+                    usable += f
+                fragment -= weight * usable
+        return fragment
