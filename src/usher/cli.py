@@ -29,6 +29,22 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _telemetry_source(text: str):
+    from usher.engine.backends.telemetry.poller import parse_source
+
+    try:
+        return parse_source(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _interval(text: str) -> float:
+    seconds = _duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: an interval must be longer than 0 seconds")
+    return seconds
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--readonly", action="store_true", help="no action that changes the cluster")
     p.add_argument("--theme", default="dark", help="console theme: dark, light, colorblind, or one of yours")
@@ -47,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     parser.add_argument("--metrics-port", type=int, default=8080, help="--no-ui: port for /metrics, /healthz, /readyz (default 8080)")
     parser.add_argument("--metrics-host", default="0.0.0.0", help="--no-ui: address to serve them on (default all)")
+    parser.add_argument("--telemetry", action="append", default=[], type=_telemetry_source, metavar="URL",
+                        help="a GPU telemetry source, repeatable: http://HOST:9400/metrics (a DCGM exporter or usher agent), "
+                             "dns+http://NAME:PORT/metrics (every address of NAME), prometheus+http://HOST:9090 (a Prometheus server)")
+    parser.add_argument("--telemetry-interval", type=_interval, default=15.0, metavar="DURATION",
+                        help="time between two reads of each telemetry source (default 15s)")
     _common(parser)
     sub = parser.add_subparsers(dest="command")
     demo = sub.add_parser("demo", help="the console on the bundled demo scenario")

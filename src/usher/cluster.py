@@ -3,7 +3,9 @@
 Both connect with the current kubeconfig context (or ``--kubeconfig`` / ``--context``, or the
 in-cluster service account) and run the same ``KubeController``. Headless, it also serves
 ``/metrics``, ``/healthz`` and ``/readyz`` and stops cleanly on SIGTERM, giving up its Lease so
-the standby replica takes over at once.
+the standby replica takes over at once. With ``--telemetry URL`` (repeatable) a
+``TelemetryPoller`` reads those GPU telemetry sources into the controller's ``telemetry`` store
+every ``--telemetry-interval`` seconds, for the console's heatmap and sparklines.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.controller import KubeController
 from usher.engine.backends.kube.health import HealthServer
 from usher.engine.backends.kube.metrics import ControllerMetrics
+from usher.engine.backends.telemetry.poller import TelemetryPoller
 
 log = logging.getLogger("usher")
 
@@ -30,6 +33,27 @@ def identity() -> str:
 
 async def _connect(args: argparse.Namespace) -> KubeClient:
     return await KubeClient.connect(args.kubeconfig, args.context)
+
+
+STALE_READS = 4
+"""A GPU whose source has not answered for this many intervals shows as stale."""
+
+
+def start_telemetry(args: argparse.Namespace, ctrl: KubeController) -> asyncio.Task[None] | None:
+    """Poll the ``--telemetry`` sources into ``ctrl.telemetry``; None when there are none."""
+    if not args.telemetry:
+        return None
+    interval = args.telemetry_interval
+    ctrl.telemetry.stale_after = max(ctrl.telemetry.stale_after, STALE_READS * interval)
+    poller = TelemetryPoller(args.telemetry, ctrl.telemetry, clock=ctrl.clock, interval=interval)
+    log.info("telemetry from %s every %gs", ", ".join(s.name for s in poller.sources), interval)
+    return asyncio.create_task(poller.run())
+
+
+async def _stop(task: asyncio.Task[None] | None) -> None:
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def run_headless(args: argparse.Namespace) -> int:
@@ -50,6 +74,7 @@ async def run_headless(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, main.cancel)
     runner = asyncio.create_task(ctrl.run())
+    telemetry = start_telemetry(args, ctrl)
 
     async def mark_ready() -> None:
         await ctrl.synced.wait()
@@ -64,6 +89,7 @@ async def run_headless(args: argparse.Namespace) -> int:
         await asyncio.gather(runner, return_exceptions=True)
     finally:
         ready.cancel()
+        await _stop(telemetry)
         await health.stop()
         await client.aclose()
     return 0
@@ -78,7 +104,11 @@ def run_console_on_cluster(args: argparse.Namespace) -> int:
         try:
             ctrl = KubeController(client, identity=identity(), policy=args.policy, schedule=False, readonly=args.readonly)
             app = UsherApp(ctrl, speed=None, readonly=args.readonly, theme=args.theme, keymap=args.keymap)
-            await app.run_async()
+            telemetry = start_telemetry(args, ctrl)
+            try:
+                await app.run_async()
+            finally:
+                await _stop(telemetry)
         finally:
             await client.aclose()
         return 0
