@@ -91,6 +91,18 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate a scenario file")
     check.add_argument("file", type=Path)
     check.add_argument("--debug", action="store_true")
+    gen = sub.add_parser("generate", help="write a synthetic LLM-cluster scenario (gangs with topology needs)")
+    gen.add_argument("--nodes", type=int, default=64, help="nodes of 8 GPUs (default 64)")
+    gen.add_argument("--racks", type=int, default=8, help="racks, four to a block (default 8)")
+    gen.add_argument("--queues", type=int, default=4, help="queues in one cohort (default 4)")
+    gen.add_argument("--load", type=float, default=0.8, help="offered work over capacity (default 0.8)")
+    gen.add_argument("--seed", type=int, default=0, help="the only source of randomness (default 0)")
+    gen.add_argument("--days", type=float, default=7.0, help="submission window in days (default 7)")
+    gen.add_argument("--max-runtime", type=_duration, default=86400.0, help="longest run time (default 1d)")
+    gen.add_argument("--traces", type=Path, default=None,
+                     help="folder with philly-derived/ (default $USHER_TRACES, else ../shared/traces)")
+    gen.add_argument("-o", "--output", type=Path, default=None, help="write here (default stdout)")
+    gen.add_argument("--debug", action="store_true")
     return parser
 
 
@@ -167,6 +179,24 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return asyncio.run(serve(scenario, args.port, args.kubeconfig_out, args.speed))
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    from usher.generate import GenerateError, GenerateParams, generate, read_runtimes, traces_dir
+
+    params = GenerateParams(args.nodes, args.racks, args.queues, args.load, args.seed, args.days, args.max_runtime)
+    try:
+        params.check()
+        text = generate(params, read_runtimes(traces_dir(args.traces)))
+    except GenerateError as exc:
+        raise UsageError(str(exc)) from None
+    jobs = text.count("\n  - {name: job-")
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        args.output.write_text(text)
+        print(f"{args.output}: {args.nodes} nodes, {args.queues} queues, {jobs} jobs", file=sys.stderr)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -183,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_replay(args, demo_path())
         if args.command == "sandbox":
             return cmd_sandbox(args)
+        if args.command == "generate":
+            return cmd_generate(args)
         return cmd_cluster(args)
     except ScenarioError as exc:
         print(str(exc), file=sys.stderr)
