@@ -1,87 +1,844 @@
-"""The console's first screen: a live summary of a replay, until the full console lands.
+"""The operator console: one Textual app over a controller's state and its command queue.
 
-It is already a client of the controller the way the full console will be: the controller runs
-in the app's event loop (``Controller.run``), the app subscribes to its snapshots and redraws at
-most a few times a second. Keys: ``q`` quits, ``space`` pauses and resumes.
+The console is a client of the controller, the same for a replay and a cluster: the controller
+runs in the app's event loop, the app reads its state through a cached view model
+(``model.ConsoleModel``) and sends operator commands with ``controller.post``, awaiting each
+result. It redraws twice a second, and only the view on screen, and only when the state, the
+clock or the telemetry changed.
+
+Keys follow k9s: ``:`` command mode (``:queues``, ``:jobs``, ``:nodes``, ``:topology``,
+``:events``), ``/`` filter (``!`` inverts), ``esc`` back, ``?`` help, single letters act on the
+selected row. Every binding has an id (``keys.BindingId``) and can be remapped in
+``~/.config/usher/keys.yaml``. ``--readonly`` removes every action that changes anything; on a
+cluster, actions the operator's RBAC forbids are shown disabled with the reason.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import asyncio
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
 
+from rich.style import Style
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Header, Static
+from textual.containers import Vertical
+from textual.widgets import ContentSwitcher, Footer, Input, Label, Static
 
-from usher.engine.controller import Controller, Snapshot
-from usher.engine.scenario.quantity import format_duration
+from usher.engine.controller import Command
+from usher.engine.core import CommandError
+from usher.engine.enums import Action, JobState
+from usher.engine.explain import explain_all
+from usher.engine.state import INF, MILLI
+from usher.engine.whatif import drain_impact, preempt_impact, quota_preview
 
-#: times after this are wall-clock seconds since the epoch (a cluster), not scenario seconds
-EPOCH_TIMES = 1e9
+from .dialogs import ConfirmDialog, QuotaDialog, QuotaEdit, TextScreen
+from .keys import BindingId, default_keymap_path, load_keymap
+from .model import (
+    JOB_COLUMNS,
+    NODE_COLUMNS,
+    QUEUE_COLUMNS,
+    ConsoleModel,
+    JobRow,
+    RunState,
+    moment,
+    span,
+    state_version,
+)
+from .palette import UsherCommands
+from .table import Row, RowTable
+from .themes import DEFAULT_THEME, UsherTheme, load_themes, user_theme_dir
+from .views import HeatmapPane, TextPane, render_overview
+
+#: seconds between redraw checks; a redraw happens only when something changed
+REFRESH = 0.5
 
 
-def moment(t: float) -> str:
-    """A scenario time as a duration from its start; a cluster's time as UTC wall time."""
-    if t >= EPOCH_TIMES:
-        return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%H:%M:%S")
-    return format_duration(t)
+class View(StrEnum):
+    OVERVIEW = "overview"
+    QUEUES = "queues"
+    JOBS = "jobs"
+    NODES = "nodes"
+    TOPOLOGY = "topology"
+    EVENTS = "events"
+
+
+VIEW_ALIASES = {
+    "o": View.OVERVIEW, "overview": View.OVERVIEW, "home": View.OVERVIEW,
+    "q": View.QUEUES, "queue": View.QUEUES, "queues": View.QUEUES, "cq": View.QUEUES,
+    "j": View.JOBS, "job": View.JOBS, "jobs": View.JOBS, "po": View.JOBS, "pods": View.JOBS,
+    "n": View.NODES, "no": View.NODES, "node": View.NODES, "nodes": View.NODES,
+    "t": View.TOPOLOGY, "topo": View.TOPOLOGY, "topology": View.TOPOLOGY, "heatmap": View.TOPOLOGY,
+    "e": View.EVENTS, "ev": View.EVENTS, "event": View.EVENTS, "events": View.EVENTS, "audit": View.EVENTS,
+}
+
+#: actions that change the cluster: gone in --readonly, disabled when RBAC forbids them
+MUTATING = {
+    "approve": Action.APPROVE,
+    "hold": Action.HOLD,
+    "release": Action.RELEASE,
+    "preempt": Action.PREEMPT,
+    "cordon": Action.CORDON,
+    "uncordon": Action.UNCORDON,
+    "drain": Action.DRAIN,
+    "edit_quota": Action.SET_QUOTA,
+}
+JOB_ACTIONS = {"approve", "hold", "release", "preempt", "details"}
+NODE_ACTIONS = {"cordon", "uncordon", "drain"}
+REPLAY_ACTIONS = {"toggle_pause", "faster", "slower"}
+TABLE_ACTIONS = {"filter", "invert", "sort", "sort_reverse"}
+
+#: jobs view: sort keys per column (the row's typed values, not its text)
+JOB_SORT = (
+    lambda r: r.name,
+    lambda r: str(r.state),
+    lambda r: r.queue,
+    lambda r: -r.priority,
+    lambda r: -r.gpus,
+    lambda r: -r.pods,
+    lambda r: -r.wait,
+    lambda r: r.reason,
+    lambda r: (r.position is None, r.position or 0),
+    lambda r: (r.eta is None, r.eta or 0.0),
+)
+STATE_TONE = {
+    JobState.RUNNING: "success",
+    JobState.PENDING: "",
+    JobState.AWAITING_APPROVAL: "warning",
+    JobState.HELD: "warning",
+    JobState.FINISHED: "dim",
+}
 
 
 class UsherApp(App[int]):
     TITLE = "usher"
+    CSS_PATH = "usher.tcss"
+    COMMANDS = App.COMMANDS | {UsherCommands}
+    ENABLE_COMMAND_PALETTE = True
+    AUTO_FOCUS = None
+
     BINDINGS = [
-        Binding("q", "quit", "Quit", id="quit"),
-        Binding("space", "toggle_pause", "Pause/resume", id="pause"),
+        Binding("colon", "command_mode", "Command", id=str(BindingId.COMMAND)),
+        Binding("slash", "filter", "Filter", id=str(BindingId.FILTER)),
+        Binding("exclamation_mark", "invert", "Invert", show=False, id=str(BindingId.INVERT)),
+        Binding("escape", "back", "Back", show=False, id=str(BindingId.BACK)),
+        Binding("question_mark", "help", "Help", id=str(BindingId.HELP)),
+        Binding("q,ctrl+q", "quit", "Quit", id=str(BindingId.QUIT)),
+        Binding("1", "show('overview')", "Overview", show=False, id=str(BindingId.VIEW_OVERVIEW)),
+        Binding("2", "show('queues')", "Queues", show=False, id=str(BindingId.VIEW_QUEUES)),
+        Binding("3", "show('jobs')", "Jobs", show=False, id=str(BindingId.VIEW_JOBS)),
+        Binding("4", "show('nodes')", "Nodes", show=False, id=str(BindingId.VIEW_NODES)),
+        Binding("5", "show('topology')", "Topology", show=False, id=str(BindingId.VIEW_TOPOLOGY)),
+        Binding("6", "show('events')", "Events", show=False, id=str(BindingId.VIEW_EVENTS)),
+        Binding("enter", "details", "Details", id=str(BindingId.DETAILS)),
+        Binding("a", "approve", "Approve", id=str(BindingId.APPROVE)),
+        Binding("h", "hold", "Hold", id=str(BindingId.HOLD)),
+        Binding("r", "release", "Release", id=str(BindingId.RELEASE)),
+        Binding("p", "preempt", "Preempt", id=str(BindingId.PREEMPT)),
+        Binding("c", "cordon", "Cordon", id=str(BindingId.CORDON)),
+        Binding("u", "uncordon", "Uncordon", id=str(BindingId.UNCORDON)),
+        Binding("d", "drain", "Drain", id=str(BindingId.DRAIN)),
+        Binding("e", "edit_quota", "Edit quota", id=str(BindingId.EDIT_QUOTA)),
+        Binding("o", "sort", "Sort", show=False, id=str(BindingId.SORT)),
+        Binding("O", "sort_reverse", "Reverse", show=False, id=str(BindingId.SORT_REVERSE)),
+        Binding("space", "toggle_pause", "Pause", id=str(BindingId.PAUSE)),
+        Binding("plus,equals_sign", "faster", "Faster", id=str(BindingId.FASTER)),
+        Binding("minus", "slower", "Slower", id=str(BindingId.SLOWER)),
+        Binding("T", "next_theme", "Theme", show=False, id=str(BindingId.THEME)),
     ]
 
-    def __init__(self, controller: Controller, speed: float | None = 60.0, readonly: bool = False) -> None:
+    def __init__(
+        self,
+        controller: Any,
+        speed: float | None = 60.0,
+        readonly: bool = False,
+        theme: str = DEFAULT_THEME,
+        keymap: Path | None = None,
+        live: bool = True,
+        clock=time.monotonic,
+    ) -> None:
         super().__init__()
         self.controller = controller
         self.speed = speed
         self.readonly = readonly
-        self._latest: Snapshot | None = None
+        self.live = live
+        self.model = ConsoleModel(lambda: self.controller.state)
+        self.is_replay = hasattr(controller, "backend")
+        self.view = View.OVERVIEW
+        self.history: list[View] = []
+        self.filters: dict[View, str] = {}
+        self.job_sort: tuple[int, bool] | None = None
+        self.forbidden: dict[Action, str] = {}
+        self.status_text = Text("")
+        self.prompt_mode: str | None = None
+        self._drawn: dict[View, tuple] = {}
+        self._clock = clock
+        self._themes, theme_errors = load_themes([user_theme_dir()])
+        self._startup_notes: list[tuple[str, str]] = [(e, "error") for e in theme_errors]
+        if theme not in self._themes:
+            self._startup_notes.append((f"unknown theme {theme!r}; using {DEFAULT_THEME} (known: {', '.join(sorted(self._themes))})", "error"))
+            theme = DEFAULT_THEME
+        self.theme_name = theme
+        self._keymap_path = keymap
+
+    # -- building ------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Header(show_clock=False)
-        yield Static(id="summary")
+        yield Static(id="bar")
+        with ContentSwitcher(initial=str(View.OVERVIEW), id="views"):
+            with Vertical(id=str(View.OVERVIEW)):
+                yield TextPane(id="overview-text")
+            with Vertical(id=str(View.QUEUES)):
+                yield RowTable(QUEUE_COLUMNS, id="queue-table")
+                yield Label("", id="queue-jobs-title")
+                yield RowTable(JOB_COLUMNS, id="queue-jobs")
+            with Vertical(id=str(View.JOBS)):
+                yield RowTable(JOB_COLUMNS, id="job-table")
+            with Vertical(id=str(View.NODES)):
+                yield RowTable(NODE_COLUMNS, id="node-table")
+            with Vertical(id=str(View.TOPOLOGY)):
+                yield HeatmapPane(id="heatmap")
+            with Vertical(id=str(View.EVENTS)):
+                yield RowTable(("time", "actor", "action", "target", "result"), id="event-table")
+        yield Input(id="prompt")
+        yield Static(id="status")
         yield Footer()
 
     def on_mount(self) -> None:
-        badge = "  [READ-ONLY]" if self.readonly else ""
-        self.sub_title = f"{self.controller.state.name}{badge}"
-        self.controller.subscribe(self._on_snapshot)
-        self._latest = self.controller.snapshot()
-        self.set_interval(0.25, self._redraw)
-        self._redraw()
-        self.run_worker(self.controller.run(self.speed), exclusive=True, name="controller")
+        for ut in self._themes.values():
+            self.register_theme(ut.textual)
+        self.theme = self._themes[self.theme_name].textual.name
+        self._load_keymap()
+        for message, severity in self._startup_notes:
+            self.notify(message, severity=severity, timeout=8)  # type: ignore[arg-type]
+        self.query_one("#prompt", Input).display = False
+        self.set_interval(REFRESH, self.redraw)
+        if self.live:
+            self.run_worker(self.controller.run(self.speed), exclusive=True, name="controller")
+            if hasattr(self.controller, "forbidden_actions") and not self.readonly:
+                self.run_worker(self._ask_rbac(), name="rbac")
+        self.redraw(force=True)
 
-    def _on_snapshot(self, snap: Snapshot) -> None:
-        self._latest = snap
-
-    def _redraw(self) -> None:
-        snap = self._latest
-        if snap is None:
+    def _load_keymap(self) -> None:
+        path = self._keymap_path or default_keymap_path()
+        if self._keymap_path is None and not path.exists():
             return
-        state = "paused" if self.controller.paused else ("finished" if self.controller.done else "running")
-        lines = [
-            f"time            {moment(snap.now)}   ({state})",
-            f"GPUs allocated  {snap.gpus_allocated:g} / {snap.gpus_schedulable}",
-            f"jobs            {snap.running} running, {snap.pending} pending, {snap.finished} finished",
-            "",
-            "recent events:",
+        try:
+            self.set_keymap(load_keymap(path))
+        except ValueError as exc:
+            self.notify(f"keymap ignored: {exc}", severity="error", timeout=10)
+
+    async def _ask_rbac(self) -> None:
+        synced = getattr(self.controller, "synced", None)
+        if synced is not None:
+            await synced.wait()
+        try:
+            self.forbidden = await self.controller.forbidden_actions()
+        except Exception as exc:  # noqa: BLE001 - an unanswerable review leaves actions as they are
+            self.set_status(f"could not check permissions: {exc}", "warning")
+            return
+        self.refresh_bindings()
+
+    @property
+    def palette(self):
+        return self._themes[self.theme_name].heatmap
+
+    @property
+    def usher_theme(self) -> UsherTheme:
+        return self._themes[self.theme_name]
+
+    # -- what is enabled -----------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in MUTATING:
+            if self.readonly:
+                return False
+            if MUTATING[action] in self.forbidden:
+                return None
+        if action in REPLAY_ACTIONS:
+            return self.is_replay and self.live
+        if action in JOB_ACTIONS:
+            return self.view in (View.JOBS, View.QUEUES)
+        if action in NODE_ACTIONS:
+            return self.view == View.NODES
+        if action == "edit_quota":
+            return self.view == View.QUEUES
+        if action in TABLE_ACTIONS:
+            if action in ("sort", "sort_reverse"):
+                return self.view == View.JOBS
+            return self.view in (View.JOBS, View.NODES, View.EVENTS, View.QUEUES)
+        return True
+
+    def disabled_reason(self, action: str) -> str | None:
+        """Why a mutating action cannot be used here, in words (None when it can)."""
+        if action not in MUTATING:
+            return None
+        if self.readonly:
+            return "read-only console"
+        return self.forbidden.get(MUTATING[action])
+
+    # -- the header, the status line -------------------------------------------------------
+
+    def run_state(self) -> RunState:
+        if not self.is_replay:
+            return RunState.LIVE
+        if self.controller.done:
+            return RunState.FINISHED
+        return RunState.PAUSED if self.controller.paused or not self.live else RunState.RUNNING
+
+    def bar_text(self) -> Text:
+        now = self.controller.now
+        t = Text()
+        t.append(" usher ", Style(bold=True, reverse=True))
+        t.append(f"  {self.controller.state.name}  ", Style(bold=True))
+        t.append(f"{moment(now)}  ")
+        rs = self.run_state()
+        speed = getattr(self.controller, "speed", None)
+        t.append(str(rs) + (f" ×{speed:g}" if rs == RunState.RUNNING and speed else ""))
+        t.append(f"   view: {self.view}")
+        flt = self.filters.get(self.view)
+        if flt:
+            t.append(f"   filter: {flt}", Style(italic=True))
+        if self.readonly:
+            t.append("   ")
+            t.append(" READ-ONLY ", Style(bold=True, reverse=True, color=self.current_theme.warning))
+        if not self.is_replay and not getattr(self.controller, "synced", asyncio.Event()).is_set():
+            t.append("   connecting…", Style(dim=True))
+        return t
+
+    def set_status(self, text: str, tone: str = "") -> None:
+        theme = self.current_theme
+        colour = {"error": theme.error, "warning": theme.warning, "success": theme.success}.get(tone)
+        self.status_text = Text(text, Style(color=colour) if colour else Style())
+        self.query_one("#status", Static).update(self.status_text)
+
+    # -- drawing -------------------------------------------------------------------------
+
+    def redraw(self, force: bool = False) -> None:
+        """Redraw the header and the visible view if anything they show changed."""
+        if not self.is_mounted:
+            return
+        self.query_one("#bar", Static).update(self.bar_text())
+        now = self.controller.now
+        telemetry = getattr(self.controller, "telemetry", None)
+        key = (
+            state_version(self.controller.state),
+            round(now, 0),
+            getattr(telemetry, "version", 0),
+            self.filters.get(self.view),
+            self.job_sort,
+            self.theme_name,
+        )
+        if not force and self._drawn.get(self.view) == key:
+            return
+        self._drawn[self.view] = key
+        getattr(self, f"_draw_{self.view}")(now)
+
+    def _draw_overview(self, now: float) -> None:
+        pane = self.query_one("#overview-text", TextPane)
+        telemetry = getattr(self.controller, "telemetry", None)
+        util = self._mean_utilization(telemetry, now)
+        text = render_overview(
+            self.model.overview(now),
+            self.model.queue_rows(),
+            self.controller.state.audit,
+            self.palette,
+            self.size.width,
+            util,
+            self.model.awaiting_approval(),
+            telemetry.source_errors() if telemetry is not None else {},
+        )
+        pane.show(text)
+
+    def _mean_utilization(self, telemetry, now: float) -> float | None:
+        if telemetry is None:
+            return None
+        from usher.engine.telemetry import Metric
+
+        values = []
+        for node in self.controller.state.nodes:
+            for g in range(node.gpu_count):
+                v = telemetry.value(node.name, g, Metric.UTILIZATION, now)
+                if v is not None:
+                    values.append(v)
+        return sum(values) / len(values) if values else None
+
+    def _filtered(self, view: View, rows: list[Row]) -> list[Row]:
+        text = self.filters.get(view, "")
+        if not text:
+            return rows
+        invert = text.startswith("!")
+        needle = text[1:].lower() if invert else text.lower()
+        return [r for r in rows if (needle in " ".join(r.cells).lower()) != invert]
+
+    def _job_table_rows(self, rows: list[JobRow], now: float) -> list[Row]:
+        return [Row(r.name, r.cells(now), STATE_TONE.get(r.state, "")) for r in rows]
+
+    def _draw_jobs(self, now: float) -> None:
+        rows = self.model.job_rows(now)
+        if self.job_sort is not None:
+            col, reverse = self.job_sort
+            rows.sort(key=JOB_SORT[col], reverse=reverse)
+        self.query_one("#job-table", RowTable).set_rows(self._filtered(View.JOBS, self._job_table_rows(rows, now)))
+
+    def _draw_queues(self, now: float) -> None:
+        table = self.query_one("#queue-table", RowTable)
+        rows = [
+            Row(q.name, q.cells(), "dim" if q.name.startswith("cohort ") else ("warning" if q.borrowed else ""))
+            for q in self.model.queue_rows()
         ]
-        for e in snap.audit_tail[-8:]:
-            lines.append(f"  {moment(e.time):>8}  {e.actor:<9} {e.action:<9} {e.target:<20} {e.result}")
-        lines.append("")
-        lines.append("The full operator console (queues, jobs, nodes, topology) is not built yet.")
-        self.query_one("#summary", Static).update("\n".join(lines))
+        table.set_rows(rows)
+        queue = self.selected_queue()
+        title = self.query_one("#queue-jobs-title", Label)
+        jobs = self.query_one("#queue-jobs", RowTable)
+        if queue is None:
+            title.update(" select a queue to see its jobs")
+            jobs.set_rows([])
+            return
+        listed = self._filtered(View.QUEUES, self._job_table_rows(self.model.queue_jobs(queue, now), now))
+        title.update(f" {queue}: running, then waiting in admission order ({len(listed)} jobs)")
+        jobs.set_rows(listed)
+
+    def _draw_nodes(self, now: float) -> None:
+        rows = [
+            Row(n.name, n.cells(), "error" if n.failed else ("warning" if n.cordoned else ""))
+            for n in self.model.node_rows()
+        ]
+        self.query_one("#node-table", RowTable).set_rows(self._filtered(View.NODES, rows))
+
+    def _draw_topology(self, now: float) -> None:
+        self.query_one("#heatmap", HeatmapPane).draw(
+            self.controller.state, self.palette, getattr(self.controller, "telemetry", None), now
+        )
+
+    def _draw_events(self, now: float) -> None:
+        audit = self.controller.state.audit
+        rows = [
+            Row(str(i), (moment(e.time), e.actor, e.action, e.target, e.result), "error" if "rejected" in e.result or "failed" in e.result else "")
+            for i, e in enumerate(audit)
+        ]
+        table = self.query_one("#event-table", RowTable)
+        at_end = table.cursor >= len(table.rows) - 1
+        table.set_rows(self._filtered(View.EVENTS, rows))
+        if at_end and table.rows:
+            table.select_key(table.rows[-1].key)
+
+    # -- selection -----------------------------------------------------------------------
+
+    def selected_queue(self) -> str | None:
+        key = self.query_one("#queue-table", RowTable).current_key
+        if key is None or key.startswith("cohort ") or key not in self.controller.state.queues:
+            return None
+        return key
+
+    def selected_job(self) -> str | None:
+        if self.view == View.JOBS:
+            return self.query_one("#job-table", RowTable).current_key
+        if self.view == View.QUEUES:
+            return self.query_one("#queue-jobs", RowTable).current_key
+        return None
+
+    def selected_node(self) -> str | None:
+        if self.view == View.NODES:
+            return self.query_one("#node-table", RowTable).current_key
+        return None
+
+    def on_row_table_highlighted(self, event: RowTable.Highlighted) -> None:
+        if event.table.id == "queue-table":
+            self._drawn.pop(View.QUEUES, None)
+            self.redraw(force=True)
+
+    # -- views and modes -----------------------------------------------------------------
+
+    def action_show(self, view: str) -> None:
+        self.switch_to(View(view))
+
+    def switch_to(self, view: View, remember: bool = True) -> None:
+        if view != self.view and remember:
+            self.history.append(self.view)
+            del self.history[:-20]
+        self.view = view
+        self.query_one("#views", ContentSwitcher).current = str(view)
+        self.redraw(force=True)
+        focus = {
+            View.QUEUES: "#queue-table",
+            View.JOBS: "#job-table",
+            View.NODES: "#node-table",
+            View.TOPOLOGY: "#heatmap",
+            View.EVENTS: "#event-table",
+        }.get(view)
+        if focus:
+            self.query_one(focus).focus()
+        else:
+            self.set_focus(None)
+        self.refresh_bindings()
+
+    def action_command_mode(self) -> None:
+        self._open_prompt("command", ":")
+
+    def action_filter(self) -> None:
+        self._open_prompt("filter", self.filters.get(self.view, ""))
+
+    def _open_prompt(self, mode: str, value: str) -> None:
+        prompt = self.query_one("#prompt", Input)
+        self.prompt_mode = mode
+        prompt.placeholder = ":queues  :jobs  :nodes  :topology  :events  :theme NAME  :quit" if mode == "command" else "filter (start with ! to invert)"
+        prompt.value = value
+        prompt.display = True
+        prompt.focus()
+        prompt.cursor_position = len(value)
+
+    def _close_prompt(self) -> None:
+        prompt = self.query_one("#prompt", Input)
+        prompt.display = False
+        self.prompt_mode = None
+        self.switch_to(self.view, remember=False)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "prompt" and self.prompt_mode == "filter":
+            self.filters[self.view] = event.value
+            self.redraw()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "prompt":
+            return
+        mode, text = self.prompt_mode, event.value.strip()
+        self._close_prompt()
+        if mode == "filter":
+            self.filters[self.view] = text
+            self.redraw(force=True)
+        else:
+            self.run_command_line(text.lstrip(":"))
+
+    def run_command_line(self, text: str) -> None:
+        """What ``:`` mode understands: a view name, ``theme NAME``, ``speed X``, ``quit``."""
+        words = text.split()
+        if not words:
+            return
+        head, rest = words[0].lower(), words[1:]
+        if head in VIEW_ALIASES:
+            self.switch_to(VIEW_ALIASES[head])
+        elif head in ("quit", "q!", "exit"):
+            self.exit(0)
+        elif head == "theme" and rest:
+            self.use_theme(rest[0])
+        elif head == "speed" and rest and self.is_replay:
+            try:
+                self.controller.speed = max(1.0, float(rest[0]))
+                self.set_status(f"speed ×{self.controller.speed:g}")
+            except ValueError:
+                self.set_status(f"speed: {rest[0]!r} is not a number", "error")
+        elif head == "help":
+            self.action_help()
+        else:
+            self.set_status(f"unknown command :{text}  (try :queues :jobs :nodes :topology :events :theme NAME)", "error")
+
+    def action_back(self) -> None:
+        if self.prompt_mode is not None:
+            self._close_prompt()
+            return
+        if self.filters.get(self.view):
+            self.filters[self.view] = ""
+            self.redraw(force=True)
+            return
+        if self.view == View.TOPOLOGY and self.query_one("#heatmap", HeatmapPane).action_zoom_out():
+            return
+        if self.history:
+            self.switch_to(self.history.pop(), remember=False)
+
+    def action_invert(self) -> None:
+        text = self.filters.get(self.view, "")
+        self.filters[self.view] = text[1:] if text.startswith("!") else "!" + text
+        self.redraw(force=True)
+
+    def action_sort(self) -> None:
+        col = 0 if self.job_sort is None else (self.job_sort[0] + 1) % len(JOB_COLUMNS)
+        self.job_sort = (col, False)
+        self.set_status(f"jobs sorted by {JOB_COLUMNS[col]}")
+        self.redraw(force=True)
+
+    def action_sort_reverse(self) -> None:
+        col, reverse = self.job_sort or (0, False)
+        self.job_sort = (col, not reverse)
+        self.redraw(force=True)
+
+    def use_theme(self, name: str) -> None:
+        if name not in self._themes:
+            self.set_status(f"unknown theme {name!r}; known: {', '.join(sorted(self._themes))}", "error")
+            return
+        self.theme_name = name
+        self.theme = self._themes[name].textual.name
+        self.set_status(f"theme {name}")
+        self.redraw(force=True)
+
+    def action_use_theme_named(self, name: str) -> None:
+        self.use_theme(name)
+
+    def action_next_theme(self) -> None:
+        names = sorted(self._themes)
+        self.use_theme(names[(names.index(self.theme_name) + 1) % len(names)])
+
+    def action_help(self) -> None:
+        body = Text()
+        body.append(f"Keys in the {self.view} view\n\n", Style(bold=True))
+        seen = set()
+        for key, active in sorted(self.active_bindings.items(), key=lambda kv: kv[1].binding.description):
+            b = active.binding
+            if not b.description or (b.action, b.description) in seen:
+                continue
+            seen.add((b.action, b.description))
+            keys = self.get_key_display(b)
+            action = b.action.split("(")[0]
+            reason = self.disabled_reason(action)
+            line = f"  {keys:<12} {b.description:<14} {b.id or ''}"
+            if not active.enabled:
+                body.append(line + f"   (disabled: {reason or 'not here'})\n", Style(dim=True))
+            else:
+                body.append(line + "\n")
+        body.append(
+            "\n  :            command mode: queues, jobs, nodes, topology, events, theme NAME, speed X, quit\n"
+            "  /            filter the table (start with ! to invert); ! inverts the current filter\n"
+            "  esc          back: close the prompt, clear the filter, zoom out, previous view\n"
+            "  ctrl+p       command palette (every action by name)\n"
+            f"\n  Remap keys in {default_keymap_path()} (binding-id: keys).\n"
+        )
+        if self.readonly:
+            body.append("\n  Read-only: every action that changes the cluster is removed.\n", Style(bold=True))
+        self.push_screen(TextScreen("Help", body))
+
+    # -- replay controls -----------------------------------------------------------------
 
     def action_toggle_pause(self) -> None:
         self.controller.paused = not self.controller.paused
-        self._redraw()
+        self.set_status("paused" if self.controller.paused else "resumed")
+        self.redraw(force=True)
+
+    def action_faster(self) -> None:
+        self.controller.speed = min(86_400.0, (self.controller.speed or 60.0) * 2)
+        self.set_status(f"speed ×{self.controller.speed:g}")
+
+    def action_slower(self) -> None:
+        self.controller.speed = max(1.0, (self.controller.speed or 60.0) / 2)
+        self.set_status(f"speed ×{self.controller.speed:g}")
+
+    # -- operator actions ----------------------------------------------------------------
+
+    def post(self, cmd: Command) -> None:
+        """Send ``cmd`` to the controller and report its result on the status line."""
+        self.run_worker(self._post(cmd), group="commands")
+
+    async def _post(self, cmd: Command) -> str | None:
+        target = cmd.job or cmd.node or cmd.queue or ""
+        try:
+            result = await self.controller.post(cmd)
+        except CommandError as exc:
+            self.set_status(f"✗ {cmd.action} {target}: {exc}", "error")
+            self.notify(str(exc), title=f"{cmd.action} failed", severity="error")
+            return None
+        self.set_status(f"✓ {cmd.action} {target}: {result}", "success")
+        self.redraw(force=True)
+        return result
+
+    def _job_or_say(self) -> str | None:
+        job = self.selected_job()
+        if job is None:
+            self.set_status("select a job first", "warning")
+        return job
+
+    def action_approve(self) -> None:
+        if (job := self._job_or_say()) is not None:
+            self.post(Command(Action.APPROVE, job=job))
+
+    def action_hold(self) -> None:
+        if (job := self._job_or_say()) is not None:
+            self.post(Command(Action.HOLD, job=job))
+
+    def action_release(self) -> None:
+        if (job := self._job_or_say()) is not None:
+            self.post(Command(Action.RELEASE, job=job))
+
+    def action_preempt(self) -> None:
+        name = self._job_or_say()
+        if name is None:
+            return
+        state = self.controller.state
+        job = state.job(name)
+        if job.current_run is None:
+            self.set_status(f"{name} is not running; nothing to preempt", "warning")
+            return
+        impact = preempt_impact(state, job, self.controller.now)
+        body = Text()
+        body.append(f"{name} ({job.queue}, priority {job.priority}) stops on every node, as one gang:\n", Style(bold=True))
+        for spot in impact.pods[:16]:
+            share = f" ({spot.share:g} of a GPU)" if spot.share else ""
+            body.append(f"  {spot.pod:<28} {spot.node:<16} GPUs {','.join(map(str, spot.gpus))}{share}\n")
+        if len(impact.pods) > 16:
+            body.append(f"  … and {len(impact.pods) - 16} more pods\n")
+        if impact.checkpoint_every:
+            body.append(f"\nWork lost: {span(impact.work_lost)} since its last checkpoint (every {span(impact.checkpoint_every)}).\n")
+        else:
+            body.append(f"\nWork lost: {span(impact.work_lost)}: it has no checkpoints, so all of this run.\n", Style(bold=True))
+        body.append("It goes back to its queue and restarts when admitted again.\n")
+        if impact.likely_starters:
+            body.append(f"Likely to start instead: {', '.join(impact.likely_starters[:10])}\n")
+        else:
+            body.append("Nothing waiting would start at once in the freed room.\n", Style(dim=True))
+        self.push_screen(
+            ConfirmDialog(f"Preempt {name}?", body, "Preempt"),
+            lambda yes: self.post(Command(Action.PREEMPT, job=name)) if yes else self.set_status("preempt cancelled"),
+        )
+
+    def _node_or_say(self) -> str | None:
+        node = self.selected_node()
+        if node is None:
+            self.set_status("select a node first", "warning")
+        return node
+
+    def _node_dialog(self, action: Action) -> None:
+        name = self._node_or_say()
+        if name is None:
+            return
+        state = self.controller.state
+        node = state.node(name)
+        jobs = drain_impact(state, name)
+        body = Text()
+        used = (node.gpu_count * MILLI - sum(node.gpu_free)) / MILLI
+        body.append(f"{name}: {node.gpu_model} x{node.gpu_count}, {used:g} GPUs in use, "
+                    f"{'cordoned' if node.cordoned else 'schedulable'}{', failed' if node.failed else ''}\n\n")
+        if action == Action.DRAIN:
+            body.append("Drain cordons the node and evicts every pod on it. ", Style(bold=True))
+            body.append("Each gang with a pod here stops everywhere and is requeued:\n")
+            for j in jobs:
+                body.append(f"  {j}\n")
+            if not jobs:
+                body.append("  (no jobs run here)\n", Style(dim=True))
+        elif action == Action.CORDON:
+            body.append("Cordon stops new pods landing here; running jobs keep running")
+            body.append(f" ({', '.join(jobs)})" if jobs else "")
+            body.append(".\n")
+        else:
+            body.append("Uncordon lets the scheduler place pods here again.\n")
+        self.push_screen(
+            ConfirmDialog(f"{str(action).capitalize()} {name}?", body, str(action).capitalize(), danger=action == Action.DRAIN),
+            lambda yes: self.post(Command(action, node=name)) if yes else self.set_status(f"{action} cancelled"),
+        )
+
+    def action_cordon(self) -> None:
+        self._node_dialog(Action.CORDON)
+
+    def action_uncordon(self) -> None:
+        self._node_dialog(Action.UNCORDON)
+
+    def action_drain(self) -> None:
+        self._node_dialog(Action.DRAIN)
+
+    def action_edit_quota(self) -> None:
+        name = self.selected_queue()
+        if name is None:
+            self.set_status("select a queue (not a cohort) first", "warning")
+            return
+        state = self.controller.state
+        queue = state.queues[name]
+
+        def preview(edit: QuotaEdit):
+            return quota_preview(state, name, edit.nominal, edit.borrowing_limit, edit.lending_limit, self.controller.now)
+
+        def apply(edit: QuotaEdit | None) -> None:
+            if edit is None:
+                self.set_status("quota edit cancelled")
+                return
+            changes: dict[str, dict[str, float | None]] = {}
+            for attr, values in (("quota", edit.nominal), ("borrowing", edit.borrowing_limit), ("lending", edit.lending_limit)):
+                current = getattr(queue, {"quota": "nominal", "borrowing": "borrowing_limit", "lending": "lending_limit"}[attr])
+                diff = {
+                    res: (None if v == INF else v)
+                    for res, v, old in zip(("gpu", "cpu", "memory"), values, current)
+                    if v != old
+                }
+                if diff:
+                    changes[attr] = diff
+            if not changes:
+                self.set_status("quota unchanged")
+                return
+            self.post(
+                Command(
+                    Action.SET_QUOTA,
+                    queue=name,
+                    quota=changes.get("quota"),
+                    borrowing_limit=changes.get("borrowing"),
+                    lending_limit=changes.get("lending"),
+                )
+            )
+
+        self.push_screen(QuotaDialog(queue, preview), apply)
+
+    def action_details(self) -> None:
+        if self.view == View.QUEUES and self.focused is self.query_one("#queue-table", RowTable):
+            self.query_one("#queue-jobs", RowTable).focus()
+            return
+        name = self.selected_job()
+        if name is None:
+            return
+        self.push_screen(TextScreen(f"Job {name}", self.job_details(name)))
+
+    def job_details(self, name: str) -> Text:
+        """The detail page: why it waits (in words), its request, its runs and preemptions."""
+        state = self.controller.state
+        now = self.controller.now
+        job = state.job(name)
+        expl = self.model.explanations(now).get(job.id) or explain_all(state, now).get(job.id)
+        t = Text()
+        t.append(f"{job.name}", Style(bold=True))
+        t.append(f"   queue {job.queue}   priority {job.priority}   state {job.state}\n")
+        asks = " + ".join(
+            f"{g.count} x {g.name} ({g.gpu_milli / MILLI:g} GPU{'s' if g.gpu_milli != MILLI else ''} each)" for g in job.groups
+        )
+        t.append(f"asks for     {asks}\n")
+        if job.estimate:
+            t.append(f"estimate     {span(job.estimate)}")
+            if job.checkpoint_every:
+                t.append(f", checkpoints every {span(job.checkpoint_every)}")
+            t.append("\n")
+        t.append(f"submitted    {moment(job.submit)}, waited {span(max(0.0, now - job.submit) if job.current_run is None and job.state != JobState.FINISHED else 0.0) or '-'} so far\n")
+        if expl is not None and expl.reason:
+            t.append("\nWhy it waits\n", Style(bold=True, underline=True))
+            t.append(f"  {expl.reason}: {expl.message}\n")
+            if expl.queue_position:
+                t.append(f"  position {expl.queue_position} in queue {job.queue}\n")
+            if expl.estimated_start is not None:
+                when = "now" if expl.estimated_start <= now else f"in {span(expl.estimated_start - now)} (at {moment(expl.estimated_start)})"
+                t.append(f"  expected to start {when}\n")
+            elif expl.reason:
+                t.append("  no start time can be planned yet\n", Style(dim=True))
+        t.append("\nRuns\n", Style(bold=True, underline=True))
+        if not job.runs:
+            t.append("  none yet\n", Style(dim=True))
+        for k, run in enumerate(job.runs, 1):
+            end = "running" if run.end is None else f"{moment(run.end)} ({run.end_reason}{' by ' + run.by if run.by else ''})"
+            t.append(f"  #{k}  {moment(run.start)} → {end}\n")
+            for p in run.placements[:12]:
+                share = f" ({p.share / MILLI:g} share)" if p.share else ""
+                t.append(f"      {p.pod:<28} {state.nodes[p.node_id].name:<16} GPUs {','.join(map(str, p.gpus))}{share}\n")
+            if len(run.placements) > 12:
+                t.append(f"      … {len(run.placements) - 12} more pods\n")
+        related = [e for e in state.audit if e.target == job.name or job.name in e.result]
+        if related:
+            t.append("\nEvents\n", Style(bold=True, underline=True))
+            for e in related[-10:]:
+                t.append(f"  {moment(e.time):>9}  {e.actor:<10} {e.action:<10} {e.result}\n")
+        return t
 
 
-def run_console(controller: Controller, speed: float | None = 60.0, readonly: bool = False, theme: str = "dark") -> int:
-    app = UsherApp(controller, speed=speed, readonly=readonly)
+def run_console(
+    controller: Any,
+    speed: float | None = 60.0,
+    readonly: bool = False,
+    theme: str = DEFAULT_THEME,
+    keymap: Path | None = None,
+) -> int:
+    app = UsherApp(controller, speed=speed, readonly=readonly, theme=theme, keymap=keymap)
     app.run()
     return 0

@@ -1,0 +1,331 @@
+"""The console's view model: rows and figures computed from the engine state, no Textual here.
+
+Screens render these plain records; tests check them without a terminal. ``ConsoleModel`` keeps
+the expensive part (the pending-job explanations with positions and ETAs, which run the backfill
+planner) cached until the state changes, so a redraw at idle costs almost nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import StrEnum
+
+from usher.engine.enums import JobState, PendingReason
+from usher.engine.explain import Explanation, explain_all
+from usher.engine.policy import quota
+from usher.engine.scenario.quantity import format_duration
+from usher.engine.state import HOSTNAME_LEVEL, INF, MILLI, ClusterState, Job, Node, Queue
+
+#: times after this are wall-clock seconds since the epoch (a cluster), not scenario seconds
+EPOCH_TIMES = 1e9
+
+
+def moment(t: float) -> str:
+    """A scenario time as a duration from its start; a cluster's time as UTC wall time."""
+    if t >= EPOCH_TIMES:
+        return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%H:%M:%S")
+    return format_duration(t)
+
+
+def span(seconds: float | None) -> str:
+    """A duration for a table cell; blank when unknown."""
+    if seconds is None or seconds == INF:
+        return ""
+    return format_duration(max(0.0, seconds))
+
+
+def gpus(milli: float) -> str:
+    if milli == INF:
+        return "∞"
+    value = milli / MILLI
+    return f"{value:.0f}" if value == int(value) else f"{value:.2f}".rstrip("0")
+
+
+class RunState(StrEnum):
+    """What the replay or the controller loop is doing, for the header."""
+
+    RUNNING = "running"
+    PAUSED = "paused"
+    FINISHED = "finished"
+    LIVE = "live"
+
+
+@dataclass(slots=True, frozen=True)
+class JobRow:
+    name: str
+    state: JobState
+    queue: str
+    priority: int
+    gpus: float
+    pods: int
+    wait: float
+    reason: str
+    position: int | None
+    eta: float | None
+    """Planned start (absolute time) for a pending job."""
+
+    def cells(self, now: float) -> tuple[str, ...]:
+        eta = "" if self.eta is None else ("now" if self.eta <= now else f"in {span(self.eta - now)}")
+        return (
+            self.name,
+            str(self.state),
+            self.queue,
+            str(self.priority),
+            gpus(self.gpus),
+            str(self.pods),
+            span(self.wait),
+            self.reason,
+            "" if self.position is None else str(self.position),
+            eta,
+        )
+
+
+JOB_COLUMNS = ("job", "state", "queue", "prio", "GPUs", "pods", "wait", "reason", "pos", "ETA")
+
+
+@dataclass(slots=True, frozen=True)
+class QueueRow:
+    name: str
+    cohort: str | None
+    nominal: float
+    usage: float
+    borrowed: float
+    lent: float
+    pending: int
+    running: int
+    fair_share: float
+    manual: bool
+
+    def cells(self) -> tuple[str, ...]:
+        label = f"  {self.name}" if self.cohort else self.name
+        return (
+            label + (" (approval)" if self.manual else ""),
+            gpus(self.nominal),
+            gpus(self.usage),
+            gpus(self.borrowed) if self.borrowed else "",
+            gpus(self.lent) if self.lent else "",
+            str(self.pending),
+            str(self.running),
+            f"{self.fair_share:.2f}",
+        )
+
+
+QUEUE_COLUMNS = ("queue", "quota", "used", "borrowed", "lent", "pending", "running", "share")
+
+
+@dataclass(slots=True, frozen=True)
+class NodeRow:
+    name: str
+    model: str
+    used: float
+    total: int
+    cordoned: bool
+    failed: bool
+    jobs: int
+    labels: str
+
+    @property
+    def status(self) -> str:
+        if self.failed:
+            return "failed"
+        return "cordoned" if self.cordoned else "ready"
+
+    def cells(self) -> tuple[str, ...]:
+        return (self.name, self.model, f"{gpus(self.used)}/{self.total}", self.status, str(self.jobs), self.labels)
+
+
+NODE_COLUMNS = ("node", "model", "GPUs", "status", "jobs", "labels")
+
+
+@dataclass(slots=True, frozen=True)
+class Overview:
+    gpus_total: int
+    gpus_schedulable: int
+    gpus_allocated: float
+    running: int
+    pending: int
+    finished: int
+    by_reason: tuple[tuple[str, int], ...]
+    nodes_cordoned: int
+    nodes_failed: int
+
+
+def job_gpus(job: Job) -> float:
+    return float(sum(g.gpu_milli * g.count for g in job.groups))
+
+
+def job_wait(job: Job, now: float) -> float:
+    """Time waited so far: since submission, minus the time it ran."""
+    if not job.submitted and not job.runs:
+        return 0.0
+    ran = sum(((r.end if r.end is not None else now) - r.start) for r in job.runs)
+    end = now if job.state != JobState.FINISHED else (job.runs[-1].end or now)
+    return max(0.0, end - job.submit - ran)
+
+
+def state_version(state: ClusterState) -> tuple[int, ...]:
+    """Changes whenever anything a screen shows can have changed (time aside)."""
+    return (
+        state.admit_counter,
+        state.stop_counter,
+        len(state.audit),
+        len(state.jobs),
+        len(state.nodes),
+        sum(len(q.pending) for q in state.queues.values()),
+        state.schedulable_gpu_count,
+        id(state),
+    )
+
+
+def lent_by_queue(state: ClusterState) -> dict[str, float]:
+    """GPU quota each queue lends right now: the cohort's borrowing, split over its idle lenders."""
+    out: dict[str, float] = {}
+    for names in state.cohorts.values():
+        members = [state.queues[n] for n in names]
+        borrowed = sum(max(0.0, q.usage[0] - q.nominal[0]) for q in members if q.nominal[0] != INF)
+        idle = {
+            q.name: max(0.0, min(q.nominal[0] - q.usage[0], q.nominal[0] - q.guaranteed[0]))
+            for q in members
+            if q.nominal[0] != INF
+        }
+        total_idle = sum(idle.values())
+        for name, spare in idle.items():
+            out[name] = borrowed * spare / total_idle if total_idle else 0.0
+    return out
+
+
+class ConsoleModel:
+    """The rows every screen needs, cached per state version."""
+
+    def __init__(self, state_of) -> None:
+        #: a callable giving the current ``ClusterState`` (the kube mirror replaces its state on rebuild)
+        self._state_of = state_of
+        self._version: tuple[int, ...] | None = None
+        self._explanations: dict[int, Explanation] = {}
+
+    @property
+    def state(self) -> ClusterState:
+        return self._state_of()
+
+    def explanations(self, now: float) -> dict[int, Explanation]:
+        state = self.state
+        version = state_version(state)
+        if version != self._version:
+            self._explanations = explain_all(state, now)
+            self._version = version
+        return self._explanations
+
+    def job_rows(self, now: float) -> list[JobRow]:
+        state = self.state
+        expl = self.explanations(now)
+        rows = []
+        for job in state.jobs:
+            if not job.submitted and not job.runs:
+                continue
+            e = expl.get(job.id)
+            rows.append(
+                JobRow(
+                    job.name,
+                    job.state,
+                    job.queue,
+                    job.priority,
+                    job_gpus(job),
+                    job.total_pods,
+                    job_wait(job, now),
+                    str(e.reason) if e and e.reason else "",
+                    e.queue_position if e else None,
+                    e.estimated_start if e else None,
+                )
+            )
+        return rows
+
+    def queue_rows(self) -> list[QueueRow]:
+        """Cohorts as a tree: a cohort line, then its queues; then queues without a cohort."""
+        state = self.state
+        lent = lent_by_queue(state)
+        rows: list[QueueRow] = []
+
+        def row(q: Queue) -> QueueRow:
+            return QueueRow(
+                q.name,
+                q.cohort,
+                q.nominal[0],
+                float(q.usage[0]),
+                max(0.0, q.usage[0] - q.nominal[0]) if q.nominal[0] != INF else 0.0,
+                lent.get(q.name, 0.0),
+                len(q.pending),
+                len(state.running_by_queue.get(q.name, ())),
+                quota.dominant_share(state, q),
+                str(q.approval) == "manual",
+            )
+
+        for cohort in sorted(state.cohorts):
+            members = [row(state.queues[n]) for n in sorted(state.cohorts[cohort])]
+            rows.append(
+                QueueRow(
+                    f"cohort {cohort}",
+                    None,
+                    sum(m.nominal for m in members),
+                    sum(m.usage for m in members),
+                    sum(m.borrowed for m in members),
+                    sum(m.lent for m in members),
+                    sum(m.pending for m in members),
+                    sum(m.running for m in members),
+                    max((m.fair_share for m in members), default=0.0),
+                    False,
+                )
+            )
+            rows.extend(members)
+        rows.extend(row(q) for name, q in sorted(state.queues.items()) if not q.cohort)
+        return rows
+
+    def queue_jobs(self, queue: str, now: float) -> list[JobRow]:
+        """A queue's jobs in admission order: running first, then pending by position."""
+        rows = [r for r in self.job_rows(now) if r.queue == queue and r.state != JobState.FINISHED]
+        return sorted(rows, key=lambda r: (r.state != JobState.RUNNING, r.position or 0, r.name))
+
+    def node_rows(self) -> list[NodeRow]:
+        state = self.state
+        shown = [lv for lv in state.levels if lv != HOSTNAME_LEVEL]
+        return [
+            NodeRow(
+                n.name,
+                n.gpu_model,
+                (n.gpu_count * MILLI - sum(n.gpu_free)) / MILLI,
+                n.gpu_count,
+                n.cordoned,
+                n.failed,
+                len(n.jobs),
+                " ".join(f"{k.rsplit('/', 1)[-1]}={n.labels[k]}" for k in shown if k in n.labels),
+            )
+            for n in state.nodes
+        ]
+
+    def overview(self, now: float) -> Overview:
+        state = self.state
+        expl = self.explanations(now)
+        reasons = Counter(str(e.reason) for e in expl.values() if e.reason)
+        return Overview(
+            sum(n.gpu_count for n in state.nodes),
+            state.schedulable_gpu_count,
+            state.schedulable_used_milli / MILLI,
+            len(state.running),
+            sum(len(q.pending) for q in state.queues.values()),
+            sum(1 for j in state.jobs if j.state == JobState.FINISHED),
+            tuple(reasons.most_common()),
+            sum(1 for n in state.nodes if n.cordoned and not n.failed),
+            sum(1 for n in state.nodes if n.failed),
+        )
+
+    def awaiting_approval(self) -> list[str]:
+        return [
+            j.name
+            for j in self.state.jobs
+            if j.submitted and j.current_run is None and j.pending_reason == PendingReason.AWAITING_APPROVAL
+        ]
+
+
+def node_used(node: Node) -> float:
+    return (node.gpu_count * MILLI - sum(node.gpu_free)) / MILLI

@@ -1,0 +1,164 @@
+"""A virtual table for the console's long lists (10,000 jobs): only the visible lines are drawn.
+
+Textual's DataTable keeps a styled copy of every cell, so refreshing a 10,000-row job list costs
+a cell update per changed value. Here the rows are plain tuples of strings; ``set_rows`` swaps
+the list in (nothing happens when it is unchanged), keeps the cursor on the same row key, and
+only the lines on screen are rendered, so a refresh costs the same at 100 rows or 100,000.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+#: widest a column grows, so one long value cannot push the rest off screen
+MAX_COLUMN = 48
+
+
+@dataclass(slots=True, frozen=True)
+class Row:
+    key: str
+    cells: tuple[str, ...]
+    tone: str = ""
+    """A semantic colour for the row: "", "dim", "warning", "error", "success"."""
+
+
+class RowTable(ScrollView, can_focus=True):
+    """Rows of text cells with a header, a cursor, and scrolling; see the module docstring."""
+
+    BINDINGS = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home,g", "jump(0)", "Top", show=False),
+        Binding("end,G", "jump(-1)", "Bottom", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    RowTable { height: 1fr; }
+    """
+
+    cursor = reactive(0, always_update=True, repaint=True)
+
+    class Highlighted(Message):
+        def __init__(self, table: RowTable, key: str | None) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
+    def __init__(self, columns: tuple[str, ...], *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.columns = columns
+        self.rows: list[Row] = []
+        self.widths: list[int] = [len(c) for c in columns]
+        self._index: dict[str, int] = {}
+
+    # -- data ----------------------------------------------------------------------------
+
+    def set_rows(self, rows: list[Row]) -> bool:
+        """Show ``rows``; the cursor stays on the same key. False when nothing changed."""
+        if rows == self.rows:
+            return False
+        current = self.current_key
+        self.rows = rows
+        self._index = {r.key: i for i, r in enumerate(rows)}
+        widths = [len(c) for c in self.columns]
+        for r in rows:
+            for i, cell in enumerate(r.cells):
+                if len(cell) > widths[i]:
+                    widths[i] = min(MAX_COLUMN, len(cell))
+        self.widths = widths
+        self.virtual_size = Size(sum(widths) + 2 * len(widths), len(rows) + 1)
+        if current is not None and current in self._index:
+            self.cursor = self._index[current]
+        else:
+            self.cursor = min(self.cursor, max(0, len(rows) - 1))
+        self.refresh()
+        return True
+
+    @property
+    def current_key(self) -> str | None:
+        if 0 <= self.cursor < len(self.rows):
+            return self.rows[self.cursor].key
+        return None
+
+    def select_key(self, key: str) -> None:
+        if key in self._index:
+            self.cursor = self._index[key]
+            self._scroll_to_cursor()
+
+    # -- keys ----------------------------------------------------------------------------
+
+    def action_cursor(self, delta: int) -> None:
+        self._move(self.cursor + delta)
+
+    def action_page(self, direction: int) -> None:
+        self._move(self.cursor + direction * max(1, self.size.height - 2))
+
+    def action_jump(self, where: int) -> None:
+        self._move(0 if where == 0 else len(self.rows) - 1)
+
+    def _move(self, to: int) -> None:
+        if not self.rows:
+            return
+        self.cursor = max(0, min(len(self.rows) - 1, to))
+        self._scroll_to_cursor()
+        self.post_message(self.Highlighted(self, self.current_key))
+
+    def _scroll_to_cursor(self) -> None:
+        visible = max(1, self.size.height - 1)
+        top = self.scroll_offset.y
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False)
+        elif self.cursor >= top + visible:
+            self.scroll_to(y=self.cursor - visible + 1, animate=False)
+
+    # -- drawing -------------------------------------------------------------------------
+
+    def _line(self, cells: tuple[str, ...], style: Style) -> list[Segment]:
+        parts = []
+        for text, width in zip(cells, self.widths):
+            text = text if len(text) <= width else text[: width - 1] + "…"
+            parts.append(" " + text.ljust(width) + " ")
+        return [Segment("".join(parts), style)]
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        base = self.rich_style
+        if y == 0:
+            header = Style(bold=True, color=self.app.current_theme.primary) if self.app else Style(bold=True)
+            segments = self._line(self.columns, base + header)
+        else:
+            index = scroll_y + y - 1
+            if index >= len(self.rows):
+                return Strip.blank(width, base)
+            row = self.rows[index]
+            style = base + self._tone(row.tone)
+            if index == self.cursor:
+                style += Style(reverse=True) if not self.has_focus else Style(reverse=True, bold=True)
+            segments = self._line(row.cells, style)
+        strip = Strip(segments).crop(scroll_x, scroll_x + width)
+        return strip.extend_cell_length(width, base if y == 0 or scroll_y + y - 1 != self.cursor else style)
+
+    def _tone(self, tone: str) -> Style:
+        if not tone:
+            return Style()
+        if tone == "dim":
+            return Style(dim=True)
+        theme = self.app.current_theme
+        colour = {"warning": theme.warning, "error": theme.error, "success": theme.success}.get(tone)
+        return Style(color=colour) if colour else Style()
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        if old != new:
+            self.post_message(self.Highlighted(self, self.current_key))
