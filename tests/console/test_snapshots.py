@@ -1,0 +1,44 @@
+"""SVG snapshots of every view on the demo at a fixed simulated time, in the dark and light themes.
+
+The replay is stopped (the app does not run the controller loop), so each picture is the same on
+every run; a change to a screen shows up as a diff of its SVG. Update deliberately with
+``pytest tests/console/test_snapshots.py --snapshot-update`` and look at the report it writes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from usher.console.app import UsherApp
+
+from conftest import demo_at
+
+VIEWS = {"overview": "1", "queues": "2", "jobs": "3", "nodes": "4", "topology": "5", "events": "6"}
+
+
+@pytest.mark.parametrize("theme", ["dark", "light"])
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_view_snapshot(snap_compare, view: str, theme: str) -> None:
+    app = UsherApp(demo_at(), live=False, theme=theme)
+    assert snap_compare(app, press=[VIEWS[view]], terminal_size=(120, 36))
+
+
+def test_readonly_jobs_view_at_80x24(snap_compare) -> None:
+    """The smallest terminal operators use over SSH: it degrades (fewer columns), never breaks."""
+    app = UsherApp(demo_at(), live=False, readonly=True)
+    assert snap_compare(app, press=["3"], terminal_size=(80, 24))
+
+
+def test_preempt_dialog_snapshot(snap_compare) -> None:
+    ctrl = demo_at()
+    ctrl.paused = True
+    app = UsherApp(ctrl, live=False)
+
+    async def open_dialog(pilot) -> None:
+        await pilot.press("3")
+        app.query_one("#job-table").select_key("llm-pretrain")
+        await pilot.pause()
+        await pilot.press("p")
+        await pilot.pause()
+
+    assert snap_compare(app, run_before=open_dialog, terminal_size=(120, 36))
