@@ -71,10 +71,17 @@ class Node:
     domains: list[int] = field(default_factory=list)
     #: job ids with at least one pod here
     jobs: set[int] = field(default_factory=set)
+    #: GPU indices out of service (the node agent reports them unhealthy): never free, and not
+    #: counted as capacity; set before ``ClusterState.add_node``
+    out_of_service: frozenset[int] = frozenset()
 
     @property
     def schedulable(self) -> bool:
         return not (self.cordoned or self.failed)
+
+    @property
+    def gpus_in_service(self) -> int:
+        return self.gpu_count - len(self.out_of_service)
 
     def has_partial(self) -> bool:
         return any(0 < f < MILLI for f in self.gpu_free)
@@ -320,8 +327,9 @@ class ClusterState:
     # -- building -------------------------------------------------------------------------
 
     def add_node(self, node: Node) -> None:
-        node.gpu_free = [MILLI] * node.gpu_count
-        node.whole_free = node.gpu_count
+        node.out_of_service = frozenset(i for i in node.out_of_service if 0 <= i < node.gpu_count)
+        node.gpu_free = [0 if i in node.out_of_service else MILLI for i in range(node.gpu_count)]
+        node.whole_free = node.gpus_in_service
         node.cpu_free = node.cpu
         node.mem_free = node.memory
         self.nodes.append(node)
@@ -366,8 +374,8 @@ class ClusterState:
     def _index_add(self, node: Node) -> None:
         self._bucket(node.gpu_model)[node.whole_free].add(node.id)
         self.total_whole_free += node.whole_free
-        self.schedulable_gpu_count += node.gpu_count
-        self.schedulable_used_milli += node.gpu_count * MILLI - sum(node.gpu_free)
+        self.schedulable_gpu_count += node.gpus_in_service
+        self.schedulable_used_milli += node.gpus_in_service * MILLI - sum(node.gpu_free)
         if node.has_partial():
             self.partial_nodes.add(node.id)
         for li, did in enumerate(node.domains):
@@ -376,8 +384,8 @@ class ClusterState:
     def _index_remove(self, node: Node) -> None:
         self._bucket(node.gpu_model)[node.whole_free].discard(node.id)
         self.total_whole_free -= node.whole_free
-        self.schedulable_gpu_count -= node.gpu_count
-        self.schedulable_used_milli -= node.gpu_count * MILLI - sum(node.gpu_free)
+        self.schedulable_gpu_count -= node.gpus_in_service
+        self.schedulable_used_milli -= node.gpus_in_service * MILLI - sum(node.gpu_free)
         self.partial_nodes.discard(node.id)
         for li, did in enumerate(node.domains):
             self.domains[li][did].whole_free -= node.whole_free

@@ -3,9 +3,11 @@
 The mirror turns informer deltas into engine operations. Pods are grouped into gangs (one engine
 job each); a gang is submitted once all the pods it needs exist unbound, withdrawn when they go
 away, finished when its last bound pod ends. Cordons and node readiness change schedulability in
-place. Anything structural (a node added, removed or relabelled, a new queue config) rebuilds the
-engine's state from the caches, which is also how a restarted controller starts: state lives in
-the cluster, and ``rebuild`` derives it from what the API says.
+place. Anything structural (a node added, removed or relabelled, its NVLink islands or the GPUs
+the node agent reports unhealthy changed, a new queue config) rebuilds the engine's state from the
+caches, which is also how a restarted controller starts: state lives in the cluster, and
+``rebuild`` derives it from what the API says. A GPU in ``usher/gpu-health`` is out of service:
+never placed on, not counted as capacity.
 
 A gang found partly bound (a controller died between two binds of one gang) is rolled back: its
 bound pods are listed in ``rollbacks`` for the controller to evict.
@@ -355,6 +357,7 @@ class Mirror:
                 islands=view.islands,
                 cpu=view.cpu,
                 memory=view.memory,
+                out_of_service=frozenset(view.unhealthy),
             )
             state.add_node(node)
             node.cordoned, node.failed = view.unschedulable, not view.ready

@@ -17,11 +17,14 @@ Conventions (documented for users in the README):
 - operator state: ``usher/approved``, ``usher/hold``; usher writes ``usher/gpus`` at bind time.
 - nodes: ``nvidia.com/gpu`` allocatable, label ``nvidia.com/gpu.product`` for the model,
   ``nvidia.com/gpu.memory`` (MiB, as GPU feature discovery writes it), annotation
-  ``usher/nvlink`` (``0,1,2,3;4,5,6,7``) for NVLink islands.
+  ``usher/nvlink`` (``0,1,2,3;4,5,6,7``) for NVLink islands, ``usher/gpu-health``
+  (``{"3": "XID 79 ..."}``: the GPUs found unhealthy and why) for GPUs out of service; both are
+  written by ``usher agent`` (``format_nvlink``, ``format_gpu_health``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -59,6 +62,7 @@ class Annotation(StrEnum):
     APPROVED = "usher/approved"
     HOLD = "usher/hold"
     NVLINK = "usher/nvlink"
+    GPU_HEALTH = "usher/gpu-health"
     #: the sandbox's kubelet stand-in: how long the pod runs before it succeeds
     DURATION = "usher/duration"
 
@@ -290,10 +294,12 @@ class NodeView:
     memory: int
     unschedulable: bool
     ready: bool
+    #: GPU index -> why the node agent found it unhealthy (annotation ``usher/gpu-health``)
+    unhealthy: dict[int, str] = field(default_factory=dict)
 
     def shape(self) -> tuple[Any, ...]:
         """Everything but schedulability: a change here means the engine rebuilds its indexes."""
-        return (self.labels, self.gpus, self.gpu_model, self.gpu_memory, self.islands, self.cpu, self.memory)
+        return (self.labels, self.gpus, self.gpu_model, self.gpu_memory, self.islands, self.cpu, self.memory, self.unhealthy)
 
 
 def node_view(obj: dict[str, Any]) -> NodeView:
@@ -304,7 +310,8 @@ def node_view(obj: dict[str, Any]) -> NodeView:
     labels = dict(meta.get("labels") or {})
     labels["kubernetes.io/hostname"] = meta["name"]
     gpus = _safe(lambda: _int(str(alloc.get(GPU_RESOURCE, "0"))), 0)
-    islands = _safe(lambda: _islands((meta.get("annotations") or {}).get(Annotation.NVLINK), gpus), None)
+    annotations = meta.get("annotations") or {}
+    islands = _safe(lambda: _islands(annotations.get(Annotation.NVLINK), gpus), None)
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
     if not status.get("conditions"):
         ready = True  # a node without reported conditions (a bare test object) is taken as ready
@@ -319,6 +326,7 @@ def node_view(obj: dict[str, Any]) -> NodeView:
         memory=_safe(lambda: parse_memory(alloc["memory"]), UNLIMITED) if "memory" in alloc else UNLIMITED,
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
+        unhealthy=_safe(lambda: _unhealthy(annotations.get(Annotation.GPU_HEALTH), gpus), {}),
     )
 
 
@@ -327,6 +335,26 @@ def _safe(fn, default):
         return fn()
     except (ValueError, KeyError, TypeError):
         return default
+
+
+def format_nvlink(islands: list[list[int]]) -> str:
+    """The ``usher/nvlink`` value for NVLink islands: ``[[0, 1], [2, 3]]`` is ``0,1;2,3``."""
+    return ";".join(",".join(str(i) for i in island) for island in islands)
+
+
+def format_gpu_health(unhealthy: dict[int, str]) -> str:
+    """The ``usher/gpu-health`` value: a JSON object of unhealthy GPU index -> reason (``{}``: all well)."""
+    return json.dumps({str(i): unhealthy[i] for i in sorted(unhealthy)}, separators=(",", ":"))
+
+
+def _unhealthy(text: str | None, gpus: int) -> dict[int, str]:
+    """Unhealthy GPUs from ``usher/gpu-health``; indices the node does not have are ignored."""
+    if not text:
+        return {}
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    return {int(k): str(v) for k, v in doc.items() if str(k).isdigit() and int(k) < gpus}
 
 
 def _islands(text: str | None, gpus: int) -> list[list[int]] | None:
