@@ -11,6 +11,7 @@ from __future__ import annotations
 from .cycle import Admitter, CycleResult, Decision, run_cycle
 from .enums import Action, DecisionKind, EndReason, JobState
 from .policy.registry import Policy, get_policy
+from .policy.placement import observe_job
 from .state import INF, AuditEntry, ClusterState, Job, PodPlacement, Run, Vec, vadd
 
 
@@ -31,6 +32,7 @@ class Engine(Admitter):
         job.state = JobState.PENDING
         job.remaining = job.duration
         self.state.enqueue(job)
+        observe_job(self.state, job)
 
     def finish(self, job: Job, now: float) -> None:
         run = job.current_run

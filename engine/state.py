@@ -14,7 +14,9 @@ used GPU, and per topology domain the whole GPUs free. Every change of capacity 
 
 from __future__ import annotations
 
+from bisect import insort
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .enums import (
     Approval,
@@ -32,6 +34,11 @@ UNLIMITED = 1 << 62
 HOSTNAME_LEVEL = "kubernetes.io/hostname"
 INF = float("inf")
 
+if TYPE_CHECKING:
+    from .policy.fragmentation import WorkloadProfile
+
+#: A node's shape: GPU model, free CPU, free milli-GPUs sorted high to low.
+Shape = tuple[str, int, tuple[int, ...]]
 #: A resource vector: (gpu milli, cpu millicores, memory bytes).
 Vec = tuple[int, int, int]
 #: A quota vector: the same resources; ``inf`` where a queue sets no limit.
@@ -85,6 +92,11 @@ class Node:
 
     def has_partial(self) -> bool:
         return any(0 < f < MILLI for f in self.gpu_free)
+
+
+def node_shape(node: Node) -> Shape:
+    """What fragmentation scoring sees of a node; nodes of one shape score alike."""
+    return (node.gpu_model, node.cpu_free, tuple(sorted(node.gpu_free, reverse=True)))
 
 
 @dataclass(slots=True)
@@ -323,6 +335,32 @@ class ClusterState:
         self.reservation: tuple[int, float] | None = None
         #: the last reservation planned (a ``policy.backfill.Reservation``), reused while valid
         self.last_plan: object | None = None
+        #: fragmentation-aware placement (``policy.fragmentation``): the workload learnt from
+        #: submitted jobs, and schedulable nodes grouped by shape (model, free CPU, free GPUs
+        #: sorted), each group a list of (tie rank, node id) kept sorted; off while None
+        self.workload: WorkloadProfile | None = None
+        self.shapes: dict[Shape, list[tuple[int, int]]] = {}
+        #: each node's place in the order that breaks ties between equal scores
+        self.tie_rank: list[int] = []
+
+    def enable_fragmentation(self, workload: WorkloadProfile, tie_rank: list[int] | None = None) -> None:
+        """Turn on fragmentation-aware placement against ``workload`` (see ``policy.placement``)."""
+        self.workload = workload
+        self.tie_rank = list(tie_rank) if tie_rank is not None else list(range(len(self.nodes)))
+        self.shapes = {}
+        for node in self.nodes:
+            if node.schedulable:
+                self._shape_add(node)
+
+    def _shape_add(self, node: Node) -> None:
+        insort(self.shapes.setdefault(node_shape(node), []), (self.tie_rank[node.id], node.id))
+
+    def _shape_remove(self, node: Node) -> None:
+        key = node_shape(node)
+        group = self.shapes[key]
+        group.remove((self.tie_rank[node.id], node.id))
+        if not group:
+            del self.shapes[key]
 
     # -- building -------------------------------------------------------------------------
 
@@ -380,6 +418,8 @@ class ClusterState:
             self.partial_nodes.add(node.id)
         for li, did in enumerate(node.domains):
             self.domains[li][did].whole_free += node.whole_free
+        if self.workload is not None:
+            self._shape_add(node)
 
     def _index_remove(self, node: Node) -> None:
         self._bucket(node.gpu_model)[node.whole_free].discard(node.id)
@@ -389,6 +429,8 @@ class ClusterState:
         self.partial_nodes.discard(node.id)
         for li, did in enumerate(node.domains):
             self.domains[li][did].whole_free -= node.whole_free
+        if self.workload is not None:
+            self._shape_remove(node)
 
     def set_schedulable(self, node: Node, cordoned: bool | None = None, failed: bool | None = None) -> None:
         was = node.schedulable

@@ -23,12 +23,14 @@ fewer shapes than nodes, and a node that changes usually returns to a shape seen
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..state import MILLI
+MILLI = 1000
+"""Milli-GPUs per GPU (the engine's unit; ``state.MILLI``)."""
 
 POPULARITY = 0.95
 """Share of the pods that the typical pods must cover (the paper's simulator uses 95%)."""
@@ -126,6 +128,7 @@ class FragmentationModel:
                 group.cumulative.append(running)
             self.groups.append(group)
         self._memo: dict[tuple[str, int, tuple[int, ...]], float] = {}
+        self._placements: dict[tuple[str, int, tuple[int, ...], PodDemand], tuple[int, int]] = {}
 
     @classmethod
     def from_demands(cls, demands: Iterable[PodDemand], popularity: float = POPULARITY) -> FragmentationModel:
@@ -144,6 +147,39 @@ class FragmentationModel:
             value = self._evaluate(model, cpu_free, key[2])
             self._memo[key] = value
         return value
+
+    def best_placement(self, model: str, cpu_free: int, free_desc: tuple[int, ...],
+                       demand: PodDemand) -> tuple[int, int]:
+        """Score (0-100) of placing ``demand`` on a node of this shape, and for a shared GPU the
+        free amount of the GPU to take (-1 otherwise). The node must fit the pod.
+
+        The score is the paper's: ``100 * sigmoid(decrease / 1000)`` of the node's fragment,
+        truncated to an integer, so placements that differ by a few milli-GPUs tie and the
+        tie-break (see ``policy.placement``) decides among them.
+        """
+        key = (model, cpu_free, free_desc, demand)
+        found = self._placements.get(key)
+        if found is not None:
+            return found
+        if len(self._placements) >= MEMO_LIMIT:
+            self._placements.clear()
+        before = self.node_fragment(model, cpu_free, free_desc)
+        cpu_after = cpu_free - demand.cpu
+        if demand.gpus == 0 or demand.gpu_milli >= MILLI:
+            k = demand.gpus
+            after = self.node_fragment(model, cpu_after, (0,) * k + free_desc[k:] if k else free_desc)
+            found = (fgd_score(before - after), -1)
+        else:
+            best_score, best_free = -1, -1
+            for f in sorted({f for f in free_desc if f >= demand.gpu_milli}):  # tightest first wins ties
+                i = free_desc.index(f)
+                after_free = free_desc[:i] + (f - demand.gpu_milli,) + free_desc[i + 1:]
+                score = fgd_score(before - self.node_fragment(model, cpu_after, after_free))
+                if score > best_score:
+                    best_score, best_free = score, f
+            found = (best_score, best_free)
+        self._placements[key] = found
+        return found
 
     def _evaluate(self, model: str, cpu_free: int, free_desc: tuple[int, ...]) -> float:
         total = sum(free_desc)
@@ -165,3 +201,38 @@ class FragmentationModel:
                     usable += f
                 fragment -= weight * usable
         return fragment
+
+
+def fgd_score(decrease: float) -> int:
+    """The FGD paper's node score for a fragment decrease in milli-GPUs: 0 to 100."""
+    return int(100.0 / (1.0 + math.exp(-decrease / MILLI)))
+
+
+class WorkloadProfile:
+    """The pod demands seen so far, and a ``FragmentationModel`` of them kept fresh.
+
+    The scheduler learns the workload from the jobs submitted to it (as the paper's typical
+    pods come from the workload's pod list). The model is rebuilt when the pods seen have grown
+    by ``REFRESH_GROWTH`` since the last build, so early decisions use an early picture and the
+    picture settles as the workload does.
+    """
+
+    REFRESH_GROWTH = 0.1
+
+    def __init__(self, popularity: float = POPULARITY) -> None:
+        self.popularity = popularity
+        self.counts: dict[PodDemand, float] = {}
+        self.seen = 0.0
+        self._built_at = 0.0
+        self._model: FragmentationModel | None = None
+
+    def observe(self, demand: PodDemand, count: int = 1) -> None:
+        self.counts[demand] = self.counts.get(demand, 0.0) + count
+        self.seen += count
+
+    def model(self) -> FragmentationModel | None:
+        """The current model, rebuilt if the workload seen has grown; None before any pod."""
+        if self.seen and (self._model is None or self.seen >= self._built_at * (1 + self.REFRESH_GROWTH)):
+            self._model = FragmentationModel(typical_pods(self.counts, self.popularity))
+            self._built_at = self.seen
+        return self._model

@@ -25,6 +25,7 @@ from typing import Iterable, Protocol
 
 from ..enums import PendingReason, TopologyMode
 from ..state import MILLI, ClusterState, Job, Node, PodGroup, PodPlacement
+from .fragmentation import FragmentationModel, PodDemand
 from .registry import Scoring
 
 SCORE_SAMPLE = 8
@@ -246,6 +247,10 @@ class Placer:
 
     def choose_node(self, pod: PodGroup, within: list[int] | None = None) -> Node | None:
         """The best node for one pod, optionally only among the node ids ``within``."""
+        if within is None and self.state.workload is not None:
+            model = self.state.workload.model()
+            if model is not None:
+                return self._least_fragmenting(pod, model)
         nodes = self.state.nodes
         if self.scoring == Scoring.FIRST_FIT:
             return self._first_fit(pod, within)
@@ -299,6 +304,50 @@ class Placer:
                 return node
         return None
 
+    def _least_fragmenting(self, pod: PodGroup, model: FragmentationModel) -> Node | None:
+        """Fragmentation-aware choice: the node whose fragment grows least (FGD's score).
+
+        Nodes are visited one shape at a time (model, free CPU, sorted free GPUs), since nodes
+        of a shape score alike; the score is memoised per shape and demand. Equal scores go to
+        a node already in use for a GPU pod, and for a pod without GPUs to a node whose GPUs are
+        all taken (its CPU is of no use to GPU pods any more); then to the node first in the
+        state's tie order.
+        """
+        state = self.state
+        nodes = state.nodes
+        demand = PodDemand.of(pod.gpu_milli, pod.cpu, pod.models)
+        whole, share = pod.whole_gpus, pod.share
+        best: Node | None = None
+        best_key: tuple[int, int, int] | None = None
+        for shape, members in state.shapes.items():
+            gpu_model, cpu_free, free = shape
+            if cpu_free < pod.cpu:
+                continue
+            if pod.gpu_milli:
+                if pod.models is not None and gpu_model not in pod.models:
+                    continue
+                if whole and (len(free) < whole or free[whole - 1] < MILLI):
+                    continue
+                if share and (not free or free[0] < share):
+                    continue
+            node = None
+            for rank, nid in members:
+                candidate = nodes[nid]
+                if self._fits_node(candidate, pod):
+                    node = candidate
+                    break
+            if node is None:
+                continue
+            score = model.best_placement(gpu_model, cpu_free, free, demand)[0]
+            if pod.gpu_milli:
+                preferred = int(not (all(f == MILLI for f in free) and cpu_free == node.cpu))
+            else:
+                preferred = int(not any(free))
+            key = (score, preferred, -rank)
+            if best_key is None or key > best_key:
+                best, best_key = node, key
+        return best
+
     def _choose_shared(self, pod: PodGroup, within: list[int] | None) -> Node | None:
         nodes = self.state.nodes
         share = pod.share
@@ -337,6 +386,17 @@ class Placer:
             self.guard.consume(node.id, took_whole, pod.cpu, pod.memory)
         self.taken.append(placement)
         return placement
+
+    def _shared_gpu(self, node: Node, pod: PodGroup) -> int | None:
+        """The GPU for a shared pod: the least fragmenting one when fragmentation is on."""
+        workload = self.state.workload
+        model = workload.model() if workload is not None else None
+        if model is None:
+            return pick_shared_gpu(node, pod.share)
+        shape_free = tuple(sorted(node.gpu_free, reverse=True))
+        target = model.best_placement(node.gpu_model, node.cpu_free, shape_free,
+                                      PodDemand.of(pod.gpu_milli, pod.cpu, pod.models))[1]
+        return node.gpu_free.index(target) if target in node.gpu_free else pick_shared_gpu(node, pod.share)
 
     def undo(self, job: Job, mark: int = 0) -> None:
         """Give back every placement taken since ``mark`` (all of them by default)."""
@@ -433,6 +493,14 @@ class Placer:
                 self.undo(job)
                 return False
         return True
+
+
+def observe_job(state: ClusterState, job: Job) -> None:
+    """Teach the state's workload profile (when fragmentation is on) a submitted job's pods."""
+    if state.workload is None:
+        return
+    for g in job.groups:
+        state.workload.observe(PodDemand.of(g.gpu_milli, g.cpu, g.models), g.count)
 
 
 def _job_still_on(job: Job, node: Node) -> bool:
