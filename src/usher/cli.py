@@ -1,7 +1,8 @@
-"""The ``usher`` command line: console, headless controller, demo, replay, check and sandbox.
+"""The ``usher`` command line: console, headless controller, demo, replay, check, sandbox and agent.
 
 Exit codes follow ``spec/scenario.md``: 0 success; 2 bad input, with every problem listed by
-file, YAML path and line; 1 anything else, one line of cause (a traceback only with ``--debug``).
+file, YAML path and line; 1 anything else, one line of cause (a traceback only with ``--debug``);
+3 for ``usher agent`` on a machine without an NVIDIA driver or GPU.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from . import __version__
 
-EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_NO_GPU = 0, 1, 2, 3
 
 
 class UsageError(Exception):
@@ -103,6 +104,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="folder with philly-derived/ (default $USHER_TRACES, else ../shared/traces)")
     gen.add_argument("-o", "--output", type=Path, default=None, help="write here (default stdout)")
     gen.add_argument("--debug", action="store_true")
+    agent = sub.add_parser("agent", help="the node agent: this node's GPUs through NVML, /metrics, NVLink and health on the Node")
+    agent.add_argument("--once", action="store_true", help="read the GPUs once, print what they say and exit (3: no driver or GPU)")
+    agent.add_argument("--json", action="store_true", help="with --once: print JSON")
+    agent.add_argument("--node", default=None, help="the Node to annotate (default $NODE_NAME)")
+    agent.add_argument("--interval", type=_interval, default=10.0, metavar="DURATION", help="time between readings (default 10s)")
+    agent.add_argument("--metrics-port", type=int, default=9401, help="port for /metrics, /healthz, /readyz (default 9401)")
+    agent.add_argument("--metrics-host", default="0.0.0.0", help="address to serve them on (default all)")
+    agent.add_argument("--no-publish", action="store_true", help="serve /metrics only; do not annotate the Node")
+    agent.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
+    agent.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
+    agent.add_argument("--debug", action="store_true")
     return parser
 
 
@@ -197,6 +209,23 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_agent(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from usher.agent.main import AgentUsageError, run_agent, run_once
+    from usher.engine.backends.nvml.reader import NoGpuError
+
+    if args.json and not args.once:
+        raise UsageError("agent: --json goes with --once (running, the agent serves /metrics)")
+    try:
+        return run_once(args) if args.once else asyncio.run(run_agent(args))
+    except NoGpuError as exc:
+        print(f"usher agent: {exc}", file=sys.stderr)
+        return EXIT_NO_GPU
+    except AgentUsageError as exc:
+        raise UsageError(f"agent: {exc}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -215,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_sandbox(args)
         if args.command == "generate":
             return cmd_generate(args)
+        if args.command == "agent":
+            return cmd_agent(args)
         return cmd_cluster(args)
     except ScenarioError as exc:
         print(str(exc), file=sys.stderr)

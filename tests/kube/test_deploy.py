@@ -2,7 +2,8 @@
 
 Every document loads and is named; `kubectl apply -f deploy/` creates the namespace first and
 puts everything namespaced in it; the controller's RBAC grants exactly `CONTROLLER_PERMISSIONS`
-(and the operator role exactly `OPERATOR_PERMISSIONS`), nothing broader; the queue config
+(the operator role exactly `OPERATOR_PERMISSIONS`, the node agent's `AGENT_PERMISSIONS`), nothing
+broader; the agent DaemonSet reaches every GPU node without taking a GPU; the queue config
 parses with the scenario models and makes sense; the Deployment is hardened, probed on the port
 it serves, and spread over nodes; the examples reach usher and can run in their queues.
 """
@@ -22,7 +23,10 @@ import yaml
 from pydantic import TypeAdapter
 
 from usher.engine.backends.kube.health import DEFAULT_PORT, Endpoint
+from usher.agent.main import DEFAULT_PORT as AGENT_PORT, NODE_ENV
 from usher.engine.backends.kube.rbac import (
+    AGENT_PERMISSIONS,
+    AGENT_SERVICE_ACCOUNT,
     CONTROLLER_PERMISSIONS,
     LEADER_LEASE,
     OPERATOR_PERMISSIONS,
@@ -163,9 +167,9 @@ def _normalised(permissions: tuple[Permission, ...]) -> set[Permission]:
     }
 
 
-def _controller_grants() -> set[Permission]:
-    """What the controller's service account may do, from every binding that names it."""
-    account = {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": USHER_NAMESPACE}
+def _controller_grants(service_account: str = SERVICE_ACCOUNT) -> set[Permission]:
+    """What the controller's (or another) service account may do, from every binding that names it."""
+    account = {"kind": "ServiceAccount", "name": service_account, "namespace": USHER_NAMESPACE}
     granted: set[Permission] = set()
     for binding in MANIFESTS:
         if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
@@ -204,9 +208,9 @@ def test_operator_role_grants_exactly_its_permission_list_and_is_not_bound_by_de
     assert bindings == [], "who operates usher is the cluster admin's choice"
 
 
-@pytest.mark.parametrize("role", ["controller", "operator"])
+@pytest.mark.parametrize("role", ["controller", "operator", "agent"])
 def test_permission_lists_are_least_privilege(role: str) -> None:
-    permissions = CONTROLLER_PERMISSIONS if role == "controller" else OPERATOR_PERMISSIONS
+    permissions = {"controller": CONTROLLER_PERMISSIONS, "operator": OPERATOR_PERMISSIONS, "agent": AGENT_PERMISSIONS}[role]
     for p in permissions:
         assert "*" not in (p.group, p.resource, p.verb) and "*" not in p.names, p
         assert p.resource.split("/")[0] != "secrets", p
@@ -335,7 +339,7 @@ def test_probes_and_metrics_use_the_port_the_container_exposes() -> None:
     assert annotations["prometheus.io/scrape"] == "true"
     assert annotations["prometheus.io/port"] == str(DEFAULT_PORT)
     assert annotations["prometheus.io/path"] == Endpoint.METRICS
-    service = _the("Service")
+    service = _the("Service", "usher-metrics")
     assert _selects(service["spec"]["selector"], _the("Deployment")["spec"]["template"]["metadata"]["labels"])
     [service_port] = service["spec"]["ports"]
     assert port_number(service_port["targetPort"]) == DEFAULT_PORT
@@ -354,6 +358,57 @@ def test_replicas_land_on_different_nodes_and_drains_take_one_at_a_time() -> Non
     budget = _the("PodDisruptionBudget")
     assert budget["apiVersion"] == "policy/v1" and budget["spec"]["maxUnavailable"] == 1
     assert _selects(budget["spec"]["selector"]["matchLabels"], labels)
+
+
+# --- the node agent DaemonSet ---------------------------------------------------------------------
+
+
+def test_agent_rbac_grants_exactly_its_permission_list() -> None:
+    granted = _controller_grants(AGENT_SERVICE_ACCOUNT)
+    wanted = _normalised(AGENT_PERMISSIONS)
+    assert granted == wanted, _report(granted, wanted)
+    assert wanted == {Permission("", "nodes", Verb.PATCH, Scope.CLUSTER)}, "the agent reads nothing"
+
+
+def test_the_agent_runs_on_every_gpu_node_without_taking_a_gpu() -> None:
+    daemonset = _the("DaemonSet", "usher-agent")
+    pod = daemonset["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == AGENT_SERVICE_ACCOUNT
+    _the("ServiceAccount", AGENT_SERVICE_ACCOUNT)
+    assert _selects(daemonset["spec"]["selector"]["matchLabels"], daemonset["spec"]["template"]["metadata"]["labels"])
+    assert pod["nodeSelector"].get("nvidia.com/gpu.present") == "true"
+    assert any(t["key"] == GPU and t["operator"] == "Exists" for t in pod["tolerations"]), "GPU nodes are often tainted"
+    [container] = pod["containers"]
+    assert container.get("args") == ["agent"]
+    assert all(GPU not in container["resources"].get(kind, {}) for kind in ("requests", "limits")), "it would take a GPU"
+    env = {e["name"]: e for e in container["env"]}
+    assert env[NODE_ENV]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "all"
+
+
+def test_the_agent_is_hardened_probed_and_scraped_on_its_port() -> None:
+    daemonset = _the("DaemonSet", "usher-agent")
+    template = daemonset["spec"]["template"]
+    pod = template["spec"]
+    [container] = pod["containers"]
+    security = container["securityContext"]
+    assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        assert not pod.get(key), key
+    assert not security.get("privileged")
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": AGENT_PORT}
+    assert container["livenessProbe"]["httpGet"] == {"path": Endpoint.HEALTHZ, "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": Endpoint.READYZ, "port": "metrics"}
+    annotations = template["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == str(AGENT_PORT) and annotations["prometheus.io/path"] == Endpoint.METRICS
+    service = _the("Service", "usher-agent")
+    assert service["spec"]["clusterIP"] == "None", "one address per agent, for dns+http:// telemetry"
+    assert _selects(service["spec"]["selector"], template["metadata"]["labels"])
+    assert not _selects(service["spec"]["selector"], _the("Deployment")["spec"]["template"]["metadata"]["labels"])
 
 
 # --- the Dockerfile -----------------------------------------------------------------------------

@@ -10,15 +10,19 @@ The controller owns readiness: a new server is not ready ("informers have not sy
 controller calls `HealthServer.set_ready()` once its informers have listed everything, and
 `HealthServer.set_not_ready(reason)` when that stops being true (a watch lost for good, shutting
 down). ``/readyz`` answers 503 with that reason while not ready.
+
+The node agent (``usher agent``) serves its own metrics the same way: anything with a
+``render() -> bytes`` method in the Prometheus text format will do (``MetricsSource``).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 from http import HTTPStatus
+from typing import Protocol
 
 from ..http_server import HttpServer, Request, Response
-from .metrics import CONTENT_TYPE, ControllerMetrics
+from .metrics import CONTENT_TYPE
 
 DEFAULT_HOST = "0.0.0.0"
 """All interfaces: the kubelet and Prometheus reach the pod on its IP."""
@@ -35,10 +39,16 @@ class Endpoint(StrEnum):
     READYZ = "/readyz"
 
 
-class HealthServer:
-    """Serves the metrics and the health of one controller process."""
+class MetricsSource(Protocol):
+    def render(self) -> bytes:
+        """Every series in the Prometheus text format (``CONTENT_TYPE``)."""
+        ...
 
-    def __init__(self, metrics: ControllerMetrics) -> None:
+
+class HealthServer:
+    """Serves the metrics and the health of one controller (or node agent) process."""
+
+    def __init__(self, metrics: MetricsSource) -> None:
         self._metrics = metrics
         self._not_ready: str | None = NOT_SYNCED
         self._server = HttpServer(self.handle)

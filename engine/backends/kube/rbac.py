@@ -4,7 +4,8 @@ This is the one list of what usher may do to a cluster. The controller's API cal
 within ``CONTROLLER_PERMISSIONS``: a call that needs anything else needs a new entry here and the
 matching rule in ``deploy/`` (the tests in ``tests/kube/test_deploy.py`` hold the manifests to
 exactly this list, in both directions, so the RBAC stays least privilege). ``OPERATOR_PERMISSIONS``
-is the same for people who run the console against a cluster (the ``usher-operator`` ClusterRole).
+is the same for people who run the console against a cluster (the ``usher-operator`` ClusterRole),
+and ``AGENT_PERMISSIONS`` for the node agent (``usher agent``, the DaemonSet in ``deploy/70-agent.yaml``).
 
 A permission names an API group (``""`` is core v1), a resource (``pods/binding`` for a
 subresource), one verb and a scope: ``CLUSTER`` is granted by a ClusterRole, for cluster-scoped
@@ -33,6 +34,9 @@ QUEUES_CONFIG_KEY = "queues.yaml"
 
 LEADER_LEASE = "usher-controller"
 """The coordination.k8s.io Lease the controller replicas elect their leader on."""
+
+AGENT_SERVICE_ACCOUNT = "usher-agent"
+"""The node agent's service account, in ``USHER_NAMESPACE``."""
 
 
 class Verb(StrEnum):
@@ -120,3 +124,10 @@ OPERATOR_PERMISSIONS: tuple[Permission, ...] = (
 All of it is cluster scope, one ClusterRole: the ConfigMap and Lease rules are limited by name
 (``usher-queues``, ``usher-controller``), which exist only in ``USHER_NAMESPACE``.
 """
+
+AGENT_PERMISSIONS: tuple[Permission, ...] = (
+    # Its Node's usher/nvlink and usher/gpu-health annotations, as a merge patch; it reads nothing.
+    *_grants("", "nodes", (Verb.PATCH,), Scope.CLUSTER),
+)
+"""Every API call the node agent makes. RBAC cannot limit it to the agent's own Node (only the
+kubelet's Node authorizer ties a credential to a node), so the rule names no object."""
