@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="folder with philly-derived/ (default $USHER_TRACES, else ../shared/traces)")
     gen.add_argument("-o", "--output", type=Path, default=None, help="write here (default stdout)")
     gen.add_argument("--debug", action="store_true")
+    from usher.fgd.command import add_parser as add_bench_parser
+
+    add_bench_parser(sub)
     agent = sub.add_parser("agent", help="the node agent: this node's GPUs through NVML, /metrics, NVLink and health on the Node")
     agent.add_argument("--once", action="store_true", help="read the GPUs once, print what they say and exit (3: no driver or GPU)")
     agent.add_argument("--json", action="store_true", help="with --once: print JSON")
@@ -226,6 +229,15 @@ def cmd_agent(args: argparse.Namespace) -> int:
         raise UsageError(f"agent: {exc}") from None
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from usher.fgd.command import SeedsError, run
+
+    try:
+        return run(args)
+    except SeedsError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -246,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_generate(args)
         if args.command == "agent":
             return cmd_agent(args)
+        if args.command == "bench":
+            return cmd_bench(args)
         return cmd_cluster(args)
     except ScenarioError as exc:
         print(str(exc), file=sys.stderr)
