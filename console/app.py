@@ -31,7 +31,6 @@ from textual.widgets import ContentSwitcher, Footer, Input, Label, Static
 from usher.engine.controller import Command
 from usher.engine.core import CommandError
 from usher.engine.enums import Action, JobState
-from usher.engine.explain import explain_all
 from usher.engine.state import INF, MILLI
 from usher.engine.whatif import drain_impact, preempt_impact, quota_preview
 
@@ -175,6 +174,9 @@ class UsherApp(App[int]):
         self.status_text = Text("")
         self.prompt_mode: str | None = None
         self._drawn: dict[View, tuple] = {}
+        self._bar: Text | None = None
+        #: job id -> (its row's data, the row drawn from it): unchanged jobs reuse their row
+        self._job_rows: dict[str, tuple[JobRow, Row]] = {}
         self._clock = clock
         self._themes, theme_errors = load_themes([user_theme_dir()])
         self._startup_notes: list[tuple[str, str]] = [(e, "error") for e in theme_errors]
@@ -321,7 +323,10 @@ class UsherApp(App[int]):
         """Redraw the header and the visible view if anything they show changed."""
         if not self.is_mounted:
             return
-        self.query_one("#bar", Static).update(self.bar_text())
+        bar = self.bar_text()
+        if bar != self._bar:
+            self._bar = bar
+            self.query_one("#bar", Static).update(bar)
         now = self.controller.now
         telemetry = getattr(self.controller, "telemetry", None)
         key = (
@@ -375,7 +380,15 @@ class UsherApp(App[int]):
         return [r for r in rows if (needle in " ".join(r.cells).lower()) != invert]
 
     def _job_table_rows(self, rows: list[JobRow], now: float) -> list[Row]:
-        return [Row(r.name, r.cells(now), STATE_TONE.get(r.state, "")) for r in rows]
+        cache = self._job_rows
+        out = []
+        for r in rows:
+            hit = cache.get(r.name)
+            if hit is None or hit[0] != r or r.eta is not None:
+                hit = (r, Row(r.name, r.cells(now), STATE_TONE.get(r.state, "")))
+                cache[r.name] = hit
+            out.append(hit[1])
+        return out
 
     def _draw_jobs(self, now: float) -> None:
         rows = self.model.job_rows(now)
@@ -462,7 +475,7 @@ class UsherApp(App[int]):
             del self.history[:-20]
         self.view = view
         self.query_one("#views", ContentSwitcher).current = str(view)
-        self.redraw(force=True)
+        self.redraw()
         focus = {
             View.QUEUES: "#queue-table",
             View.JOBS: "#job-table",
@@ -789,7 +802,7 @@ class UsherApp(App[int]):
         state = self.controller.state
         now = self.controller.now
         job = state.job(name)
-        expl = self.model.explanations(now).get(job.id) or explain_all(state, now).get(job.id)
+        expl = self.model.explanations(now, fresh=True).get(job.id)
         t = Text()
         t.append(f"{job.name}", Style(bold=True))
         t.append(f"   queue {job.queue}   priority {job.priority}   state {job.state}\n")

@@ -115,7 +115,7 @@ class QuotaDialog(ModalScreen[QuotaEdit | None]):
                 yield Button("Cancel", id="cancel")
 
     def on_mount(self) -> None:
-        self.query_one(f"#nominal-gpu", Input).focus()
+        self.query_one("#nominal-gpu", Input).focus()
         self._update()
 
     def read(self) -> QuotaEdit:

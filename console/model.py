@@ -7,6 +7,7 @@ planner) cached until the state changes, so a redraw at idle costs almost nothin
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -199,46 +200,75 @@ def lent_by_queue(state: ClusterState) -> dict[str, float]:
 class ConsoleModel:
     """The rows every screen needs, cached per state version."""
 
-    def __init__(self, state_of) -> None:
+    def __init__(self, state_of, min_interval: float = 2.0, clock=time.monotonic) -> None:
         #: a callable giving the current ``ClusterState`` (the kube mirror replaces its state on rebuild)
         self._state_of = state_of
+        #: wall seconds between two runs of the ETA planner while the state keeps changing
+        self.min_interval = min_interval
+        self._clock = clock
+        self._computed_at = -INF
         self._version: tuple[int, ...] | None = None
         self._explanations: dict[int, Explanation] = {}
+        self._rows: dict[int, tuple[tuple, JobRow]] = {}
 
     @property
     def state(self) -> ClusterState:
         return self._state_of()
 
-    def explanations(self, now: float) -> dict[int, Explanation]:
+    def explanations(self, now: float, fresh: bool = False) -> dict[int, Explanation]:
+        """Why each waiting job waits, with positions and ETAs.
+
+        Planning ETAs runs the backfill planner, so while a replay races along it runs at most
+        every ``min_interval`` wall seconds (``fresh`` forces it, for a job's detail page).
+        """
         state = self.state
         version = state_version(state)
         if version != self._version:
-            self._explanations = explain_all(state, now)
-            self._version = version
+            rebuilt = self._version is None or version[-1] != self._version[-1]
+            if rebuilt:
+                self._rows.clear()  # a rebuilt state (the kube mirror) reuses job ids
+            wall = self._clock()
+            if fresh or rebuilt or wall - self._computed_at >= self.min_interval:
+                self._explanations = explain_all(state, now)
+                self._version = version
+                self._computed_at = wall
         return self._explanations
 
     def job_rows(self, now: float) -> list[JobRow]:
+        """A row per submitted job. Running and finished jobs' rows do not change with time, so
+        they are kept until the job's state or runs change; waiting jobs' rows are rebuilt."""
         state = self.state
         expl = self.explanations(now)
+        cache = self._rows
         rows = []
         for job in state.jobs:
             if not job.submitted and not job.runs:
                 continue
+            waiting = job.current_run is None and job.state != JobState.FINISHED
+            sig = (job.state, len(job.runs))
+            if not waiting:
+                hit = cache.get(job.id)
+                if hit is not None and hit[0] == sig:
+                    rows.append(hit[1])
+                    continue
             e = expl.get(job.id)
-            rows.append(
-                JobRow(
-                    job.name,
-                    job.state,
-                    job.queue,
-                    job.priority,
-                    job_gpus(job),
-                    job.total_pods,
-                    job_wait(job, now),
-                    str(e.reason) if e and e.reason else "",
-                    e.queue_position if e else None,
-                    e.estimated_start if e else None,
-                )
+            if waiting and (e is None or e.reason != job.pending_reason) and job.pending_reason is not None:
+                e = Explanation(job.pending_reason, None, None, None)  # newer than the last plan
+            row = JobRow(
+                job.name,
+                job.state,
+                job.queue,
+                job.priority,
+                job_gpus(job),
+                job.total_pods,
+                job_wait(job, now),
+                str(e.reason) if e and e.reason else "",
+                e.queue_position if e else None,
+                e.estimated_start if e else None,
             )
+            if not waiting:
+                cache[job.id] = (sig, row)
+            rows.append(row)
         return rows
 
     def queue_rows(self) -> list[QueueRow]:

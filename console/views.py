@@ -67,7 +67,7 @@ def render_overview(
     for source, err in sorted(telemetry_errors.items()):
         out.append(f"telemetry       {source}: {err}\n", Style(color=palette.failed))
     out.append("\nQueues\n", Style(bold=True, underline=True))
-    qw = max(8, min(30, width - 50))
+    qw = max(6, min(30, width - 68))
     for q in queues:
         if q.name.startswith("cohort "):
             out.append(f"{q.name}\n", Style(bold=True))
