@@ -1,0 +1,95 @@
+"""The console attached to a cluster (the sandbox's fake API server), as ``usher`` runs it:
+it shows what the scheduler did, its actions become API writes, and actions the operator's RBAC
+forbids are disabled with the reason before anyone tries them."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from harness import Cluster, scenario_of
+
+from usher.console.app import UsherApp
+from usher.console.table import RowTable
+from usher.engine.backends.kube.client import KubeClient
+from usher.engine.backends.kube.controller import KubeController
+
+SCENARIO = """
+name: ops
+topology: {levels: [usher/rack, kubernetes.io/hostname]}
+nodeGroups:
+  - {prefix: n, count: 2, layout: {usher/rack: 2}, template: {gpus: 8, cpu: 64, memory: 512Gi}}
+queues:
+  - {name: research, quota: {gpu: 16}}
+  - {name: product, quota: {gpu: 8}, approval: manual}
+jobs:
+  - {name: train, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 2, gpu: 4}]}
+  - {name: nb, queue: product, submit: 0, duration: 100, pods: [{gpu: 1}]}
+"""
+
+
+async def wait_for(condition, pilot, seconds: float = 10.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+async def cluster(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    c = Cluster(scenario_of(SCENARIO), tmp_path)
+    await c.start()
+    await c.controller()
+    await c.world.step(0.0)
+    await c.settle()
+    yield c
+    await c.stop()
+
+
+async def test_console_on_a_cluster_acts_through_the_api_and_respects_rbac(cluster) -> None:
+    c = cluster
+    c.server.forbid("create", "pods", "eviction")  # this operator may not evict: no preempt, no drain
+    client = await KubeClient.connect(str(c.kubeconfig))
+    ctrl = KubeController(client, identity="console", clock=c.clock.now, schedule=False)
+    app = UsherApp(ctrl, speed=None)
+    try:
+        async with app.run_test(size=(140, 40)) as pilot:
+            await wait_for(lambda: ctrl.synced.is_set() and app.forbidden, pilot)
+            assert app.check_action("preempt", ()) is None and app.check_action("drain", ()) is None
+            assert "pods/eviction" in (app.disabled_reason("drain") or "")
+            await pilot.press("4")
+            assert app.check_action("cordon", ()) is True
+            await pilot.press("question_mark")
+            await pilot.pause()
+            help_text = str(app.screen.query_one("#page-text").render())
+            assert "Drain" in help_text and "disabled: your RBAC does not allow create on pods/eviction" in help_text
+            await pilot.press("escape")
+            # the scheduler ran the gang; the console sees it through the API
+            await pilot.press("3")
+            table = app.query_one("#job-table", RowTable)
+            await wait_for(lambda: any(r.key.endswith("train") for r in table.rows), pilot)
+            nb = next(r.key for r in table.rows if r.key.endswith("nb"))
+            table.select_key(nb)
+            await pilot.press("a")
+            await wait_for(
+                lambda: all(
+                    p["metadata"].get("annotations", {}).get("usher/approved") == "true"
+                    for p in c.server.store.list("pods", "default").objects()
+                    if p["metadata"]["name"].startswith("nb-")
+                ),
+                pilot,
+            )
+            await pilot.press("4")
+            app.query_one("#node-table", RowTable).select_key("n-01")
+            await pilot.press("c")
+            await pilot.pause()
+            await pilot.press("y")
+            await wait_for(lambda: c.server.store.get("nodes", "n-01")["spec"].get("unschedulable") is True, pilot)
+            events = {e["reason"] for e in c.server.store.list("events", None).objects()}
+            assert {"UsherApprove", "UsherCordon"} <= events
+            await wait_for(lambda: any(e.action == "cordon" for e in ctrl.state.audit), pilot)
+    finally:
+        await asyncio.sleep(0)
+        await client.aclose()
