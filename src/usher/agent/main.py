@@ -88,6 +88,40 @@ def render(reading: NodeReading, node: str | None) -> str:
     return "\n".join(lines)
 
 
+class NodeAgent:
+    """One node's agent: reads the GPUs, serves them, keeps the Node's annotations current."""
+
+    def __init__(self, reader: NvmlReader, metrics: AgentMetrics, publisher: NodePublisher | None, interval: float) -> None:
+        self.reader = reader
+        self.metrics = metrics
+        self.publisher = publisher
+        self.interval = interval
+        self.health = HealthServer(metrics)
+        self.health.set_not_ready("the GPUs have not been read yet")
+
+    async def start(self, host: str, port: int) -> int:
+        """Serve /metrics, /healthz and /readyz; returns the port."""
+        return await self.health.start(host, port)
+
+    async def read_once(self) -> NodeReading:
+        """Read the GPUs (in a worker thread), show the reading on /metrics, publish it."""
+        reading = await asyncio.to_thread(self.reader.read)
+        self.metrics.update(reading, time.time())
+        self.health.set_ready()
+        if self.publisher is not None:
+            await self.publisher.publish(reading)
+        return reading
+
+    async def run(self) -> None:
+        """Read every ``interval`` seconds until cancelled."""
+        while True:
+            await self.read_once()
+            await asyncio.sleep(self.interval)
+
+    async def stop(self) -> None:
+        await self.health.stop()
+
+
 async def run_agent(args: argparse.Namespace) -> int:
     """Run until SIGTERM/SIGINT; raises ``NoGpuError`` without a driver or GPU."""
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -98,17 +132,15 @@ async def run_agent(args: argparse.Namespace) -> int:
     reader = NvmlReader()
     await asyncio.to_thread(reader.open)
     client: KubeClient | None = None
-    metrics = AgentMetrics(node or os.uname().nodename)
-    health = HealthServer(metrics)
-    health.set_not_ready("the GPUs have not been read yet")
+    agent: NodeAgent | None = None
     try:
-        port = await health.start(args.metrics_host, args.metrics_port)
         publisher = None
-        if not args.no_publish:
-            assert node is not None
+        if node is not None and not args.no_publish:
             client = await KubeClient.connect(args.kubeconfig, args.context)
             publisher = NodePublisher(client, node)
-        log.info("usher agent on %s: /metrics on :%d, reading every %gs%s", metrics.node, port, args.interval,
+        agent = NodeAgent(reader, AgentMetrics(node or os.uname().nodename), publisher, args.interval)
+        port = await agent.start(args.metrics_host, args.metrics_port)
+        log.info("usher agent on %s: /metrics on :%d, reading every %gs%s", agent.metrics.node, port, args.interval,
                  "" if publisher else " (not publishing to the Node)")
         main = asyncio.current_task()
         assert main is not None
@@ -116,17 +148,12 @@ async def run_agent(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, main.cancel)
         try:
-            while True:
-                reading = await asyncio.to_thread(reader.read)
-                metrics.update(reading, time.time())
-                health.set_ready()
-                if publisher is not None:
-                    await publisher.publish(reading)
-                await asyncio.sleep(args.interval)
+            await agent.run()
         except asyncio.CancelledError:
             log.info("stopping")
     finally:
-        await health.stop()
+        if agent is not None:
+            await agent.stop()
         if client is not None:
             await client.aclose()
         await asyncio.to_thread(reader.close)
