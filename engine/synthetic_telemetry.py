@@ -9,6 +9,9 @@ GPUs turn stale rather than zero). ``SyntheticTelemetry.sample`` reads the engin
   always draws the same pictures): a base utilization, a slow swing around it, how much GPU memory
   it fills; a run ramps up over its first two minutes (loading data and weights);
 - a shared GPU adds its jobs' utilization and memory weighted by their shares;
+- a job that holds some of its pods while it waits for the rest (pod-by-pod admission, the
+  ``kube-default`` policy) holds its GPUs idle: allocated, a CUDA context's worth of memory
+  (``HELD_MEMORY``), no utilization. That is the picture the heatmap exists for;
 - temperature and power follow utilization between an idle and a full-load figure, power scaled
   by the GPU model's board power (``BOARD_POWER``).
 
@@ -54,6 +57,9 @@ WALL_SECONDS_PER_ROUND = 0.5
 
 STALE_ROUNDS = 3
 """A GPU missing from this many rounds (its node failed) is stale."""
+
+HELD_MEMORY = 0.02
+"""Share of a GPU's memory a pod that waits for the rest of its gang holds (its CUDA context)."""
 
 DEFAULT_BOARD_POWER = 400.0
 IDLE_POWER_SHARE = 0.1
@@ -139,20 +145,24 @@ class SyntheticTelemetry:
     def _round(self, state: ClusterState, now: float) -> list[GpuSample]:
         # (node id, gpu) -> [percent busy, share of memory filled], summed over the jobs on it
         load: dict[tuple[int, int], list[float]] = {}
-        for job_id in state.running:
+        for job_id in (*state.running, *state.incomplete):
             job = state.jobs[job_id]
             run = job.current_run
             if run is None:
                 continue
             profile = self._profile(job)
-            since = now - run.start
+            working = run.work_start is not None
+            since = now - run.work_start if run.work_start is not None else 0.0
             k = 0
             for placement in run.placements:
                 weight = placement.share / MILLI if placement.share else 1.0
                 for g in placement.gpus:
                     entry = load.setdefault((placement.node_id, g), [0.0, 0.0])
-                    entry[0] += weight * busy_percent(profile, since, k)
-                    entry[1] += weight * profile.memory
+                    if working:
+                        entry[0] += weight * busy_percent(profile, since, k)
+                        entry[1] += weight * profile.memory
+                    else:
+                        entry[1] += weight * HELD_MEMORY
                     k += 1
         out: list[GpuSample] = []
         append = out.append

@@ -145,3 +145,29 @@ def test_board_power_reads_the_model_names_people_and_nvml_use():
     assert board_power("H100") == board_power("NVIDIA H100 80GB HBM3") == 700.0
     assert board_power("NVIDIA A100-SXM4-80GB") == 400.0
     assert board_power("") == board_power("Mystery GPU") == 400.0
+
+
+def test_gpus_held_by_a_gang_waiting_for_its_other_pods_are_allocated_but_idle():
+    text = """
+    name: held
+    nodes:
+      - {name: a, gpus: 8, gpuModel: H100, gpuMemory: 80Gi}
+      - {name: b, gpus: 8, gpuModel: H100, gpuMemory: 80Gi}
+    queues: [{name: q}]
+    jobs:
+      - {name: blocker, queue: q, duration: 10h, pods: [{count: 1, gpu: 8}]}
+      - {name: gang, queue: q, submit: 1m, duration: 2h, pods: [{count: 2, gpu: 8}]}
+    """
+    ctrl = Controller(parse_scenario(textwrap.dedent(text), file="t.yaml"), "kube-default")
+    ctrl.subscribe(lambda snap: None)
+    step_to(ctrl, 60.0)
+    held = ctrl.state.job("gang")
+    assert held.incomplete_gang, "kube-default binds the pod that fits and holds it"
+    sample_at(ctrl, 900.0)
+    [(node, _)] = {(n, 0) for n, _ in placements(ctrl, "gang")}
+    for gpu in range(8):
+        assert ctrl.telemetry.value(node, gpu, Metric.UTILIZATION, 900.0) == 0.0
+        memory = ctrl.telemetry.value(node, gpu, Metric.MEMORY, 900.0)
+        assert memory is not None and 0.0 < memory < 0.1
+    blocker_node, blocker_gpu = placements(ctrl, "blocker")[0]
+    assert ctrl.telemetry.value(blocker_node, blocker_gpu, Metric.UTILIZATION, 900.0) > 0.3
