@@ -11,7 +11,7 @@ import pytest
 
 from usher.console.app import UsherApp
 
-from conftest import demo_at
+from demo_state import demo_at
 
 VIEWS = {"overview": "1", "queues": "2", "jobs": "3", "nodes": "4", "topology": "5", "events": "6"}
 
