@@ -9,6 +9,7 @@ cluster's GPUs.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -138,9 +139,9 @@ def summarise(results: list[SeedResult], policies: list[PolicyName]) -> dict[str
     for policy in policies:
         mine = [r for r in results if r.policy == str(policy)]
         out[str(policy)] = PolicySummary(
-            alloc100=statistics.fmean(r.alloc100 for r in mine),
-            alloc130=statistics.fmean(r.alloc130 for r in mine),
-            frag90=statistics.fmean(r.frag90 for r in mine),
+            alloc100=_mean([r.alloc100 for r in mine]),
+            alloc130=_mean([r.alloc130 for r in mine]),
+            frag90=_mean([r.frag90 for r in mine]),
             alloc100_sd=_sd([r.alloc100 for r in mine]),
             alloc130_sd=_sd([r.alloc130 for r in mine]),
             frag90_sd=_sd([r.frag90 for r in mine]),
@@ -150,8 +151,15 @@ def summarise(results: list[SeedResult], policies: list[PolicyName]) -> dict[str
     return out
 
 
+def _mean(values: list[float]) -> float:
+    """Mean over the seeds that reached the point (NaN where none did)."""
+    known = [v for v in values if not math.isnan(v)]
+    return statistics.fmean(known) if known else math.nan
+
+
 def _sd(values: list[float]) -> float:
-    return statistics.stdev(values) if len(values) > 1 else 0.0
+    known = [v for v in values if not math.isnan(v)]
+    return statistics.stdev(known) if len(known) > 1 else 0.0
 
 
 def _mean_curve(curves: list[list[float | None]]) -> list[float | None]:
@@ -162,16 +170,23 @@ def _mean_curve(curves: list[list[float | None]]) -> list[float | None]:
     return out
 
 
+def _number(value: float | int) -> float | int | None:
+    """Rounded for JSON; None where a run never reached that point (NaN is not JSON)."""
+    if isinstance(value, float):
+        return None if math.isnan(value) else round(value, 3)
+    return value
+
+
 def as_json(summary: dict[str, PolicySummary]) -> dict:
     """The ``--json`` object: per policy the headline figures, their spread and every seed."""
     policies = {}
     for name, s in summary.items():
         policies[name] = {
-            "alloc100": round(s.alloc100, 3), "alloc130": round(s.alloc130, 3), "frag90": round(s.frag90, 3),
-            "spread": {"alloc100": round(s.alloc100_sd, 3), "alloc130": round(s.alloc130_sd, 3),
-                       "frag90": round(s.frag90_sd, 3)},
+            "alloc100": _number(s.alloc100), "alloc130": _number(s.alloc130), "frag90": _number(s.frag90),
+            "spread": {"alloc100": _number(s.alloc100_sd), "alloc130": _number(s.alloc130_sd),
+                       "frag90": _number(s.frag90_sd)},
             "seeds": {
-                str(seed): {k: (round(v, 3) if isinstance(v, float) else v)
+                str(seed): {k: _number(v)
                             for k, v in asdict(r).items()
                             if k in ("alloc100", "alloc130", "frag90", "placed", "unplaced")}
                 for seed, r in sorted(s.seeds.items())

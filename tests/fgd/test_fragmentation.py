@@ -1,0 +1,65 @@
+"""The paper's fragmentation measure: typical pods, a node's fragment, the numpy twin agrees."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from usher.engine.policy.fragmentation import FragmentationModel, PodDemand, TypicalPod, fgd_score, typical_pods
+from usher.fgd.cluster import FragmentArrays
+
+ONE_GPU = PodDemand(cpu=4000, gpu_milli=1000, gpus=1)
+HALF_GPU = PodDemand(cpu=2000, gpu_milli=600, gpus=1)
+CPU_ONLY = PodDemand(cpu=8000, gpu_milli=0, gpus=0)
+
+
+def test_typical_pods_cover_the_popular_demands_and_reweigh() -> None:
+    counts = {ONE_GPU: 60.0, HALF_GPU: 36.0, CPU_ONLY: 4.0}
+    typical = typical_pods(counts, popularity=0.95)
+    assert [t.demand for t in typical] == [ONE_GPU, HALF_GPU]  # 96% covered; the rare CPU pod is out
+    assert abs(sum(t.weight for t in typical) - 1.0) < 1e-12
+    assert typical[0].weight == 60 / 96
+
+
+def test_fragment_counts_what_typical_pods_cannot_use() -> None:
+    model = FragmentationModel([TypicalPod(ONE_GPU, 0.5), TypicalPod(HALF_GPU, 0.5)])
+    # GPUs free 1000 and 500: the whole-GPU pod cannot use the 500; nor can the 600-share pod.
+    assert model.node_fragment("T4", 16000, [1000, 500]) == 500
+    # Not enough CPU for either pod: every free GPU is fragment.
+    assert model.node_fragment("T4", 1000, [1000, 500]) == 1500
+    # Enough CPU for the share only (2000 <= cpu < 4000): the 1000 is fragment for the whole-GPU pod.
+    assert model.node_fragment("T4", 3000, [1000, 500]) == 0.5 * 1500 + 0.5 * 500
+    # A pod without GPUs can never use free GPUs.
+    with_cpu_pod = FragmentationModel([TypicalPod(ONE_GPU, 0.5), TypicalPod(CPU_ONLY, 0.5)])
+    assert with_cpu_pod.node_fragment("T4", 16000, [1000, 1000]) == 1000
+
+
+def test_model_constraints_make_other_nodes_fragment() -> None:
+    v100_only = PodDemand(4000, 1000, 1, frozenset({"V100M32"}))
+    model = FragmentationModel([TypicalPod(v100_only, 1.0)])
+    assert model.node_fragment("V100M32", 8000, [1000]) == 0
+    assert model.node_fragment("T4", 8000, [1000]) == 1000
+
+
+def test_score_prefers_the_placement_that_fragments_least() -> None:
+    model = FragmentationModel([TypicalPod(ONE_GPU, 0.5), TypicalPod(HALF_GPU, 0.5)])
+    # A 400-share on a node with GPUs free [1000, 400]: filling the 400 leaves a whole GPU.
+    score, gpu_free = model.best_placement("T4", 16000, (1000, 400), PodDemand(2000, 400, 1))
+    assert gpu_free == 400
+    assert score > fgd_score(0)
+
+
+def test_numpy_evaluation_matches_the_engine_on_random_nodes() -> None:
+    rng = np.random.default_rng(7)
+    demands = [PodDemand(int(c), int(m), 1) for c, m in zip(rng.integers(1, 30, 40) * 1000,
+                                                               rng.choice([160, 250, 500, 810, 1000], 40))]
+    demands += [PodDemand(8000, 1000, 2), PodDemand(32000, 0, 0), PodDemand(4000, 1000, 1, frozenset({"A10"}))] * 5
+    model = FragmentationModel.from_demands(demands, popularity=1.0)
+    arrays = FragmentArrays(model, ["A10", "T4"])
+    free = rng.choice([0, 100, 250, 500, 750, 1000], size=(200, 8))
+    cpu = rng.integers(0, 40, 200) * 1000
+    node_model = rng.integers(0, 2, 200)
+    count, usable = arrays.stats(free)
+    fast = arrays.fragment(free.sum(axis=1), count, usable, cpu, node_model)
+    slow = [model.node_fragment(["A10", "T4"][m], int(c), [int(x) for x in row])
+            for row, c, m in zip(free, cpu, node_model)]
+    assert np.allclose(fast, slow)
