@@ -20,10 +20,14 @@ timestamp in milliseconds. Lines starting with ``#`` are comments, HELP or TYPE 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Container
 from dataclasses import dataclass
 
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+
+
+_NAME_END = re.compile(r"[{ \t]|$")
 
 
 class ExpositionError(ValueError):
@@ -47,9 +51,7 @@ def parse_exposition(text: str, wanted: Container[str]) -> list[Series]:
         line = raw.strip()
         if not line or line[0] == "#":
             continue
-        end = 0
-        while end < len(line) and line[end] not in "{ \t":
-            end += 1
+        end = _NAME_END.search(line).start()  # type: ignore[union-attr]  # the pattern matches at the end at worst
         name = line[:end]
         if name not in wanted:
             continue
@@ -65,7 +67,7 @@ def _sample(name: str, line: str, at: int) -> Series:
     while at < len(line) and line[at] in " \t":
         at += 1
     if at < len(line) and line[at] == "{":
-        labels, at = _labels(line, at + 1)
+        labels, at = _labels(line, at)
     rest = line[at:].split()
     if not rest:
         raise ExpositionError(f"{name} has no value")
@@ -88,53 +90,59 @@ def _float(name: str, text: str) -> float:
         raise ExpositionError(f"{name}: value {text!r} is not a number") from None
 
 
+_QUOTED = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_PAIR = rf"[ \t]*[A-Za-z_][A-Za-z0-9_]*[ \t]*=[ \t]*{_QUOTED}[ \t]*"
+_WELL_FORMED = re.compile(rf"(?:{_PAIR},)*(?:{_PAIR})?[ \t]*\}}")
+"""Every label pair up to and including the closing ``}``."""
+_PAIRS = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*"([^"\\]*(?:\\.[^"\\]*)*)"')
+_ESCAPE = re.compile(r"\\(.)")
+
+
+def _unescape(match: re.Match[str]) -> str:
+    try:
+        return _ESCAPES[match.group(1)]
+    except KeyError:
+        raise ExpositionError(f"bad escape \\{match.group(1)} in a label value") from None
+
+
 def _labels(line: str, at: int) -> tuple[dict[str, str], int]:
-    """Labels from just after ``{``; returns them and the index just after ``}``."""
-    labels: dict[str, str] = {}
-    n = len(line)
+    """Labels from the ``{`` at ``at``; returns them and the index just after ``}``.
+
+    The block is checked and split by regular expressions (the hot path: thousands of lines per
+    scrape round); only a malformed one is walked pair by pair, to say where it goes wrong."""
+    block = _WELL_FORMED.match(line, at + 1)
+    if block is None:
+        raise ExpositionError(_label_problem(line, at + 1))
+    labels = dict(_PAIRS.findall(line, at + 1, block.end()))
+    if "\\" in line[at + 1:block.end()]:
+        labels = {k: _ESCAPE.sub(_unescape, v) for k, v in labels.items()}
+    return labels, block.end()
+
+
+def _label_problem(line: str, at: int) -> str:
+    """Why the labels starting at ``at`` (just after ``{``) are malformed, in words."""
+    pair = re.compile(rf"({_PAIR})(,?)")
     while True:
-        while at < n and line[at] in " \t":
-            at += 1
-        if at >= n:
-            raise ExpositionError("the labels are not closed with '}'")
-        if line[at] == "}":
-            return labels, at + 1
-        start = at
-        while at < n and (line[at].isalnum() or line[at] == "_"):
-            at += 1
-        label = line[start:at]
-        if not label:
-            raise ExpositionError(f"expected a label name at column {at + 1}")
-        while at < n and line[at] in " \t":
-            at += 1
-        if at >= n or line[at] != "=":
-            raise ExpositionError(f"label {label} has no '=' (column {at + 1})")
-        at += 1
-        while at < n and line[at] in " \t":
-            at += 1
-        if at >= n or line[at] != '"':
-            raise ExpositionError(f"label {label}: the value must be in double quotes (column {at + 1})")
-        at += 1
-        chars: list[str] = []
-        while True:
-            if at >= n:
-                raise ExpositionError(f"label {label}: the quoted value never ends")
-            c = line[at]
-            if c == '"':
-                at += 1
-                break
-            if c == "\\":
-                if at + 1 >= n or line[at + 1] not in _ESCAPES:
-                    raise ExpositionError(f"label {label}: bad escape at column {at + 1}")
-                chars.append(_ESCAPES[line[at + 1]])
-                at += 2
-                continue
-            chars.append(c)
-            at += 1
-        labels[label] = "".join(chars)
-        while at < n and line[at] in " \t":
-            at += 1
-        if at < n and line[at] == ",":
-            at += 1
-        elif at < n and line[at] != "}":
-            raise ExpositionError(f"expected ',' or '}}' after label {label} (column {at + 1})")
+        rest = line[at:].lstrip(" \t")
+        column = len(line) - len(rest) + 1
+        if not rest:
+            return "the labels are not closed with '}'"
+        if rest.startswith("}"):
+            return f"malformed labels before column {column}"
+        found = pair.match(line, at)
+        if found is None:
+            break
+        at = found.end()
+        if not found.group(2) and not line[at:].lstrip(" \t").startswith("}"):
+            name = found.group(1).split("=")[0].strip()
+            return f"expected ',' or '}}' after label {name} (column {at + 1})"
+    name = re.match(r"[A-Za-z_][A-Za-z0-9_]*", rest)
+    if name is None:
+        return f"expected a label name at column {column}"
+    after = rest[name.end():].lstrip(" \t")
+    if not after.startswith("="):
+        return f"label {name.group()} has no '=' (column {column})"
+    value = after[1:].lstrip(" \t")
+    if not value.startswith('"'):
+        return f"label {name.group()}: the value must be in double quotes (column {column})"
+    return f"label {name.group()}: the quoted value never ends"

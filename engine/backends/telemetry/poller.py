@@ -16,7 +16,9 @@ retried with capped exponential backoff and jitter (``Backoff`` from the kube cl
 ``interval`` and doubling up to ``MAX_BACKOFF``. Its error is reported once: one warning in the
 log when it starts failing, the latest message in ``store.source_errors()`` for the console's
 status line while it fails, and one line when it works again. A ``dns+`` source with only some
-addresses failing keeps its pace and reports how many failed.
+addresses failing keeps its pace and reports how many failed. A Prometheus answer for a large
+cluster is megabytes of JSON, so it is decoded in a worker thread, off the event loop the console
+and the scheduler share; scraped pages are small and parsed in place (see docs/telemetry.md).
 """
 
 from __future__ import annotations
@@ -273,12 +275,17 @@ class TelemetryPoller:
 
     async def _query(self, url: str) -> list[GpuSample]:
         response = await self._get(url, params={"query": QUERY})
-        try:
-            series = parse_query_response(response.content)
-        except PrometheusApiError as exc:
-            status = "" if response.status_code == 200 else f"HTTP {response.status_code}: "
-            raise SourceError(f"{status}{exc}") from None
-        return self._samples(series)
+        status = "" if response.status_code == 200 else f"HTTP {response.status_code}: "
+
+        def samples() -> list[GpuSample]:
+            try:
+                series = parse_query_response(response.content)
+            except PrometheusApiError as exc:
+                raise SourceError(f"{status}{exc}") from None
+            return self._samples(series)
+
+        # a large cluster's answer is megabytes of JSON: decode it off the event loop
+        return await asyncio.to_thread(samples)
 
     def _samples(self, series: list) -> list[GpuSample]:
         conversion = to_samples(series, self.clock())

@@ -3,7 +3,8 @@
 Where Prometheus already scrapes the DCGM exporters or the usher agents, the controller asks it
 once per interval instead of scraping every node itself: one instant query (``QUERY``) selects
 every series telemetry reads by name, and ``parse_query_response`` turns the answer into
-``Series`` (the same records a scrape gives), so ``series.to_samples`` handles both alike.
+``Series`` (the same records a scrape gives; their labels keep ``__name__``), so
+``series.to_samples`` handles both alike.
 
 The answer is the API's JSON envelope::
 
@@ -56,16 +57,21 @@ def parse_query_response(body: bytes | str) -> list[Series]:
     if data.get("resultType") != "vector":
         raise PrometheusApiError(f"data.resultType is {data.get('resultType')!r}, not 'vector'")
     out: list[Series] = []
+    append = out.append
     for i, item in enumerate(data["result"]):
-        where = f"data.result[{i}]"
-        metric = item.get("metric") if isinstance(item, dict) else None
-        value = item.get("value") if isinstance(item, dict) else None
-        if not isinstance(metric, dict) or not isinstance(value, list) or len(value) != 2:
-            raise PrometheusApiError(f"{where} is not a {{metric, value: [time, \"number\"]}} pair")
         try:
-            timestamp, number = float(value[0]), float(value[1])
-        except (TypeError, ValueError):
-            raise PrometheusApiError(f"{where}.value {value!r} is not [time, \"number\"]") from None
-        labels = {str(k): str(v) for k, v in metric.items() if k != "__name__"}
-        out.append(Series(str(metric.get("__name__", "")), labels, number, timestamp))
+            metric = item["metric"]
+            timestamp, number = item["value"]
+            append(Series(str(metric.get("__name__", "")), metric, float(number), float(timestamp)))
+        except (TypeError, KeyError, ValueError, AttributeError):
+            raise PrometheusApiError(_item_problem(item, f"data.result[{i}]")) from None
     return out
+
+
+def _item_problem(item: Any, where: str) -> str:
+    """What is wrong with one result item, for the error message."""
+    metric = item.get("metric") if isinstance(item, dict) else None
+    value = item.get("value") if isinstance(item, dict) else None
+    if not isinstance(metric, dict) or not isinstance(value, list) or len(value) != 2:
+        return f"{where} is not a {{metric, value: [time, \"number\"]}} pair"
+    return f"{where}.value {value!r} is not [time, \"number\"]"
