@@ -47,7 +47,14 @@ def start_telemetry(args: argparse.Namespace, ctrl: KubeController) -> asyncio.T
     ctrl.telemetry.stale_after = max(ctrl.telemetry.stale_after, STALE_READS * interval)
     poller = TelemetryPoller(args.telemetry, ctrl.telemetry, clock=ctrl.clock, interval=interval)
     log.info("telemetry from %s every %gs", ", ".join(s.name for s in poller.sources), interval)
-    return asyncio.create_task(poller.run())
+    task = asyncio.create_task(poller.run())
+    task.add_done_callback(_poller_ended)
+    return task
+
+
+def _poller_ended(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("telemetry polling stopped: %r", task.exception(), exc_info=task.exception())
 
 
 async def _stop(task: asyncio.Task[None] | None) -> None:
