@@ -11,8 +11,12 @@ import argparse
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from usher.engine.backends.telemetry.poller import TelemetrySource
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_NO_GPU = 0, 1, 2, 3
 
@@ -30,7 +34,7 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _telemetry_source(text: str):
+def _telemetry_source(text: str) -> TelemetrySource:
     from usher.engine.backends.telemetry.poller import parse_source
 
     try:

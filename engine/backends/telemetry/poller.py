@@ -37,7 +37,7 @@ import httpx
 
 from ...telemetry import GpuSample, TelemetryStore
 from ..kube.client import Backoff
-from .exposition import ExpositionError, parse_exposition
+from .exposition import ExpositionError, Series, parse_exposition
 from .prometheus_api import QUERY, QUERY_PATH, PrometheusApiError, parse_query_response
 from .series import WANTED, to_samples
 
@@ -287,7 +287,7 @@ class TelemetryPoller:
         # a large cluster's answer is megabytes of JSON: decode it off the event loop
         return await asyncio.to_thread(samples)
 
-    def _samples(self, series: list) -> list[GpuSample]:
+    def _samples(self, series: list[Series]) -> list[GpuSample]:
         conversion = to_samples(series, self.clock())
         if not conversion.samples and conversion.unplaced:
             raise SourceError(

@@ -30,7 +30,7 @@ from usher.engine.backends.telemetry.series import AgentSeries
 
 GPU_LABELS = ("node", "gpu", "uuid", "model")
 
-_GAUGES: tuple[tuple[AgentSeries, str, Callable[[GpuReading], float | None]], ...] = (
+_GAUGES: tuple[tuple[str, str, Callable[[GpuReading], float | None]], ...] = (
     (AgentSeries.UTILIZATION, "Percent of time a kernel ran on the GPU.", lambda g: g.utilization),
     (AgentSeries.MEMORY_USED, "GPU memory in use, bytes.", lambda g: g.memory_used),
     (AgentSeries.MEMORY_TOTAL, "GPU memory, bytes.", lambda g: g.memory_total),
