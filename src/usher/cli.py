@@ -119,8 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--metrics-port", type=int, default=9401, help="port for /metrics, /healthz, /readyz (default 9401)")
     agent.add_argument("--metrics-host", default="0.0.0.0", help="address to serve them on (default all)")
     agent.add_argument("--no-publish", action="store_true", help="serve /metrics only; do not annotate the Node")
-    agent.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
-    agent.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
+    # SUPPRESS: given before `agent` (usher --kubeconfig K agent), the value is kept, not reset
+    agent.add_argument("--kubeconfig", default=argparse.SUPPRESS, help="kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
+    agent.add_argument("--context", default=argparse.SUPPRESS, help="kubeconfig context (default: the current one)")
     agent.add_argument("--debug", action="store_true")
     return parser
 
