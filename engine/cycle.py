@@ -3,9 +3,13 @@
 The cycle walks pending jobs in admission order (``policy.ordering``). For each it checks, in
 order: hold and approval; quota (``policy.quota``), with preemption when the queue's policy allows
 reclaiming; placement of the whole gang (``policy.placement``), honouring the backfill
-reservation; preemption for capacity; and finally records why the job waits. The first job that
-is blocked for capacity gets the reservation (``policy.backfill``). As in Kueue, only the first
-blocked job of each queue may preempt in a cycle (the queue's head as far as this cycle goes).
+reservation; preemption for capacity; and finally records why the job waits. One blocked job
+gets the backfill reservation (``policy.backfill``): with ``reserve_for: first-blocked`` the first
+the cycle finds blocked for capacity; with ``most-urgent`` (usher's) the job that was blocked for
+capacity in the last cycle with the highest priority, then the oldest, planned before the walk.
+Fair share alone would never reserve for a big gang, whose queue's share after admitting it sorts
+it last. As in Kueue, only the first blocked job of each queue may preempt in a cycle (the queue's
+head as far as this cycle goes). Without gang admission the cycle is ``podcycle``'s instead.
 
 Placements are *reserved* on the state as the cycle goes (later jobs see the capacity taken), and
 returned as ``Bind`` decisions. A backend that cannot carry one out hands it back to
@@ -19,14 +23,15 @@ some, which clears the memo).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import islice
 
 from .enums import Approval, DecisionKind, EndReason, JobState, PendingReason
 from .policy import quota
-from .policy.backfill import Reservation, cached_reservation, plan_reservation, quick_reject
+from .policy.backfill import Reservation, cached_reservation, plan_reservation, quick_reject, reservation_now
 from .policy.ordering import AdmissionOrder
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
 from .policy.preemption import find_victims
-from .policy.registry import Backfill, Policy
+from .policy.registry import Backfill, Policy, ReserveFor
 from .state import ClusterState, Job, PodPlacement, Vec
 
 CAPACITY_REASONS = (PendingReason.INSUFFICIENT_CAPACITY, PendingReason.TOPOLOGY_UNSATISFIABLE)
@@ -77,6 +82,13 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
     #: queues whose first blocked job already had its preemption attempt this cycle
     tried_preempt: set[str] = set()
     reservation: Reservation | None = None
+    if policy.backfill == Backfill.EASY and policy.reserve_for == ReserveFor.MOST_URGENT:
+        holder = most_urgent_blocked(state)
+        if holder is not None:
+            counts = gang_counts(holder, False)
+            # Room may have come free for it: then it is kept for it against the jobs the fair
+            # share order puts first.
+            reservation = reservation_now(state, holder, counts, now) or _reserve(state, holder, counts, now)
     for job in order:
         queue = state.queues[job.queue]
         if job.held:
@@ -85,7 +97,11 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
         if queue.approval == Approval.MANUAL and not job.approved:
             _wait(job, PendingReason.AWAITING_APPROVAL)
             continue
-        long_run = reservation is not None and now + job.estimated_runtime() > reservation.start
+        long_run = (
+            reservation is not None
+            and job.id != reservation.job_id
+            and now + job.estimated_runtime() > reservation.start
+        )
         guard = reservation.guard if (long_run and reservation is not None) else None
         attempts = [gang_counts(job, False)]
         if job.min_count < job.total_pods:
@@ -147,19 +163,53 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
                     break
             reason = cached if reason is None else reason
         if admitted:
+            if reservation is not None and reservation.job_id == job.id:
+                reservation = None  # the holder started: nothing to hold back for the rest
             continue
         assert reason is not None
         _wait(job, reason)
         if policy.strict_fifo:
             order.block(job.queue)
-        if reservation is None and policy.backfill == Backfill.EASY and reason in CAPACITY_REASONS:
-            reservation = cached_reservation(state.last_plan, state, job, now)
-            if reservation is None:
-                reservation = plan_reservation(state, job, attempts[0], now)
-                state.last_plan = reservation.fresh_copy() if reservation is not None else None
+        if (
+            reservation is None
+            and policy.backfill == Backfill.EASY
+            and policy.reserve_for == ReserveFor.FIRST_BLOCKED
+            and reason in CAPACITY_REASONS
+        ):
+            reservation = _reserve(state, job, attempts[0], now)
     result.reservation = reservation
     state.reservation = (reservation.job_id, reservation.start) if reservation else None
     return result
+
+
+def _reserve(state: ClusterState, job: Job, counts: list[int], now: float) -> Reservation | None:
+    """The backfill reservation for ``job``: the last cycle's plan while still valid, else a new one."""
+    reservation = cached_reservation(state.last_plan, state, job, now)
+    if reservation is None:
+        reservation = plan_reservation(state, job, counts, now)
+        state.last_plan = reservation.fresh_copy() if reservation is not None else None
+    return reservation
+
+
+#: Pending jobs per queue that ``most_urgent_blocked`` looks at.
+URGENT_SCAN = 256
+
+
+def most_urgent_blocked(state: ClusterState) -> Job | None:
+    """The job a ``most-urgent`` reservation is for: blocked for capacity in the last cycle,
+    highest priority first, then the oldest (the first of each queue's pending order)."""
+    best: Job | None = None
+    best_key: tuple[int, float, int] | None = None
+    for queue in state.queues.values():
+        for entry in islice(queue.pending, URGENT_SCAN):
+            key = (entry[0], entry[1], entry[2])
+            if best_key is not None and key >= best_key:
+                break
+            job = state.jobs[entry[3]]
+            if job.pending_reason in CAPACITY_REASONS and not job.held:
+                best, best_key = job, key
+                break
+    return best
 
 
 def _preempt_for(

@@ -143,6 +143,24 @@ def _first_step(state: ClusterState, job: Job, counts: list[int]) -> int | None:
     return None
 
 
+def _headroom(state: ClusterState, placer: Placer) -> dict[int, list[int]]:
+    """What stays free on each node the placed gang took (the guard of its reservation)."""
+    nodes = state.nodes
+    return {p.node_id: [nodes[p.node_id].whole_free, nodes[p.node_id].cpu_free, nodes[p.node_id].mem_free] for p in placer.taken}
+
+
+def reservation_now(state: ClusterState, job: Job, counts: list[int], now: float) -> Reservation | None:
+    """A reservation from ``now`` when the gang fits as things are: where it fits is kept for it."""
+    if quick_reject(state, job, counts):
+        return None
+    placer = Placer(state)
+    if not placer.place_gang(job, counts):
+        return None
+    headroom = _headroom(state, placer)
+    placer.undo(job)
+    return Reservation(job.id, now, Guard(headroom), (state.admit_counter, state.stop_counter))
+
+
 def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: float) -> Reservation | None:
     """Where and when ``job`` could start if running jobs end as estimated; None if never."""
     ends = state.ends
@@ -164,10 +182,7 @@ def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: floa
             continue
         placer = Placer(state)
         if placer.place_gang(job, counts):
-            headroom = {
-                p.node_id: [state.nodes[p.node_id].whole_free, state.nodes[p.node_id].cpu_free, state.nodes[p.node_id].mem_free]
-                for p in placer.taken
-            }
+            headroom = _headroom(state, placer)
             placer.undo(job)
             found = Reservation(job.id, end, Guard(headroom), (state.admit_counter, state.stop_counter))
             break

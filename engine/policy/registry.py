@@ -1,6 +1,9 @@
 """Named scheduling policies: the switches a cycle runs with, so baselines are one line each.
 
-``usher`` is the default and turns everything on. The others behave like what people run
+``usher`` is the default and turns everything on: gang admission, fair share (DRF) across
+queues, EASY backfill with the reservation for the most urgent blocked job (highest priority,
+then oldest, so that a big gang is not starved by the fair-share order), preemption as the queues
+allow, and topology- and NVLink-aware bin packing. The others behave like what people run
 instead, so that a replay can compare them on the same workload:
 
 - ``kube-default``: the default kube-scheduler. Pods one at a time (no gang: a job's pods are
@@ -52,6 +55,15 @@ class Backfill(StrEnum):
     EASY = "easy"  # Slurm's EASY: a reservation for the first blocked job
 
 
+class ReserveFor(StrEnum):
+    """Which blocked job an EASY backfill reservation is for."""
+
+    FIRST_BLOCKED = "first-blocked"  # the first the cycle finds blocked for capacity, in its order
+    MOST_URGENT = "most-urgent"  # the blocked job with the highest priority, then the oldest,
+    # whatever the fair-share order says (which puts a big gang's queue last, since its share
+    # after admission is high, so that it would never get a reservation: starved)
+
+
 class Scoring(StrEnum):
     """How a pod's node (and a pod group's topology domain) is chosen among those that fit."""
 
@@ -67,6 +79,7 @@ class Policy:
     ordering: Ordering = Ordering.FAIR_SHARE
     queueing: Queueing = Queueing.BEST_EFFORT_FIFO
     backfill: Backfill = Backfill.EASY
+    reserve_for: ReserveFor = ReserveFor.FIRST_BLOCKED
     preemption: bool = True
     scoring: Scoring = Scoring.USHER
     #: False: a queue never holds more than its nominal quota (a namespace ResourceQuota)
@@ -86,7 +99,7 @@ class Policy:
 
 
 POLICIES: dict[str, Policy] = {
-    "usher": Policy("usher"),
+    "usher": Policy("usher", reserve_for=ReserveFor.MOST_URGENT),
     "kube-default": Policy(
         "kube-default",
         admission=Admission.POD_BY_POD,
