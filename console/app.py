@@ -219,10 +219,15 @@ class UsherApp(App[int]):
         self.query_one("#prompt", Input).display = False
         self.set_interval(REFRESH, self.redraw)
         if self.live:
+            # watching the controller is what makes a replay sample its synthetic GPU telemetry
+            self.controller.subscribe(self._on_snapshot)
             self.run_worker(self.controller.run(self.speed), exclusive=True, name="controller")
             if hasattr(self.controller, "forbidden_actions") and not self.readonly:
                 self.run_worker(self._ask_rbac(), name="rbac")
         self.redraw(force=True)
+
+    def _on_snapshot(self, snapshot) -> None:
+        """Snapshots arrive after every step; the refresh timer draws, so nothing to do here."""
 
     def _load_keymap(self) -> None:
         path = self._keymap_path or default_keymap_path()

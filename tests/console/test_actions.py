@@ -259,3 +259,23 @@ async def test_topology_zooms_in_and_out_and_switches_metric(console) -> None:
         await pilot.press("escape")
         await pilot.pause()
         assert pane.render().plain.startswith("cluster ")
+
+
+async def test_a_node_zoomed_in_shows_live_figures_history_and_stale_as_stale(console) -> None:
+    from usher.engine.telemetry import GpuSample
+
+    app = console()
+    ctrl = app.controller
+    now = ctrl.now
+    ctrl.telemetry.add(GpuSample("gpu-01", 0, now - 60 + k * 20, utilization=20.0 * k, memory_used=40 << 30, memory_total=80 << 30) for k in range(4))
+    ctrl.telemetry.add([GpuSample("gpu-01", 1, now - 3600, utilization=90.0)])  # an hour old: stale
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("5", "enter", "enter", "enter")  # block, rack, node gpu-01
+        await pilot.pause()
+        lines = app.query_one("#heatmap").render().plain.splitlines()
+        assert "hostname gpu-01" in lines[0]
+        gpu0 = next(line for line in lines if line.startswith("GPU 0 "))
+        gpu1 = next(line for line in lines if line.startswith("GPU 1 "))
+        assert "util   60%" in gpu0 and "mem   50%" in gpu0
+        assert gpu0.endswith(" ⣀⣤⣤")  # the history: 0%, 20%, 40%, 60%
+        assert "util   N/A" in gpu1 and "(stale)" in gpu1  # never shown as idle
