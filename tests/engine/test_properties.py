@@ -1,8 +1,11 @@
 """Invariants on random scenarios, checked from the report alone (hypothesis).
 
 No node over capacity, no shared GPU above 1, no whole GPU given twice, no partial gang, quotas
-and cohort limits held, required topology held, nothing placed on cordoned or failed nodes, and
-the same scenario gives byte-identical reports.
+and cohort limits held (also by the independent quota audit), required topology held, nothing
+placed on cordoned or failed nodes, and the same scenario gives byte-identical reports. The gang
+baselines keep every one of them; ``kube-default`` binds pod by pod, so it keeps all but the
+gang invariant (its partial gangs are tested in ``test_baseline_policies``), and its namespace
+quotas never let a queue above its nominal quota.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from usher.engine.controller import Controller
+from usher.engine.quota_audit import audit_quotas
 from usher.engine.report import build_report, dumps
 from usher.engine.scenario import ScenarioError, parse_scenario
 
@@ -73,9 +77,9 @@ def scenarios(draw) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _run(text: str) -> tuple[dict, object]:
+def _run(text: str, policy: str = "usher") -> tuple[dict, object]:
     scenario = parse_scenario(text, file="prop.yaml")
-    ctrl = Controller(scenario)
+    ctrl = Controller(scenario, policy)
     ctrl.run_to_end()
     return build_report(ctrl), scenario
 
@@ -107,8 +111,25 @@ def _unavailable(scenario) -> dict[str, list[tuple[float, float]]]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_invariants_hold_on_random_scenarios(text: str) -> None:
+    _check_invariants(text, "usher")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from(["kueue", "volcano", "slurm", "fifo"]))
+def test_invariants_hold_for_the_gang_baselines(text: str, policy: str) -> None:
+    _check_invariants(text, policy)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_kube_default_holds_every_invariant_but_the_gang(text: str) -> None:
+    _check_invariants(text, "kube-default")
+
+
+def _check_invariants(text: str, policy: str) -> None:
+    gang = policy != "kube-default"
     try:
-        report, scenario = _run(text)
+        report, scenario = _run(text, policy)
     except ScenarioError:
         assume(False)  # a gang bigger than the cluster: rejected up front, nothing to replay
         return
@@ -116,30 +137,31 @@ def test_invariants_hold_on_random_scenarios(text: str) -> None:
     jobs = {j.name: j for j in scenario.all_jobs()}
     queues = {q.name: q for q in scenario.queues}
     runs = [(j["name"], r) for j in report["jobs"] for r in j["runs"]]
+    # Each pod holds its GPUs from its run's start, or from when it was bound (pod by pod).
+    pods = [(name, r, p, p.get("since", r["start"])) for name, r in runs for p in r["placements"]]
     blocked = _unavailable(scenario)
-    moments = sorted({r["start"] for _, r in runs})
+    moments = sorted({since for _, _, _, since in pods})
     for t in moments:
-        active = [(name, r) for name, r in runs if r["start"] <= t < r["end"] or (r["start"] == t == r["end"])]
+        active = [(name, p) for name, r, p, since in pods if since <= t < r["end"] or (since == t == r["end"])]
         whole: dict[tuple[str, int], str] = {}
         shared: dict[tuple[str, int], float] = defaultdict(float)
         cpu: dict[str, int] = defaultdict(int)
         usage: dict[str, float] = defaultdict(float)
-        for name, r in active:
+        for name, p in active:
             spec = jobs[name]
             pod_cpu = spec.pods[0].cpu
-            usage[spec.queue] += sum(spec.pods[0].gpu for _ in r["placements"])
-            for p in r["placements"]:
-                node = nodes[p["node"]]
-                cpu[p["node"]] += pod_cpu
-                for g in p["gpus"]:
-                    assert 0 <= g < node.gpus
-                    key = (p["node"], g)
-                    if "gpuShare" in p:
-                        assert key not in whole, f"{key} whole and shared at {t}"
-                        shared[key] += p["gpuShare"]
-                    else:
-                        assert key not in whole and key not in shared, f"GPU {key} given twice at {t}"
-                        whole[key] = name
+            usage[spec.queue] += spec.pods[0].gpu
+            node = nodes[p["node"]]
+            cpu[p["node"]] += pod_cpu
+            for g in p["gpus"]:
+                assert 0 <= g < node.gpus
+                key = (p["node"], g)
+                if "gpuShare" in p:
+                    assert key not in whole, f"{key} whole and shared at {t}"
+                    shared[key] += p["gpuShare"]
+                else:
+                    assert key not in whole and key not in shared, f"GPU {key} given twice at {t}"
+                    whole[key] = name
         assert all(v <= 1.0 + 1e-9 for v in shared.values())
         for n, used in cpu.items():
             assert nodes[n].cpu is None or used <= nodes[n].cpu
@@ -149,20 +171,25 @@ def test_invariants_hold_on_random_scenarios(text: str) -> None:
         for qname, used in usage.items():
             q = queues[qname]
             ceiling = q.quota.gpu + (q.borrowing_limit.gpu if q.borrowing_limit and q.borrowing_limit.gpu is not None else 1e9)
+            if not gang:  # a namespace ResourceQuota: no borrowing
+                ceiling = q.quota.gpu
             assert used <= ceiling + 1e-9, f"{qname} uses {used} > {ceiling} at {t}"
+    assert audit_quotas(scenario, report) == []
     for name, r in runs:
         spec = jobs[name]
-        pods = spec.pods[0]
+        group = spec.pods[0]
         n = len(r["placements"])
-        # Never a partial gang: at least minCount pods, at most all of them.
-        assert (spec.min_count or pods.count) <= n <= pods.count
-        if pods.topology is not None and pods.topology.required:
+        # Never a partial gang: at least minCount pods, at most all of them (pod by pod: a run
+        # that never started to work may hold fewer, but never more).
+        assert (spec.min_count or group.count) <= n <= group.count or (not gang and r.get("workStart", 0) is None)
+        if group.topology is not None and group.topology.required:
             racks = {nodes[p["node"]].labels[LEVEL] for p in r["placements"]}
             assert len(racks) == 1
         for p in r["placements"]:
+            bound = p.get("since", r["start"])
             for lo, hi in blocked.get(p["node"], []):
-                assert not (lo <= r["start"] < hi), f"{name} placed on unavailable {p['node']} at {r['start']}"
+                assert not (lo <= bound < hi), f"{name} placed on unavailable {p['node']} at {bound}"
     # Determinism: the same scenario gives a byte-identical report.
-    again, _ = _run(text)
+    again, _ = _run(text, policy)
     assert dumps(again) == dumps(report)
     json.loads(dumps(report))
