@@ -6,9 +6,9 @@ reclaiming; placement of the whole gang (``policy.placement``), honouring the ba
 reservation; preemption for capacity; and finally records why the job waits. One blocked job
 gets the backfill reservation (``policy.backfill``): with ``reserve_for: first-blocked`` the first
 the cycle finds blocked for capacity; with ``most-urgent`` (usher's) the job that was blocked for
-capacity in the last cycle with the highest priority, then the oldest, planned before the walk.
-Fair share alone would never reserve for a big gang, whose queue's share after admitting it sorts
-it last. As in Kueue, only the first blocked job of each queue may preempt in a cycle (the queue's
+capacity in the last cycle with the highest priority, then the oldest, planned before the walk;
+when its planned start comes, the room is kept for it ahead of the fair-share order. Fair share
+alone would never reserve for a big gang, whose queue's share after admitting it sorts it last. As in Kueue, only the first blocked job of each queue may preempt in a cycle (the queue's
 head as far as this cycle goes). Without gang admission the cycle is ``podcycle``'s instead.
 
 Placements are *reserved* on the state as the cycle goes (later jobs see the capacity taken), and
@@ -86,9 +86,12 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
         holder = most_urgent_blocked(state)
         if holder is not None:
             counts = gang_counts(holder, False)
-            # Room may have come free for it: then it is kept for it against the jobs the fair
-            # share order puts first.
-            reservation = reservation_now(state, holder, counts, now) or _reserve(state, holder, counts, now)
+            # A reservation that has come due is honoured: when the room it waited for is there,
+            # it is kept for the holder against the jobs the fair-share order puts first.
+            due = state.reservation is not None and state.reservation[0] == holder.id and state.reservation[1] <= now
+            reservation = (reservation_now(state, holder, counts, now) if due else None) or _reserve(
+                state, holder, counts, now
+            )
     for job in order:
         queue = state.queues[job.queue]
         if job.held:

@@ -2,8 +2,8 @@
 
 ``usher`` is the default and turns everything on: gang admission, fair share (DRF) across
 queues, EASY backfill with the reservation for the most urgent blocked job (highest priority,
-then oldest, so that a big gang is not starved by the fair-share order), preemption as the queues
-allow, and topology- and NVLink-aware bin packing. The others behave like what people run
+then oldest, so that a big gang is not starved by the fair-share order; honoured when it comes
+due), preemption as the queues allow, and topology- and NVLink-aware bin packing. The others behave like what people run
 instead, so that a replay can compare them on the same workload:
 
 - ``kube-default``: the default kube-scheduler. Pods one at a time (no gang: a job's pods are
