@@ -184,7 +184,15 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     import asyncio
 
     from usher.cluster import run_console_on_cluster, run_headless
+    from usher.engine.policy.registry import get_policy
 
+    try:
+        policy = get_policy(args.policy)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from None
+    if not policy.gang:
+        raise UsageError(f"--policy {policy.name} binds pods one by one and exists to be compared in replays; "
+                         "on a cluster that is what the default kube-scheduler already does")
     if args.no_ui:
         return asyncio.run(run_headless(args))
     return run_console_on_cluster(args)
