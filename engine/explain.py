@@ -69,7 +69,7 @@ def _capacity_numbers(state: ClusterState) -> tuple[int, int]:
     return free, best
 
 
-def message(state: ClusterState, job: Job, reason: PendingReason, now: float) -> str:
+def message(state: ClusterState, job: Job, reason: PendingReason, now: float, borrowing: bool = True) -> str:
     q = state.queues[job.queue]
     if reason == PendingReason.HELD:
         return "An operator put this job on hold; it will not be admitted until it is released."
@@ -78,18 +78,20 @@ def message(state: ClusterState, job: Job, reason: PendingReason, now: float) ->
     counts = gang_counts(job, job.min_count < job.total_pods)
     request = request_of(job, counts)
     if reason in (PendingReason.WAITING_FOR_QUOTA, PendingReason.EXCEEDS_QUOTA):
-        v = quota.check(state, q, request)
+        v = quota.check(state, q, request, borrowing)
         if v.fits:
-            v = quota.check(state, q, job.request)
+            v = quota.check(state, q, job.request, borrowing)
         res = v.resource or "gpu"
         r = ("gpu", "cpu", "memory").index(res)
         if reason == PendingReason.EXCEEDS_QUOTA:
+            ceiling = v.ceiling if not v.fits else (quota.ceiling(state, q, r) if borrowing else q.nominal[r])
+            what = "plus what it may borrow" if borrowing else "and no borrowing under this policy"
             return (
                 f"Asks for {amount(res, request[r])} but queue {q.name} can never hold more than "
-                f"{amount(res, v.ceiling if not v.fits else quota.ceiling(state, q, r))} "
-                f"(nominal {amount(res, q.nominal[r])} plus what it may borrow); it cannot start unless the quota grows."
+                f"{amount(res, ceiling)} (nominal {amount(res, q.nominal[r])} {what}); "
+                "it cannot start unless the quota grows."
             )
-        cohort = f" and cohort {q.cohort} has nothing left to lend" if q.cohort else ""
+        cohort = f" and cohort {q.cohort} has nothing left to lend" if q.cohort and borrowing else ""
         return (
             f"Asks for {amount(res, request[r])} but queue {q.name} uses {amount(res, q.usage[r])} of "
             f"{amount(res, q.nominal[r])} nominal, so only {amount(res, v.available)} is available to it now{cohort}."
@@ -131,8 +133,11 @@ def message(state: ClusterState, job: Job, reason: PendingReason, now: float) ->
     )
 
 
-def explain_all(state: ClusterState, now: float) -> dict[int, Explanation]:
-    """An explanation for every submitted job that is not running or finished."""
+def explain_all(state: ClusterState, now: float, borrowing: bool = True) -> dict[int, Explanation]:
+    """An explanation for every submitted job that is not running or finished.
+
+    ``borrowing`` is the policy's: without it a queue's quota is its nominal quota alone.
+    """
     waiting = [
         j
         for j in state.jobs
@@ -156,7 +161,7 @@ def explain_all(state: ClusterState, now: float) -> dict[int, Explanation]:
         eta = etas.get(job.id)
         if reason in (PendingReason.HELD, PendingReason.AWAITING_APPROVAL, PendingReason.EXCEEDS_QUOTA):
             eta = None
-        text = message(state, job, reason, now)
+        text = message(state, job, reason, now, borrowing)
         if job.incomplete_gang:
             text = f"{holding(job)} {text}"
         out[job.id] = Explanation(reason, text, positions.get(job.id), eta)

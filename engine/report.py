@@ -65,7 +65,7 @@ def percentile(values: list[float], pct: float) -> float:
 def build_report(ctrl: Controller) -> dict[str, Any]:
     state = ctrl.engine.state
     now = ctrl.now
-    explanations = explain_all(state, now)
+    explanations = explain_all(state, now, ctrl.engine.policy.borrowing)
     jobs_out = []
     waits: list[float] = []
     jcts: list[float] = []

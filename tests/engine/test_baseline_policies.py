@@ -231,3 +231,11 @@ def test_most_urgent_reservation_keeps_a_big_gang_from_being_starved_by_fair_sha
     first_blocked = _replay_with(STARVED, replace(get_policy("usher"), reserve_for=ReserveFor.FIRST_BLOCKED))
     assert job(first_blocked, "other")["runs"][0]["start"] == 3600.0
     assert job(first_blocked, "gang")["runs"][0]["start"] == 5 * 3600.0
+
+
+def test_kube_default_quota_message_counts_the_nominal_quota_alone():
+    r = replay(COHORT, policy="kube-default", until=60)
+    a2 = job(r, "a2")
+    assert a2["pendingReason"] == "WaitingForQuota"
+    assert "uses 8 GPUs of 8 GPUs nominal, so only 0 GPUs is available to it now." in a2["message"]
+    assert "lend" not in a2["message"]
