@@ -752,7 +752,8 @@ class Subscription:
         if self.closed:
             return None
         try:
-            return await asyncio.wait_for(self._queue.get(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: it can eat a cancel on 3.11
+                return await self._queue.get()
         except TimeoutError:
             return None
 

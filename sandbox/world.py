@@ -190,7 +190,8 @@ class World:
                 wait = 1.0 if t is None else min(1.0, (t - now) * self.scale)
                 self._changed.clear()
                 try:
-                    await asyncio.wait_for(self._changed.wait(), timeout=max(wait, 0.005))
+                    async with asyncio.timeout(max(wait, 0.005)):  # not wait_for: it can eat a cancel on 3.11
+                        await self._changed.wait()
                 except TimeoutError:
                     pass
         finally:

@@ -68,7 +68,7 @@ class Cluster:
 
     async def settle(self, polls: int = 4) -> None:
         """Wait until no controller has work and the cluster's objects stop changing."""
-        quiet, last = 0, None
+        quiet, last, rounds = 0, None, 0
         while quiet < polls:
             for ctrl in self.controllers:
                 await asyncio.wait_for(ctrl.wait_idle(), 20)
@@ -76,6 +76,10 @@ class Cluster:
             rv = self.fingerprint()
             quiet = quiet + 1 if rv == last else 0
             last = rv
+            rounds += 1
+            if rounds > 1500:  # ~30 s of a cluster that keeps changing: a livelock, say what churns
+                recent = [f"{r.method} {r.path} -> {r.status}" for r in list(self.server.requests)[-25:]]
+                raise AssertionError("the cluster never settled; last requests:\n" + "\n".join(recent))
 
     async def play(self, until: float | None = None) -> None:
         """Step the scenario moment by moment to its end (or ``until``)."""

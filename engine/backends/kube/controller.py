@@ -260,7 +260,10 @@ class KubeController:
             while True:
                 await self._tick()
                 try:
-                    await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+                    # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+                    # that races the wake-up, and a cancelled controller would then run on
+                    async with asyncio.timeout(1.0):
+                        await self._wake.wait()
                 except TimeoutError:
                     pass
                 self._wake.clear()
@@ -467,7 +470,8 @@ class KubeController:
         waits = [ev.wait() for node, _, ev in self._gone_waiters.values() if node in nodes]
         if waits:
             try:
-                await asyncio.wait_for(asyncio.gather(*waits), EVICTION_WAIT)
+                async with asyncio.timeout(EVICTION_WAIT):
+                    await asyncio.gather(*waits)
             except TimeoutError:
                 log.warning("pods evicted from %s are still there after %.0fs; binding anyway", ", ".join(sorted(nodes)), EVICTION_WAIT)
 

@@ -122,7 +122,8 @@ class LeaderElector:
             return
         self._set_leader(False)
         try:
-            await asyncio.wait_for(self._hand_back(), self.renew_deadline)
+            async with asyncio.timeout(self.renew_deadline):  # not wait_for: see controller.run
+                await self._hand_back()
         except (KubeError, TimeoutError) as exc:
             log.warning("could not release lease %s (%s); a standby takes over when it expires", self._path, exc)
 
@@ -136,7 +137,8 @@ class LeaderElector:
         while True:
             await asyncio.sleep(self.retry_period)
             try:
-                await asyncio.wait_for(self._renew(), renewed_at + self.renew_deadline - self._clock())
+                async with asyncio.timeout(renewed_at + self.renew_deadline - self._clock()):
+                    await self._renew()
             except TimeoutError:
                 log.warning("%s could not renew lease %s in time; stepping down", self.identity, self._path)
                 return
