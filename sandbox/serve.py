@@ -13,13 +13,14 @@ happen. Then, in other terminals::
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from pathlib import Path
 
 import yaml
 
 from usher.engine.scenario import Scenario
+
+from usher.signals import cancel_on_signals
 
 from .apiserver import FakeApiServer
 from .world import WallClock, World
@@ -59,11 +60,7 @@ async def serve(scenario: Scenario, port: int, kubeconfig_out: Path, speed: floa
         file=sys.stderr,
         flush=True,
     )
-    main = asyncio.current_task()
-    assert main is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, main.cancel)
+    cancel_on_signals()
     try:
         await world.run()
     except asyncio.CancelledError:

@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 import socket
 
 from usher.engine.backends.kube.client import KubeClient
@@ -22,6 +21,7 @@ from usher.engine.backends.kube.controller import KubeController
 from usher.engine.backends.kube.health import HealthServer
 from usher.engine.backends.kube.metrics import ControllerMetrics
 from usher.engine.backends.telemetry.poller import TelemetryPoller
+from usher.signals import cancel_on_signals
 
 log = logging.getLogger("usher")
 
@@ -75,11 +75,7 @@ async def run_headless(args: argparse.Namespace) -> int:
         client, identity=identity(), policy=args.policy, metrics=metrics, schedule=not args.readonly, readonly=args.readonly
     )
     log.info("usher %s against %s; metrics on :%d", ctrl.identity, client.host, port)
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-    assert main is not None
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, main.cancel)
+    cancel_on_signals()
     runner = asyncio.create_task(ctrl.run())
     telemetry = start_telemetry(args, ctrl)
 

@@ -17,12 +17,13 @@ import asyncio
 import json
 import logging
 import os
-import signal
 import time
 
 from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.health import HealthServer
 from usher.engine.backends.nvml.reader import GpuReading, NodeReading, NvmlReader
+
+from usher.signals import cancel_on_signals
 
 from .metrics import AgentMetrics
 from .publish import NodePublisher, node_annotations
@@ -142,11 +143,7 @@ async def run_agent(args: argparse.Namespace) -> int:
         port = await agent.start(args.metrics_host, args.metrics_port)
         log.info("usher agent on %s: /metrics on :%d, reading every %gs%s", agent.metrics.node, port, args.interval,
                  "" if publisher else " (not publishing to the Node)")
-        main = asyncio.current_task()
-        assert main is not None
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, main.cancel)
+        cancel_on_signals()
         try:
             await agent.run()
         except asyncio.CancelledError:
