@@ -19,7 +19,6 @@ from pathlib import Path
 import yaml
 
 from usher.engine.scenario import Scenario
-
 from usher.signals import cancel_on_signals
 
 from .apiserver import FakeApiServer
