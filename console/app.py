@@ -164,7 +164,7 @@ class UsherApp(App[int]):
         self.speed = speed
         self.readonly = readonly
         self.live = live
-        self.model = ConsoleModel(lambda: self.controller.state)
+        self.model = ConsoleModel(lambda: self.controller.state, borrowing=self._policy_borrows)
         self.is_replay = hasattr(controller, "backend")
         self.view = View.OVERVIEW
         self.history: list[View] = []
@@ -225,6 +225,10 @@ class UsherApp(App[int]):
             if hasattr(self.controller, "forbidden_actions") and not self.readonly:
                 self.run_worker(self._ask_rbac(), name="rbac")
         self.redraw(force=True)
+
+    def _policy_borrows(self) -> bool:
+        engine = getattr(self.controller, "engine", None) or getattr(getattr(self.controller, "mirror", None), "engine", None)
+        return bool(getattr(getattr(engine, "policy", None), "borrowing", True))
 
     def _on_snapshot(self, snapshot) -> None:
         """Snapshots arrive after every step; the refresh timer draws, so nothing to do here."""

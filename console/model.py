@@ -200,9 +200,11 @@ def lent_by_queue(state: ClusterState) -> dict[str, float]:
 class ConsoleModel:
     """The rows every screen needs, cached per state version."""
 
-    def __init__(self, state_of, min_interval: float = 2.0, clock=time.monotonic) -> None:
+    def __init__(self, state_of, min_interval: float = 2.0, clock=time.monotonic, borrowing=lambda: True) -> None:
         #: a callable giving the current ``ClusterState`` (the kube mirror replaces its state on rebuild)
         self._state_of = state_of
+        #: whether the running policy lets queues borrow (the quota messages depend on it)
+        self._borrowing = borrowing
         #: wall seconds between two runs of the ETA planner while the state keeps changing
         self.min_interval = min_interval
         self._clock = clock
@@ -229,7 +231,7 @@ class ConsoleModel:
                 self._rows.clear()  # a rebuilt state (the kube mirror) reuses job ids
             wall = self._clock()
             if fresh or rebuilt or wall - self._computed_at >= self.min_interval:
-                self._explanations = explain_all(state, now)
+                self._explanations = explain_all(state, now, self._borrowing())
                 self._version = version
                 self._computed_at = wall
         return self._explanations

@@ -521,7 +521,7 @@ class KubeController:
         self._busy += 1
         try:
             now = self.clock()
-            explained = explain_all(self.state, now)
+            explained = explain_all(self.state, now, self.mirror.engine.policy.borrowing)
             writes = []
             for gang in self.mirror.waiting_gangs():
                 reason, message = gang.reason, gang.message
