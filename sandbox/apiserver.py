@@ -41,7 +41,9 @@ client and ``kubectl``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import calendar
+import hashlib
 import fnmatch
 import inspect
 import json
@@ -59,6 +61,7 @@ from typing import Any
 from usher.engine.backends.http_server import AbortConnection, HttpServer, Request, Response
 from usher.sandbox.store import (
     RESOURCE_TYPES,
+    Catalogue,
     ApiError,
     Change,
     EventType,
@@ -190,14 +193,13 @@ class Sub(StrEnum):
     EVICTION = "eviction"
 
 
-_SUBRESOURCES: dict[Resource, tuple[Sub, ...]] = {
-    Resource.PODS: (Sub.STATUS, Sub.BINDING, Sub.EVICTION),
-    **{
-        rt.resource: (Sub.STATUS,)
-        for rt in RESOURCE_TYPES.values()
-        if rt.status_subresource and rt.resource is not Resource.PODS
-    },
-}
+def subresources(rt: ResourceType) -> tuple[Sub, ...]:
+    """The subresources served for ``rt``."""
+    if rt.resource is Resource.PODS:
+        return (Sub.STATUS, Sub.BINDING, Sub.EVICTION)
+    return (Sub.STATUS,) if rt.status_subresource else ()
+
+
 _ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 _BINDINGS = "bindings"
 """The legacy ``POST namespaces/{ns}/bindings`` endpoint (the Binding names the pod)."""
@@ -223,17 +225,7 @@ class Route:
     sub: Sub | None = None
 
 
-def _group_versions() -> dict[str, list[ResourceType]]:
-    versions: dict[str, list[ResourceType]] = {}
-    for rt in RESOURCE_TYPES.values():
-        versions.setdefault(rt.api_version, []).append(rt)
-    return versions
-
-
-_GROUP_VERSIONS = _group_versions()
-
-
-def route(request: Request, watch: bool) -> Route:
+def route(request: Request, watch: bool, catalogue: Catalogue) -> Route:
     """Where a resource path leads; ``404``/``405`` Status errors for what the server does not have."""
     parts = [p for p in request.path.split("/") if p]
     if parts[:2] == ["api", "v1"]:
@@ -242,7 +234,8 @@ def route(request: Request, watch: bool) -> Route:
         api_version, rest = f"{parts[1]}/{parts[2]}", parts[3:]
     else:
         raise _not_found()
-    if api_version not in _GROUP_VERSIONS or not rest:
+    served = catalogue.in_version(api_version)
+    if not served or not rest:
         raise _not_found()
     namespace = None
     if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
@@ -251,7 +244,7 @@ def route(request: Request, watch: bool) -> Route:
         raise _not_found()
     if api_version == "v1" and rest[0] == _BINDINGS and namespace and len(rest) == 1:
         return _route_verb(request, Route(None, Verb.CREATE, namespace, None, Sub.BINDING), {"POST"})
-    rt = next((t for t in _GROUP_VERSIONS[api_version] if t.resource == rest[0]), None)
+    rt = next((t for t in served if t.resource == rest[0]), None)
     if rt is None or (namespace is not None and not rt.namespaced):
         raise _not_found()
     name = rest[1] if len(rest) > 1 else None
@@ -262,8 +255,7 @@ def route(request: Request, watch: bool) -> Route:
 
 
 def _subresource(rt: ResourceType, text: str) -> Sub:
-    allowed = _SUBRESOURCES.get(rt.resource, ())
-    if text not in allowed:
+    if text not in subresources(rt):
         raise _not_found()
     return Sub(text)
 
@@ -298,27 +290,38 @@ def _not_found() -> ApiError:
 # --------------------------------------------------------------------------- discovery
 
 
-def _api_resources(api_version: str) -> JsonObject:
+def _api_resources(api_version: str, catalogue: Catalogue) -> JsonObject:
     resources: list[JsonObject] = []
-    for rt in _GROUP_VERSIONS[api_version]:
+    for rt in catalogue.in_version(api_version):
         resources.append(
             {
                 "name": str(rt.resource),
-                "singularName": rt.kind.lower(),
+                "singularName": rt.singular_name,
                 "namespaced": rt.namespaced,
                 "kind": rt.kind,
-                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                "verbs": list(rt.verbs),
                 **({"shortNames": list(rt.short_names)} if rt.short_names else {}),
-                **({"categories": ["all"]} if rt.resource is Resource.PODS else {}),
+                **({"categories": list(rt.categories)} if rt.categories else {}),
+                "storageVersionHash": _storage_hash(rt),
             }
         )
-        for sub in _SUBRESOURCES.get(rt.resource, ()):
+        for sub in subresources(rt):
             resources.append(_subresource_entry(rt, sub))
     if api_version == "v1":
         resources.append(
             {"name": _BINDINGS, "singularName": "binding", "namespaced": True, "kind": "Binding", "verbs": ["create"]}
         )
+    if api_version == _AUTHORIZATION:
+        for review in _REVIEW_KINDS:
+            resources.append(
+                {"name": review.lower() + "s", "singularName": review.lower(), "namespaced": review.startswith("Local"),
+                 "kind": review, "verbs": ["create"]}
+            )
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": api_version, "resources": resources}
+
+
+def _storage_hash(rt: ResourceType) -> str:
+    return base64.b64encode(hashlib.sha256(f"{rt.key}/{rt.version}".encode()).digest()[:8]).decode()
 
 
 def _subresource_entry(rt: ResourceType, sub: Sub) -> JsonObject:
@@ -330,16 +333,27 @@ def _subresource_entry(rt: ResourceType, sub: Sub) -> JsonObject:
     return entry | {"group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}
 
 
-def _api_group(group: str) -> JsonObject:
-    versions = [{"groupVersion": v, "version": v.split("/")[1]} for v in _GROUP_VERSIONS if v.startswith(group + "/")]
+_AUTHORIZATION = "authorization.k8s.io/v1"
+_REVIEW_KINDS = ("SelfSubjectAccessReview", "SubjectAccessReview", "LocalSubjectAccessReview", "SelfSubjectRulesReview")
+
+
+def _served_versions(catalogue: Catalogue) -> dict[str, list[ResourceType]]:
+    versions = catalogue.versions()
+    versions.setdefault(_AUTHORIZATION, [])
+    return versions
+
+
+def _api_group(group: str, catalogue: Catalogue) -> JsonObject:
+    served = _served_versions(catalogue)
+    versions = [{"groupVersion": v, "version": v.split("/")[1]} for v in served if v.startswith(group + "/")]
     return {"name": group, "versions": versions, "preferredVersion": versions[0]}
 
 
-def _groups() -> list[str]:
-    return sorted({v.split("/")[0] for v in _GROUP_VERSIONS if "/" in v})
+def _groups(catalogue: Catalogue) -> list[str]:
+    return sorted({v.split("/")[0] for v in _served_versions(catalogue) if "/" in v})
 
 
-def _discovery(request: Request, server_address: str) -> JsonObject | None:
+def _discovery(request: Request, server_address: str, catalogue: Catalogue) -> JsonObject | None:
     parts = [p for p in request.path.split("/") if p]
     if parts == ["api"]:
         return {
@@ -348,13 +362,14 @@ def _discovery(request: Request, server_address: str) -> JsonObject | None:
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
         }
     if parts == ["api", "v1"]:
-        return _api_resources("v1")
+        return _api_resources("v1", catalogue)
+    groups = _groups(catalogue)
     if parts == ["apis"]:
-        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_api_group(g) for g in _groups()]}
-    if len(parts) == 2 and parts[0] == "apis" and parts[1] in _groups():
-        return {"kind": "APIGroup", "apiVersion": "v1", **_api_group(parts[1])}
-    if len(parts) == 3 and parts[0] == "apis" and f"{parts[1]}/{parts[2]}" in _GROUP_VERSIONS:
-        return _api_resources(f"{parts[1]}/{parts[2]}")
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_api_group(g, catalogue) for g in groups]}
+    if len(parts) == 2 and parts[0] == "apis" and parts[1] in groups:
+        return {"kind": "APIGroup", "apiVersion": "v1", **_api_group(parts[1], catalogue)}
+    if len(parts) == 3 and parts[0] == "apis" and f"{parts[1]}/{parts[2]}" in _served_versions(catalogue):
+        return _api_resources(f"{parts[1]}/{parts[2]}", catalogue)
     if parts == ["version"]:
         major, minor = KUBERNETES_VERSION[1:].split(".")[:2]
         return {
@@ -740,6 +755,23 @@ def _json_body(request: Request) -> Any:
         raise ApiError.bad_request(f"the request body is not valid JSON: {exc}") from None
 
 
+def _delete_options(request: Request) -> JsonObject:
+    """``DeleteOptions`` from the body, or from the query (``gracePeriodSeconds``, ``propagationPolicy``)."""
+    options = _json_body(request) if request.body.strip() else {}
+    if not isinstance(options, dict):
+        raise ApiError.bad_request("the request body must be a DeleteOptions object")
+    if (grace := _int_param(request, "gracePeriodSeconds")) is not None:
+        options["gracePeriodSeconds"] = grace
+    if policy := request.param("propagationPolicy"):
+        options["propagationPolicy"] = policy
+    grace = options.get("gracePeriodSeconds")
+    if grace is not None and not isinstance(grace, int):
+        raise ApiError.bad_request("gracePeriodSeconds: must be an integer")
+    if options.get("orphanDependents") is True and "propagationPolicy" not in options:
+        options["propagationPolicy"] = "Orphan"
+    return options
+
+
 def _body_object(request: Request) -> JsonObject:
     body = _json_body(request)
     if not isinstance(body, dict):
@@ -915,7 +947,7 @@ class FakeApiServer:
         if request.path in ("/healthz", "/livez", "/readyz"):
             return Response.text(200, "ok")
         self._authenticate(request)
-        discovery = _discovery(request, f"{self._host}:{self._http.port}")
+        discovery = _discovery(request, f"{self._host}:{self._http.port}", self.store.catalogue)
         if discovery is not None:
             if request.method != "GET":
                 raise ApiError(
@@ -926,7 +958,7 @@ class FakeApiServer:
             raise ApiError.bad_request("dryRun is not supported by the sandbox")
         if request.path == _ACCESS_REVIEWS:
             return self._access_review(request)
-        target = route(request, watch)
+        target = route(request, watch, self.store.catalogue)
         resource = str(target.rt.resource) if target.rt is not None else "pods"
         sub = str(target.sub) if target.sub is not None and target.sub is not Sub.STATUS else ""
         if not self._allowed(str(target.verb), resource, sub):
@@ -1006,10 +1038,16 @@ class FakeApiServer:
         return _stored_response(200, stored)
 
     def _delete(self, request: Request, rt: ResourceType, target: Route) -> Response:
-        options = _json_body(request) if request.body.strip() else {}
-        preconditions = (options or {}).get("preconditions") if isinstance(options, dict) else None
-        deleted = self.store.delete_stored(rt, str(target.name), target.namespace, preconditions)
-        if rt.resource is Resource.PODS:
+        options = _delete_options(request)
+        deleted = self.store.delete_stored(
+            rt,
+            str(target.name),
+            target.namespace,
+            options.get("preconditions"),
+            grace_period=options.get("gracePeriodSeconds"),
+            propagation=options.get("propagationPolicy"),
+        )
+        if rt.resource is Resource.PODS or self.store.exists(rt, str(target.name), target.namespace):
             return _stored_response(200, deleted)
         meta = deleted.obj["metadata"]
         details: JsonObject = {
@@ -1173,7 +1211,13 @@ class FakeApiServer:
             self._check_budgets(pod.obj)
         options = eviction.get("deleteOptions") or {}
         pods = RESOURCE_TYPES[Resource.PODS]
-        self.store.delete_stored(pods, str(target.name), target.namespace, options.get("preconditions"))
+        self.store.delete_stored(
+            pods,
+            str(target.name),
+            target.namespace,
+            options.get("preconditions"),
+            grace_period=options.get("gracePeriodSeconds"),
+        )
         return _success(201)
 
     def _check_budgets(self, pod: JsonObject) -> None:

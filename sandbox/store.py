@@ -40,6 +40,7 @@ import asyncio
 import base64
 import binascii
 import builtins
+import contextlib
 import json
 import random
 import re
@@ -51,136 +52,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .kinds import RESOURCE_TYPES, Catalogue, Resource, ResourceType, UnknownResource, crd_types
+
 JsonObject = dict[str, Any]
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-
-
-# --------------------------------------------------------------------------- resources
-
-
-class Resource(StrEnum):
-    """The resources the sandbox stores, by their plural (URL) name."""
-
-    PODS = "pods"
-    NODES = "nodes"
-    NAMESPACES = "namespaces"
-    CONFIGMAPS = "configmaps"
-    EVENTS = "events"
-    LEASES = "leases"
-    PODDISRUPTIONBUDGETS = "poddisruptionbudgets"
-    PODGROUPS = "podgroups"
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceType:
-    """What the API knows about one resource: its group, version, kind and behaviour."""
-
-    resource: Resource
-    group: str
-    version: str
-    kind: str
-    namespaced: bool
-    short_names: tuple[str, ...] = ()
-    status_subresource: bool = False
-    tracks_generation: bool = False
-    custom: bool = False
-    """A CustomResourceDefinition: list items keep ``kind`` and ``apiVersion`` (typed lists drop them)."""
-    fields: Mapping[str, str] = field(default_factory=dict)
-    """Field selector labels beyond ``metadata.name``/``metadata.namespace``, each to its dotted path."""
-    indexed_field: str | None = None
-    """One field label whose values are indexed, for cheap equality field selectors."""
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def group_resource(self) -> str:
-        """``pods`` or ``leases.coordination.k8s.io``: how error messages name the resource."""
-        return f"{self.resource}.{self.group}" if self.group else str(self.resource)
-
-    def field_path(self, label: str) -> str | None:
-        if label in ("metadata.name", "metadata.namespace"):
-            return label
-        return self.fields.get(label)
-
-
-_POD_FIELDS = {
-    "spec.nodeName": "spec.nodeName",
-    "spec.schedulerName": "spec.schedulerName",
-    "spec.restartPolicy": "spec.restartPolicy",
-    "spec.serviceAccountName": "spec.serviceAccountName",
-    "status.phase": "status.phase",
-    "status.podIP": "status.podIP",
-    "status.nominatedNodeName": "status.nominatedNodeName",
-}
-_EVENT_FIELDS = {
-    f"involvedObject.{name}": f"involvedObject.{name}"
-    for name in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
-} | {"reason": "reason", "type": "type", "source": "source.component", "reportingComponent": "reportingComponent"}
-
-RESOURCE_TYPES: dict[Resource, ResourceType] = {
-    rt.resource: rt
-    for rt in (
-        ResourceType(
-            Resource.PODS,
-            "",
-            "v1",
-            "Pod",
-            True,
-            ("po",),
-            status_subresource=True,
-            tracks_generation=True,
-            fields=_POD_FIELDS,
-            indexed_field="spec.nodeName",
-        ),
-        ResourceType(
-            Resource.NODES,
-            "",
-            "v1",
-            "Node",
-            False,
-            ("no",),
-            status_subresource=True,
-            fields={"spec.unschedulable": "spec.unschedulable"},
-        ),
-        ResourceType(
-            Resource.NAMESPACES,
-            "",
-            "v1",
-            "Namespace",
-            False,
-            ("ns",),
-            status_subresource=True,
-            fields={"status.phase": "status.phase"},
-        ),
-        ResourceType(Resource.CONFIGMAPS, "", "v1", "ConfigMap", True, ("cm",)),
-        ResourceType(Resource.EVENTS, "", "v1", "Event", True, ("ev",), fields=_EVENT_FIELDS),
-        ResourceType(Resource.LEASES, "coordination.k8s.io", "v1", "Lease", True),
-        ResourceType(
-            Resource.PODDISRUPTIONBUDGETS,
-            "policy",
-            "v1",
-            "PodDisruptionBudget",
-            True,
-            ("pdb",),
-            status_subresource=True,
-            tracks_generation=True,
-        ),
-        ResourceType(
-            Resource.PODGROUPS,
-            "scheduling.x-k8s.io",
-            "v1alpha1",
-            "PodGroup",
-            True,
-            ("pg", "pgs"),
-            status_subresource=True,
-            tracks_generation=True,
-            custom=True,
-        ),
-    )
-}
 
 
 # --------------------------------------------------------------------------- errors
@@ -896,6 +772,24 @@ class _Snapshot:
     items: list[Stored]
 
 
+_SERVER_OWNED_METADATA = (
+    "uid",
+    "creationTimestamp",
+    "namespace",
+    "generation",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+)
+
+
+class Propagation(StrEnum):
+    """``DeleteOptions.propagationPolicy``: what happens to an object's dependents."""
+
+    ORPHAN = "Orphan"
+    BACKGROUND = "Background"
+    FOREGROUND = "Foreground"
+
+
 class Subresource(StrEnum):
     """Subresources that write through the store."""
 
@@ -924,14 +818,71 @@ class Store:
         self.clock = clock
         self._rng = random.Random(seed)
         self._rv = 0
-        self._tables = {resource: _Table(rt, history) for resource, rt in RESOURCE_TYPES.items()}
+        self.catalogue = Catalogue()
+        self._history = history
+        self._tables = {rt.key: _Table(rt, history) for rt in self.catalogue.storage_types()}
         self._listeners: list[Callable[[Change], None]] = []
         self._snapshots: OrderedDict[int, _Snapshot] = OrderedDict()
         self._max_snapshots = max_snapshots
         self._watch_buffer = watch_buffer
         self._next_snapshot = 0
+        self._owned: dict[str, set[tuple[str, Key]]] = {}
+        """Owner uid -> the (table, key) of every object that names it in ``ownerReferences``."""
+        self._listeners.append(self._index_owners)
+        self._listeners.append(self._on_crd_change)
         for name in namespaces:
             self.create(Resource.NAMESPACES, {"metadata": {"name": name}})
+
+    # ------------------------------------------------------------------ custom resources
+
+    def _on_crd_change(self, change: Change) -> None:
+        """Serve a CRD's versions once it is created, and stop (deleting its objects) when it goes."""
+        if change.rt.resource is not Resource.CUSTOMRESOURCEDEFINITIONS:
+            return
+        crd = change.new.obj
+        if change.type is EventType.DELETED:
+            self._drop_custom(crd_types(crd))
+            return
+        types = crd_types(crd)
+        if change.old is not None and crd_types(change.old.obj) == types:
+            return
+        storage = self.catalogue.register(types)
+        if storage is not None and storage.key not in self._tables:
+            self._tables[storage.key] = _Table(storage, self._history)
+        elif storage is not None:
+            self._tables[storage.key].rt = storage
+        self._establish(change.new)
+
+    def _drop_custom(self, types: builtins.list[ResourceType]) -> None:
+        if not types:
+            return
+        key = types[0].key
+        table = self._tables.get(key)
+        if table is not None:
+            for stored in builtins.list(table.objects.values()):
+                meta = stored.obj["metadata"]
+                self.delete_stored(table.rt, meta["name"], meta.get("namespace"), force=True)
+            for subscription in builtins.list(table.subscriptions):
+                subscription.close()
+            del self._tables[key]
+        self.catalogue.unregister(key)
+
+    def _establish(self, stored: Stored) -> None:
+        """What the apiextensions controllers write: names accepted, the CRD established."""
+        crd = stored.copy()
+        now = self.now()
+        names = (crd.get("spec") or {}).get("names") or {}
+        crd["status"] = {
+            "acceptedNames": names,
+            "storedVersions": [t.version for t in crd_types(crd)[:1]],
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                 "message": "no conflicts found", "lastTransitionTime": now},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                 "message": "the initial names have been accepted", "lastTransitionTime": now},
+            ],
+        }
+        self.commit_update(self.resource_type(Resource.CUSTOMRESOURCEDEFINITIONS), stored, crd)
 
     # ------------------------------------------------------------------ reading
 
@@ -948,12 +899,23 @@ class Store:
         """A copy of the object; ``404`` when there is none."""
         return self.get_stored(resource, name, namespace).copy()
 
-    def get_stored(self, resource: Resource | str, name: str, namespace: str | None = None) -> Stored:
-        rt = RESOURCE_TYPES[Resource(resource)]
-        stored = self._tables[rt.resource].objects.get(self._key(rt, namespace, name))
+    def resource_type(self, resource: Resource | str | ResourceType) -> ResourceType:
+        """The storage type of ``resource`` (a type, a plural, or ``plural.group``); ``404`` if not served."""
+        try:
+            return self.catalogue.storage(resource)
+        except UnknownResource:
+            raise ApiError(404, Reason.NOT_FOUND, f"the server doesn't have a resource type {str(resource)!r}") from None
+
+    def get_stored(self, resource: Resource | str | ResourceType, name: str, namespace: str | None = None) -> Stored:
+        rt = self.resource_type(resource)
+        stored = self._tables[rt.key].objects.get(self._key(rt, namespace, name))
         if stored is None:
             raise ApiError.not_found(rt, name)
         return stored
+
+    def exists(self, resource: Resource | str | ResourceType, name: str, namespace: str | None = None) -> bool:
+        rt = self.resource_type(resource)
+        return self._key(rt, namespace, name) in self._tables[rt.key].objects
 
     def list(
         self,
@@ -966,7 +928,7 @@ class Store:
         continue_token: str | None = None,
     ) -> ListResult:
         """The matching objects (``namespace`` ``None``: all namespaces), a page at a time with ``limit``."""
-        rt = RESOURCE_TYPES[Resource(resource)]
+        rt = self.resource_type(resource)
         flt = self.filter(rt, namespace, label_selector, field_selector)
         return self.select(rt, flt, limit=limit, continue_token=continue_token)
 
@@ -982,7 +944,7 @@ class Store:
         if continue_token:
             snapshot, offset = self._resume(rt, continue_token)
         else:
-            items = [s for s in self._tables[rt.resource].candidates(flt) if flt.matches(s.obj)]
+            items = [s for s in self._tables[rt.key].candidates(flt) if flt.matches(s.obj)]
             snapshot, offset = _Snapshot(self._rv, items), 0
         if not limit or limit <= 0 or offset + limit >= len(snapshot.items):
             return ListResult(rt, snapshot.items[offset:], snapshot.rv)
@@ -998,15 +960,15 @@ class Store:
             self._snapshots[ident] = snapshot
             while len(self._snapshots) > self._max_snapshots:
                 self._snapshots.popitem(last=False)
-        token = {"v": "meta.k8s.io/v1", "rv": snapshot.rv, "id": ident, "offset": offset, "resource": rt.resource}
+        token = {"v": "meta.k8s.io/v1", "rv": snapshot.rv, "id": ident, "offset": offset, "resource": rt.key}
         return base64.urlsafe_b64encode(_dumps(token)).decode()
 
     def _resume(self, rt: ResourceType, continue_token: str) -> tuple[_Snapshot, int]:
         token = _decode_token(continue_token)
         snapshot = self._snapshots.get(token["id"])
-        if token.get("resource") != rt.resource:
+        if token.get("resource") != rt.key:
             raise ApiError.bad_request("continue key is not valid: it belongs to another resource")
-        if snapshot is None or snapshot.rv < self._tables[rt.resource].compacted_rv:
+        if snapshot is None or snapshot.rv < self._tables[rt.key].compacted_rv:
             raise ApiError.expired(
                 "The provided continue parameter is too old to display a consistent list result. "
                 "You can start a new list without the continue parameter, or use the continue token "
@@ -1016,7 +978,7 @@ class Store:
 
     def namespaced_objects(self, resource: Resource | str, namespace: str) -> builtins.list[Stored]:
         """The stored objects of one namespace, unsorted (for controllers that scan a namespace)."""
-        return builtins.list(self._tables[Resource(resource)].by_namespace.get(namespace, {}).values())
+        return builtins.list(self._tables[self.resource_type(resource).key].by_namespace.get(namespace, {}).values())
 
     # ------------------------------------------------------------------ watching
 
@@ -1030,7 +992,7 @@ class Store:
         field_selector: str | None = None,
     ) -> Subscription:
         """Subscribe to changes; see :meth:`subscribe` for ``resource_version``."""
-        rt = RESOURCE_TYPES[Resource(resource)]
+        rt = self.resource_type(resource)
         return self.subscribe(rt, self.filter(rt, namespace, label_selector, field_selector), resource_version)
 
     def subscribe(self, rt: ResourceType, flt: Filter, resource_version: str | None) -> Subscription:
@@ -1040,7 +1002,7 @@ class Store:
         changes after the current resourceVersion. A resourceVersion older than the history
         raises ``410 Expired``.
         """
-        table = self._tables[rt.resource]
+        table = self._tables[rt.key]
         since = parse_resource_version(resource_version)
         if since == 0:
             backlog = [WatchEvent(EventType.ADDED, s) for s in table.candidates(flt) if flt.matches(s.obj)]
@@ -1053,7 +1015,7 @@ class Store:
         return subscription
 
     def _unsubscribe(self, subscription: Subscription) -> None:
-        subscriptions = self._tables[subscription.rt.resource].subscriptions
+        subscriptions = self._tables[subscription.rt.key].subscriptions
         if subscription in subscriptions:
             subscriptions.remove(subscription)
 
@@ -1071,23 +1033,23 @@ class Store:
 
     def create(self, resource: Resource | str, obj: JsonObject, namespace: str | None = None) -> JsonObject:
         """Create ``obj`` (in ``namespace``, else its own, else ``default``) and return it as stored."""
-        return self.create_stored(RESOURCE_TYPES[Resource(resource)], _copy(obj), namespace).copy()
+        return self.create_stored(self.resource_type(resource), _copy(obj), namespace).copy()
 
     def create_stored(self, rt: ResourceType, obj: JsonObject, namespace: str | None) -> Stored:
         """Create from an object the caller hands over (it is modified)."""
         meta = self._prepare_identity(rt, obj, namespace)
-        table = self._tables[rt.resource]
+        table = self._tables[rt.key]
         key = (meta.get("namespace", ""), meta["name"])
         if key in table.objects:
             raise ApiError.already_exists(rt, meta["name"])
-        if rt.namespaced and ("", key[0]) not in self._tables[Resource.NAMESPACES].objects:
+        if rt.namespaced and ("", key[0]) not in self._tables[Resource.NAMESPACES.value].objects:
             raise ApiError.not_found(RESOURCE_TYPES[Resource.NAMESPACES], key[0])
         meta["uid"] = str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
         meta["creationTimestamp"] = self.now()
         meta.pop("resourceVersion", None)
         if rt.tracks_generation:
             meta["generation"] = 1
-        _DEFAULTERS.get(rt.resource, _no_defaults)(obj, True)
+        _DEFAULTERS.get(rt.key, _no_defaults)(obj, True)
         return self._commit(EventType.ADDED, rt, key, obj, None)
 
     def _prepare_identity(self, rt: ResourceType, obj: JsonObject, namespace: str | None) -> JsonObject:
@@ -1118,7 +1080,7 @@ class Store:
         subresource: Subresource | str | None = None,
     ) -> JsonObject:
         """Replace the object named by ``obj`` (PUT); see the module docstring."""
-        rt = RESOURCE_TYPES[Resource(resource)]
+        rt = self.resource_type(resource)
         return self.update_stored(rt, _copy(obj), namespace, subresource=subresource).copy()
 
     def update_stored(
@@ -1149,12 +1111,14 @@ class Store:
             )
         if subresource is Subresource.STATUS and not rt.status_subresource:
             raise ApiError(404, Reason.NOT_FOUND, f"{rt.group_resource} has no status subresource")
-        old = self.get_stored(rt.resource, meta["name"], namespace)
+        old = self.get_stored(rt, meta["name"], namespace)
         precondition = meta.get("resourceVersion")
         if precondition and parse_resource_version(precondition) != old.rv:
             raise ApiError.stale(rt, meta["name"])
         new = self._merge_update(rt, old.obj, obj, subresource)
-        return self.commit_update(rt, old, new)
+        stored = self.commit_update(rt, old, new)
+        self._release_if_done(rt, stored)
+        return stored
 
     def _merge_update(
         self, rt: ResourceType, old: JsonObject, new: JsonObject, subresource: Subresource | None
@@ -1167,16 +1131,28 @@ class Store:
                 result.pop("status", None)
             return result
         meta = new["metadata"]
-        for owned in ("uid", "creationTimestamp", "namespace", "generation"):
+        for owned in _SERVER_OWNED_METADATA:
             if owned in old["metadata"]:
                 meta[owned] = old["metadata"][owned]
+            else:
+                meta.pop(owned, None)
+        if old["metadata"].get("deletionTimestamp") is not None:
+            added = set(meta.get("finalizers") or []) - set(old["metadata"].get("finalizers") or [])
+            if added:
+                raise ApiError.invalid(
+                    rt,
+                    meta["name"],
+                    "metadata.finalizers",
+                    "FieldValueForbidden",
+                    f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {sorted(added)}",
+                )
         if rt.status_subresource:
             if "status" in old:
                 new["status"] = json.loads(_dumps(old["status"]))
             else:
                 new.pop("status", None)
-        _DEFAULTERS.get(rt.resource, _no_defaults)(new, False)
-        _CHECKS.get(rt.resource, _no_checks)(rt, old, new)
+        _DEFAULTERS.get(rt.key, _no_defaults)(new, False)
+        _CHECKS.get(rt.key, _no_checks)(rt, old, new)
         if rt.tracks_generation and new.get("spec") != old.get("spec"):
             meta["generation"] = old["metadata"].get("generation", 0) + 1
         return new
@@ -1206,7 +1182,7 @@ class Store:
         subresource: Subresource | str | None = None,
     ) -> JsonObject:
         """Patch the object; a ``resourceVersion`` the patch sets is a precondition."""
-        rt = RESOURCE_TYPES[Resource(resource)]
+        rt = self.resource_type(resource)
         return self.patch_stored(rt, name, _copy(patch), namespace, patch_type, subresource).copy()
 
     def patch_stored(
@@ -1218,7 +1194,7 @@ class Store:
         patch_type: PatchType | str,
         subresource: Subresource | str | None,
     ) -> Stored:
-        current = self.get_stored(rt.resource, name, namespace)
+        current = self.get_stored(rt, name, namespace)
         if PatchType(patch_type) is PatchType.JSON:
             patched = json_patch(current.copy(), patch)
         elif isinstance(patch, dict):
@@ -1242,31 +1218,149 @@ class Store:
         namespace: str | None = None,
         *,
         preconditions: Mapping[str, str] | None = None,
+        grace_period: int | None = None,
+        propagation: Propagation | str | None = None,
     ) -> JsonObject:
-        """Delete now and return the object as deleted (``preconditions``: ``uid``/``resourceVersion``)."""
-        rt = RESOURCE_TYPES[Resource(resource)]
-        return self.delete_stored(rt, name, namespace, preconditions).copy()
+        """Delete and return the object as deleted, or as marked for deletion (see :meth:`delete_stored`)."""
+        rt = self.resource_type(resource)
+        return self.delete_stored(
+            rt, name, namespace, preconditions, grace_period=grace_period, propagation=propagation
+        ).copy()
 
     def delete_stored(
-        self, rt: ResourceType, name: str, namespace: str | None, preconditions: Mapping[str, str] | None = None
+        self,
+        rt: ResourceType,
+        name: str,
+        namespace: str | None,
+        preconditions: Mapping[str, str] | None = None,
+        *,
+        grace_period: int | None = None,
+        propagation: Propagation | str | None = None,
+        force: bool = False,
     ) -> Stored:
-        old = self.get_stored(rt.resource, name, namespace)
+        """Delete as the registry does: gracefully for a pod on a node, held by finalizers.
+
+        A pod bound to a node and not finished gets ``deletionTimestamp`` (now plus its grace
+        period: ``grace_period``, else ``spec.terminationGracePeriodSeconds``) and stays until its
+        kubelet deletes it again with grace 0; an object with ``metadata.finalizers`` gets
+        ``deletionTimestamp`` and stays until the last finalizer is removed. Either way the
+        answer is the object as marked (a ``MODIFIED`` event), not yet gone. ``force`` removes it
+        at once whatever holds it (what the garbage collector of a deleted namespace does).
+        ``propagation``: ``Orphan`` leaves the dependents (their owner reference removed); the
+        default deletes them once the owner is gone (``Background``; ``Foreground`` is treated so).
+        """
+        old = self.get_stored(rt, name, namespace)
         _check_preconditions(rt, old, preconditions or {})
+        if propagation is not None:
+            try:
+                propagation = Propagation(propagation)
+            except ValueError:
+                raise ApiError.bad_request(
+                    f"propagationPolicy: Unsupported value: {propagation!r}: supported values: "
+                    + ", ".join(f'"{p}"' for p in Propagation)
+                ) from None
+        if grace_period is not None and grace_period < 0:
+            grace_period = 1
+        meta = old.obj["metadata"]
+        if not force:
+            grace = self._grace_period(rt, old.obj, grace_period)
+            if grace > 0 or meta.get("finalizers"):
+                return self._mark_deleted(rt, old, grace, propagation)
         if rt.resource is Resource.NAMESPACES:
             self._empty_namespace(name)
+        if propagation is Propagation.ORPHAN:
+            self._orphan(meta["uid"])
         deleted = old.copy()
         return self._commit(EventType.DELETED, rt, self._key(rt, namespace, name), deleted, old)
 
+    def _grace_period(self, rt: ResourceType, obj: JsonObject, asked: int | None) -> int:
+        if rt.resource is not Resource.PODS:
+            return 0
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+            return 0
+        grace = asked if asked is not None else spec.get("terminationGracePeriodSeconds", 30)
+        current = obj["metadata"].get("deletionGracePeriodSeconds")
+        return min(grace, current) if current is not None else grace
+
+    def _mark_deleted(
+        self, rt: ResourceType, old: Stored, grace: int, propagation: Propagation | None
+    ) -> Stored:
+        new = old.copy()
+        meta = new["metadata"]
+        if meta.get("deletionTimestamp") is None or meta.get("deletionGracePeriodSeconds", 0) > grace:
+            meta["deletionTimestamp"] = rfc3339(self.clock() + grace)
+            meta["deletionGracePeriodSeconds"] = grace
+        if propagation is Propagation.ORPHAN and "orphan" not in (meta.get("finalizers") or []):
+            self._orphan(meta["uid"])
+        return self.commit_update(rt, old, new)
+
+    def _release_if_done(self, rt: ResourceType, stored: Stored) -> Stored | None:
+        """Delete an object marked for deletion once nothing holds it any more (finalizers, grace)."""
+        meta = stored.obj["metadata"]
+        if meta.get("deletionTimestamp") is None or meta.get("finalizers"):
+            return None
+        if meta.get("deletionGracePeriodSeconds", 0) > 0:
+            return None
+        return self._commit(EventType.DELETED, rt, self._key(rt, meta.get("namespace"), meta["name"]), stored.copy(), stored)
+
     def _empty_namespace(self, namespace: str) -> None:
-        for table in self._tables.values():
-            for stored in list(table.by_namespace.get(namespace, {}).values()):
-                self.delete_stored(table.rt, stored.obj["metadata"]["name"], namespace)
+        for table in builtins.list(self._tables.values()):
+            for stored in builtins.list(table.by_namespace.get(namespace, {}).values()):
+                self.delete_stored(table.rt, stored.obj["metadata"]["name"], namespace, force=True)
+
+    # ------------------------------------------------------------------ the garbage collector
+
+    def dependents(self, uid: str) -> builtins.list[tuple[ResourceType, Stored]]:
+        """The objects whose ``ownerReferences`` name ``uid``."""
+        found = []
+        for table_key, key in builtins.list(self._owned.get(uid, ())):
+            table = self._tables.get(table_key)
+            stored = table.objects.get(key) if table is not None else None
+            if stored is not None:
+                found.append((table.rt, stored))
+        return sorted(found, key=lambda pair: (pair[0].key, pair[1].obj["metadata"].get("namespace", ""), pair[1].obj["metadata"]["name"]))
+
+    def _orphan(self, uid: str) -> None:
+        for rt, stored in self.dependents(uid):
+            new = stored.copy()
+            refs = [r for r in new["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
+            if refs:
+                new["metadata"]["ownerReferences"] = refs
+            else:
+                new["metadata"].pop("ownerReferences", None)
+            self.commit_update(rt, stored, new)
+
+    def _index_owners(self, change: Change) -> None:
+        """Keep the owner index current, and collect the dependents of a deleted owner."""
+        key = (change.new.obj["metadata"].get("namespace", ""), change.new.obj["metadata"]["name"])
+        entry = (change.rt.key, key)
+        before = {r.get("uid") for r in (change.old.obj["metadata"].get("ownerReferences") or [])} if change.old else set()
+        after = (
+            set()
+            if change.type is EventType.DELETED
+            else {r.get("uid") for r in change.new.obj["metadata"].get("ownerReferences") or []}
+        )
+        for uid in before - after:
+            owned = self._owned.get(uid)
+            if owned is not None:
+                owned.discard(entry)
+                if not owned:
+                    del self._owned[uid]
+        for uid in after - before:
+            self._owned.setdefault(uid, set()).add(entry)
+        if change.type is EventType.DELETED:
+            for rt, stored in self.dependents(change.new.obj["metadata"]["uid"]):
+                meta = stored.obj["metadata"]
+                if meta.get("deletionTimestamp") is None:
+                    with contextlib.suppress(ApiError):
+                        self.delete_stored(rt, meta["name"], meta.get("namespace"))
 
     def _commit(self, kind: EventType, rt: ResourceType, key: Key, obj: JsonObject, old: Stored | None) -> Stored:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         stored = Stored.encode(rt, obj, self._rv)
-        table = self._tables[rt.resource]
+        table = self._tables[rt.key]
         if kind is EventType.DELETED:
             table.remove(key)
         else:

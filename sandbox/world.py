@@ -258,7 +258,8 @@ class World:
         await self._req("POST", self._pod_path(name, "eviction"), body, ok=(404, 429))
 
     async def _lose(self, name: str) -> None:
-        await self._req("DELETE", self._pod_path(name), ok=(404,))
+        """The pod died with its node: gone at once (as the node lifecycle controller force-deletes)."""
+        await self._req("DELETE", self._pod_path(name) + "?gracePeriodSeconds=0", ok=(404,))
 
     async def _set_quota(self, ev: EventSpec) -> None:
         path = f"/api/v1/namespaces/{USHER_NAMESPACE}/configmaps/{QUEUES_CONFIGMAP}"
@@ -320,6 +321,10 @@ class World:
         if job is None or meta.get("namespace") != JOB_NAMESPACE:
             return
         self.pod_job[name] = job
+        if kind != "DELETED" and meta.get("deletionTimestamp") and spec.get("nodeName"):
+            # graceful deletion: the container exits on SIGTERM, the kubelet removes the pod
+            await self._req("DELETE", self._pod_path(name) + "?gracePeriodSeconds=0", ok=(404, 409))
+            return
         if kind == "DELETED":
             run = self.running.pop(name, None)
             self.pod_node.pop(name, None)
