@@ -22,6 +22,8 @@ from usher.engine.backends.kube.objects import (
 from usher.engine.scenario import JobSpec, NodeSpec, Scenario
 from usher.engine.scenario.quantity import format_cpu
 
+from .admission import SCENARIO_ANNOTATION
+
 JOB_NAMESPACE = "default"
 #: a label the sandbox puts on its pods so that it can tell them from anyone else's
 JOB_LABEL = "sandbox.usher/job"
@@ -70,7 +72,11 @@ def queue_configmap(scenario: Scenario) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": QUEUES_CONFIGMAP, "namespace": USHER_NAMESPACE},
+        "metadata": {
+            "name": QUEUES_CONFIGMAP,
+            "namespace": USHER_NAMESPACE,
+            "annotations": {SCENARIO_ANNOTATION: scenario.name},
+        },
         "data": {QUEUES_CONFIG_KEY: queue_config_text(scenario)},
     }
 

@@ -125,3 +125,30 @@ async def test_deleting_an_owner_collects_its_dependents_unless_orphaned(client:
     assert "ownerReferences" not in kept["metadata"]
     bad = await client.delete(f"{PODS}/kept", params={"propagationPolicy": "Sometimes"})
     assert bad.status_code == 400 and "propagationPolicy" in bad.json()["message"]
+
+
+async def test_an_apply_never_replaces_the_scenarios_queues_but_an_edit_does(client: httpx.AsyncClient) -> None:
+    from usher.engine.scenario import parse_scenario
+    from usher.sandbox.objects import queue_configmap
+
+    scenario = parse_scenario(
+        "name: demo\nnodes: [{name: n1, gpus: 8}]\nqueues: [{name: research, quota: {gpu: 8}}]\njobs: []\n"
+    )
+    await client.post("/api/v1/namespaces", json={"metadata": {"name": "usher-system"}})
+    path = "/api/v1/namespaces/usher-system/configmaps"
+    await client.post(path, json=queue_configmap(scenario))
+    applied = await client.patch(
+        f"{path}/usher-queues",
+        params={"fieldManager": "kubectl-client-side-apply"},
+        json={"data": {"queues.yaml": "queues: []\n"}},
+        headers={"content-type": "application/strategic-merge-patch+json"},
+    )
+    assert applied.status_code == 403
+    assert "holds the queues of the sandbox's scenario 'demo'" in applied.json()["message"]
+    assert "research" in (await client.get(f"{path}/usher-queues")).json()["data"]["queues.yaml"]
+    edited = await client.patch(
+        f"{path}/usher-queues",
+        json={"data": {"queues.yaml": "queues: []\n"}},
+        headers={"content-type": "application/merge-patch+json"},
+    )
+    assert edited.status_code == 200
