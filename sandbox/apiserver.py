@@ -59,6 +59,7 @@ from enum import StrEnum
 from typing import Any
 
 from usher.engine.backends.http_server import AbortConnection, HttpServer, Request, Response
+from usher.sandbox.admission import check_scenario_write
 from usher.sandbox.store import (
     RESOURCE_TYPES,
     Catalogue,
@@ -1007,6 +1008,8 @@ class FakeApiServer:
             return self._evict(request, target)
         assert rt is not None
         status = Subresource.STATUS if target.sub is Sub.STATUS else None
+        if target.verb in (Verb.UPDATE, Verb.PATCH) and status is None:
+            self._admit_write(request, rt, target)
         match target.verb:
             case Verb.LIST:
                 return self._list(request, rt, target.namespace)
@@ -1029,6 +1032,12 @@ class FakeApiServer:
             case Verb.DELETE:
                 return self._delete(request, rt, target)
         raise _not_found()
+
+    def _admit_write(self, request: Request, rt: ResourceType, target: Route) -> None:
+        """The sandbox's admission policy for an update or patch (see :mod:`usher.sandbox.admission`)."""
+        if self.store.exists(rt, str(target.name), target.namespace):
+            current = self.store.get_stored(rt, str(target.name), target.namespace).obj
+            check_scenario_write(rt, current, request.param("fieldManager"), request.header("content-type"))
 
     def _get(self, request: Request, rt: ResourceType, target: Route) -> Response:
         stored = self.store.get_stored(rt.resource, str(target.name), target.namespace)
