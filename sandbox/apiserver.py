@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import calendar
 import hashlib
 import fnmatch
 import inspect
@@ -51,7 +50,6 @@ import logging
 import math
 import random
 import threading
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
@@ -60,6 +58,7 @@ from typing import Any
 
 from usher.engine.backends.http_server import AbortConnection, HttpServer, Request, Response
 from usher.sandbox.admission import check_scenario_write
+from usher.sandbox.tables import IncludeObject, table
 from usher.sandbox.store import (
     RESOURCE_TYPES,
     Catalogue,
@@ -387,206 +386,7 @@ def _discovery(request: Request, server_address: str, catalogue: Catalogue) -> J
     return None
 
 
-# --------------------------------------------------------------------------- tables
-
-
-def human_duration(seconds: float) -> str:
-    """An age as kubectl prints it (``45s``, ``3m20s``, ``5h``, ``2d3h``, ``400d``)."""
-    s = int(seconds)
-    if s < 0:
-        return "<invalid>" if s < -1 else "0s"
-    minutes, hours, days = s // 60, s // 3600, s // 86400
-    if s < 120:
-        return f"{s}s"
-    if minutes < 10:
-        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    if hours < 8:
-        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
-    if days < 365 * 2:
-        return f"{days}d"
-    return f"{days // 365}y{days % 365}d" if days < 365 * 8 and days % 365 else f"{days // 365}y"
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    name: str
-    cell: Callable[[JsonObject, float], Any]
-    priority: int = 0
-    type: str = "string"
-
-    def definition(self) -> JsonObject:
-        fmt = "name" if self.name == "Name" else ""
-        return {
-            "name": self.name,
-            "type": self.type,
-            "format": fmt,
-            "description": self.name,
-            "priority": self.priority,
-        }
-
-
-def _age(obj: JsonObject, now: float) -> str:
-    return _age_of(obj["metadata"].get("creationTimestamp"), now)
-
-
-def _age_of(timestamp: str | None, now: float) -> str:
-    if not timestamp:
-        return "<unknown>"
-    parsed = _parse_time(timestamp)
-    return human_duration(now - parsed) if parsed is not None else "<unknown>"
-
-
-def _parse_time(timestamp: str) -> float | None:
-    try:
-        return calendar.timegm(time.strptime(timestamp[:19], "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:
-        return None
-
-
-def _name(obj: JsonObject, now: float) -> str:
-    return obj["metadata"]["name"]
-
-
-def _pod_ready(pod: JsonObject, now: float) -> str:
-    statuses = pod.get("status", {}).get("containerStatuses") or []
-    return f"{sum(1 for c in statuses if c.get('ready'))}/{len(pod.get('spec', {}).get('containers') or [])}"
-
-
-def _pod_status(pod: JsonObject, now: float) -> str:
-    status = pod.get("status", {})
-    for container in status.get("containerStatuses") or []:
-        state = container.get("state") or {}
-        for phase in ("waiting", "terminated"):
-            if (state.get(phase) or {}).get("reason"):
-                return state[phase]["reason"]
-    return status.get("reason") or status.get("phase") or "Unknown"
-
-
-def _pod_restarts(pod: JsonObject, now: float) -> int:
-    return sum(c.get("restartCount", 0) for c in pod.get("status", {}).get("containerStatuses") or [])
-
-
-def _or_none(value: Any) -> Any:
-    return "<none>" if value in (None, "") else value
-
-
-def _node_status(node: JsonObject, now: float) -> str:
-    ready = next((c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), None)
-    text = "Unknown" if ready is None else {"True": "Ready", "False": "NotReady"}.get(ready.get("status"), "Unknown")
-    return text + (",SchedulingDisabled" if node.get("spec", {}).get("unschedulable") else "")
-
-
-def _node_roles(node: JsonObject, now: float) -> str:
-    prefix = "node-role.kubernetes.io/"
-    roles = sorted(k[len(prefix) :] for k in node["metadata"].get("labels") or {} if k.startswith(prefix))
-    return ",".join(roles) or "<none>"
-
-
-def _node_ip(node: JsonObject, now: float) -> str:
-    addresses = node.get("status", {}).get("addresses") or []
-    return next((a.get("address") for a in addresses if a.get("type") == "InternalIP"), "<none>")
-
-
-def _event_last_seen(event: JsonObject, now: float) -> str:
-    return _age_of(
-        event.get("lastTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp"), now
-    )
-
-
-def _event_object(event: JsonObject, now: float) -> str:
-    involved = event.get("involvedObject") or {}
-    return f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
-
-
-def _pdb_value(key: str) -> Callable[[JsonObject, float], Any]:
-    return lambda pdb, now: pdb.get("spec", {}).get(key, "N/A")
-
-
-def _path(*keys: str, default: Any = "<none>") -> Callable[[JsonObject, float], Any]:
-    def cell(obj: JsonObject, now: float) -> Any:
-        value: Any = obj
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        return default if value in (None, "") else value
-
-    return cell
-
-
-_NAME, _AGE = Column("Name", _name), Column("Age", _age)
-_COLUMNS: dict[Resource, tuple[Column, ...]] = {
-    Resource.PODS: (
-        _NAME,
-        Column("Ready", _pod_ready),
-        Column("Status", _pod_status),
-        Column("Restarts", _pod_restarts, type="integer"),
-        _AGE,
-        Column("Node", _path("spec", "nodeName")),
-        Column("IP", _path("status", "podIP"), priority=1),
-        Column("Nominated Node", _path("status", "nominatedNodeName"), priority=1),
-    ),
-    Resource.NODES: (
-        _NAME,
-        Column("Status", _node_status),
-        Column("Roles", _node_roles),
-        _AGE,
-        Column("Version", _path("status", "nodeInfo", "kubeletVersion", default="")),
-        Column("Internal-IP", _node_ip, priority=1),
-    ),
-    Resource.EVENTS: (
-        Column("Last Seen", _event_last_seen),
-        Column("Type", _path("type", default="")),
-        Column("Reason", _path("reason", default="")),
-        Column("Object", _event_object),
-        Column("Message", _path("message", default="")),
-    ),
-    Resource.NAMESPACES: (_NAME, Column("Status", _path("status", "phase", default="")), _AGE),
-    Resource.LEASES: (_NAME, Column("Holder", _path("spec", "holderIdentity", default="")), _AGE),
-    Resource.PODDISRUPTIONBUDGETS: (
-        _NAME,
-        Column("Min Available", _pdb_value("minAvailable")),
-        Column("Max Unavailable", _pdb_value("maxUnavailable")),
-        Column("Allowed Disruptions", _path("status", "disruptionsAllowed", default=0), type="integer"),
-        _AGE,
-    ),
-}
-
-
-class IncludeObject(StrEnum):
-    NONE = "None"
-    METADATA = "Metadata"
-    OBJECT = "Object"
-
-
-def table(
-    rt: ResourceType, items: Iterable[Stored], now: float, include: IncludeObject, meta: JsonObject | None = None
-) -> JsonObject:
-    """A ``meta.k8s.io/v1`` Table of ``items``, as the API server prints them for kubectl."""
-    columns = _COLUMNS.get(rt.resource, (_NAME, _AGE))
-    rows = []
-    for item in items:
-        row: JsonObject = {"cells": [c.cell(item.obj, now) for c in columns]}
-        if include is IncludeObject.OBJECT:
-            row["object"] = item.obj
-        elif include is IncludeObject.METADATA:
-            row["object"] = {
-                "kind": "PartialObjectMetadata",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": item.obj["metadata"],
-            }
-        rows.append(row)
-    return {
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": meta or {},
-        "columnDefinitions": [c.definition() for c in columns],
-        "rows": rows,
-    }
+# --------------------------------------------------------------------------- tables (see tables.py)
 
 
 def _include_object(request: Request) -> IncludeObject:

@@ -81,6 +81,8 @@ class ResourceType:
     singular: str = ""
     list_kind: str = ""
     verbs: tuple[str, ...] = ("create", "delete", "get", "list", "patch", "update", "watch")
+    printer_columns: tuple[JsonObject, ...] = field(default=(), compare=False)
+    """A custom resource's ``additionalPrinterColumns``."""
     schema: JsonObject | None = field(default=None, compare=False)
     """A custom resource's ``openAPIV3Schema`` (for validation and OpenAPI); ``None`` for built-ins."""
 
@@ -278,6 +280,7 @@ def crd_types(crd: JsonObject) -> list[ResourceType]:
                 singular=names.get("singular", ""),
                 list_kind=names.get("listKind", ""),
                 schema=(version.get("schema") or {}).get("openAPIV3Schema"),
+                printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
             )
         )
     return types

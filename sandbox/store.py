@@ -48,10 +48,11 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from . import defaults
 from .kinds import RESOURCE_TYPES, Catalogue, Resource, ResourceType, UnknownResource, crd_types
 
 JsonObject = dict[str, Any]
@@ -843,9 +844,9 @@ class Store:
         if change.type is EventType.DELETED:
             self._drop_custom(crd_types(crd))
             return
-        types = crd_types(crd)
-        if change.old is not None and crd_types(change.old.obj) == types:
+        if change.old is not None and change.old.obj.get("spec") == crd.get("spec"):
             return
+        types = crd_types(crd)
         storage = self.catalogue.register(types)
         if storage is not None and storage.key not in self._tables:
             self._tables[storage.key] = _Table(storage, self._history)
@@ -1527,9 +1528,18 @@ def _namespace_defaults(namespace: JsonObject, creating: bool) -> None:
         namespace["status"] = {"phase": "Active"}
 
 
-_DEFAULTERS: dict[Resource, Callable[[JsonObject, bool], None]] = {
-    Resource.PODS: _pod_defaults,
-    Resource.NAMESPACES: _namespace_defaults,
+_DEFAULTERS: dict[str, Callable[[JsonObject, bool], None]] = {
+    rt.key: defaulter
+    for rt, defaulter in (
+        (RESOURCE_TYPES[Resource.PODS], _pod_defaults),
+        (RESOURCE_TYPES[Resource.NAMESPACES], _namespace_defaults),
+        (RESOURCE_TYPES[Resource.JOBS], defaults.job_defaults),
+        (RESOURCE_TYPES[Resource.DEPLOYMENTS], defaults.deployment_defaults),
+        (RESOURCE_TYPES[Resource.REPLICASETS], defaults.replicaset_defaults),
+        (RESOURCE_TYPES[Resource.DAEMONSETS], defaults.daemonset_defaults),
+        (RESOURCE_TYPES[Resource.STATEFULSETS], defaults.statefulset_defaults),
+        (RESOURCE_TYPES[Resource.SERVICES], defaults.service_defaults),
+    )
 }
 _CHECKS: dict[Resource, Callable[[ResourceType, JsonObject, JsonObject], None]] = {
     Resource.PODS: _check_pod_update,

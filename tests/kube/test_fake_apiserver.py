@@ -20,7 +20,8 @@ from kubernetes.client import ApiClient, Configuration, CoordinationV1Api, CoreV
 from kubernetes.client.rest import ApiException
 
 from usher.engine.backends.http_server import HttpServer, Request, Response
-from usher.sandbox.apiserver import FakeApiServer, FaultKind, ServerThread, human_duration
+from usher.sandbox.apiserver import FakeApiServer, FaultKind, ServerThread
+from usher.sandbox.tables import human_duration
 from usher.sandbox.store import ApiError, EventType, PatchType, Store
 
 NOW = 1_800_000_000.0
@@ -698,8 +699,8 @@ async def test_other_tables_and_unacceptable_media(client: httpx.AsyncClient) ->
     cms = (
         await client.get("/api/v1/namespaces/default/configmaps", params={"includeObject": "None"}, headers=TABLE)
     ).json()
-    assert [c["name"] for c in cms["columnDefinitions"]] == ["Name", "Age"]
-    assert cms["rows"] == [{"cells": ["c", "0s"]}]
+    assert [c["name"] for c in cms["columnDefinitions"]] == ["Name", "Data", "Age"]  # as kubectl shows them
+    assert cms["rows"] == [{"cells": ["c", 0, "0s"]}]
     refused = await client.get(PODS, headers={"accept": "application/vnd.kubernetes.protobuf"})
     assert refused.status_code == 406
 

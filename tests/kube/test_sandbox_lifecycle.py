@@ -152,3 +152,26 @@ async def test_an_apply_never_replaces_the_scenarios_queues_but_an_edit_does(cli
         headers={"content-type": "application/merge-patch+json"},
     )
     assert edited.status_code == 200
+
+
+async def test_workloads_get_the_registrys_defaults_and_kubectls_columns(client: httpx.AsyncClient) -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train"},
+        "spec": {"parallelism": 4, "completions": 4, "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "t", "image": "x"}]}}},
+    }
+    created = (await client.post("/apis/batch/v1/namespaces/default/jobs", json=job)).json()
+    uid = created["metadata"]["uid"]
+    assert created["spec"]["selector"] == {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    assert created["spec"]["template"]["metadata"]["labels"]["job-name"] == "train"
+    assert created["spec"]["backoffLimit"] == 6
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}
+    created = (await client.post("/api/v1/namespaces/default/services", json=service)).json()
+    assert created["spec"]["clusterIP"].startswith("10.96.") and created["spec"]["ports"][0]["targetPort"] == 80
+    accept = {"accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
+    jobs = (await client.get("/apis/batch/v1/namespaces/default/jobs", headers=accept)).json()
+    assert [c["name"] for c in jobs["columnDefinitions"] if c["priority"] == 0] == ["Name", "Status", "Completions", "Duration", "Age"]
+    assert jobs["rows"][0]["cells"][:3] == ["train", "Running", "0/4"]
+    services = (await client.get("/api/v1/namespaces/default/services", headers=accept)).json()
+    assert services["rows"][0]["cells"][4] == "80/TCP"
