@@ -1,0 +1,132 @@
+"""kubectl against the sandbox: what a user beside usher types must work as on a real cluster."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from usher.engine.scenario import parse_scenario
+from usher.sandbox.apiserver import ServerThread
+from usher.sandbox.objects import node_object
+
+from kubectl import Kubectl
+
+CLUSTER = parse_scenario(
+    "name: t\n"
+    "nodes: [{name: gpu-1, gpus: 8, cpu: 64, memory: 512Gi}, {name: gpu-2, gpus: 8, cpu: 64, memory: 512Gi}]\n"
+    "queues: [{name: research, quota: {gpu: 16}}]\njobs: []\n"
+)
+
+
+@pytest.fixture
+def sandbox() -> Iterator[ServerThread]:
+    with ServerThread() as thread:
+        for spec in CLUSTER.all_nodes():
+            thread.call(thread.server.store.create, "nodes", node_object(spec))
+        yield thread
+
+
+@pytest.fixture
+def kubectl(sandbox: ServerThread, tmp_path: Path) -> Kubectl:
+    config = tmp_path / "kubeconfig"
+    config.write_text(yaml.safe_dump(sandbox.server.kubeconfig()))
+    return Kubectl(config)
+
+
+def pod(name: str, node: str | None = None, grace: int | None = None, **meta: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": "usher",
+        "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "4"}}}],
+    }
+    if node:
+        spec["nodeName"] = node
+    if grace is not None:
+        spec["terminationGracePeriodSeconds"] = grace
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", **meta}, "spec": spec}
+
+
+def test_get_wide_yaml_and_json(sandbox: ServerThread, kubectl: Kubectl) -> None:
+    sandbox.call(sandbox.server.store.create, "pods", pod("train-0", labels={"usher/gang": "train"}))
+    wide = kubectl.ok("get", "pods", "-o", "wide")
+    assert wide.split("\n")[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE"] or "NOMINATED NODE" in wide
+    assert "train-0" in wide and "Pending" in wide
+    as_yaml = yaml.safe_load(kubectl.ok("get", "pod", "train-0", "-o", "yaml"))
+    assert as_yaml["spec"]["schedulerName"] == "usher"
+    as_json = json.loads(kubectl.ok("get", "pods", "-l", "usher/gang=train", "-o", "json"))
+    assert [i["metadata"]["name"] for i in as_json["items"]] == ["train-0"]
+    nodes = kubectl.ok("get", "nodes")
+    assert "gpu-1" in nodes and "Ready" in nodes
+
+
+def test_describe_a_pending_pod_shows_why_it_waits(sandbox: ServerThread, kubectl: Kubectl) -> None:
+    store = sandbox.server.store
+    uid = sandbox.call(store.create, "pods", pod("train-0"))["metadata"]["uid"]
+    condition = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "InsufficientCapacity: needs 4 GPUs on one node, the roomiest has 2",
+    }
+    patch = {"status": {"conditions": [condition]}}
+    sandbox.call(lambda: store.patch("pods", "train-0", patch, "default", subresource="status"))
+    event = {
+        "metadata": {"name": "train-0.1", "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "name": "train-0", "namespace": "default", "apiVersion": "v1", "uid": uid},
+        "reason": "FailedScheduling",
+        "message": "needs 4 GPUs on one node",
+        "type": "Warning",
+        "source": {"component": "usher"},
+        "count": 1,
+    }
+    sandbox.call(store.create, "events", event)
+    described = kubectl.ok("describe", "pod", "train-0")
+    assert "Status:" in described and "Pending" in described
+    assert "FailedScheduling" in described and "needs 4 GPUs on one node" in described
+
+
+def test_cordon_taint_label_annotate_and_uncordon(sandbox: ServerThread, kubectl: Kubectl) -> None:
+    kubectl.ok("cordon", "gpu-1")
+    assert "SchedulingDisabled" in kubectl.ok("get", "node", "gpu-1")
+    kubectl.ok("taint", "nodes", "gpu-1", "maintenance=true:NoSchedule")
+    kubectl.ok("label", "node", "gpu-1", "usher/rack=r1")
+    kubectl.ok("annotate", "node", "gpu-1", "usher/nvlink=0,1,2,3;4,5,6,7")
+    node = json.loads(kubectl.ok("get", "node", "gpu-1", "-o", "json"))
+    assert node["spec"]["taints"] == [{"key": "maintenance", "value": "true", "effect": "NoSchedule"}]
+    assert node["metadata"]["labels"]["usher/rack"] == "r1"
+    assert node["metadata"]["annotations"]["usher/nvlink"] == "0,1,2,3;4,5,6,7"
+    assert node["status"]["conditions"]  # a strategic merge patch of spec leaves status alone
+    kubectl.ok("uncordon", "gpu-1")
+    kubectl.ok("taint", "nodes", "gpu-1", "maintenance-")
+    node = json.loads(kubectl.ok("get", "node", "gpu-1", "-o", "json"))
+    assert not node["spec"].get("unschedulable") and not node["spec"].get("taints")
+
+
+def test_get_watch_streams_changes(sandbox: ServerThread, kubectl: Kubectl) -> None:
+    watcher = kubectl.popen("get", "pods", "-w", "--request-timeout=20s")
+    try:
+        time.sleep(1.5)  # let the watch start; a later pod must still arrive as a change
+        sandbox.call(sandbox.server.store.create, "pods", pod("late-0"))
+        lines: list[str] = []
+        deadline = time.monotonic() + 20
+        assert watcher.stdout is not None
+        while time.monotonic() < deadline and not any("late-0" in line for line in lines):
+            lines.append(watcher.stdout.readline())
+        assert any("late-0" in line and "Pending" in line for line in lines), lines
+    finally:
+        watcher.kill()
+        watcher.communicate()
+
+
+def test_delete_waits_for_a_running_pods_grace_period(sandbox: ServerThread, kubectl: Kubectl) -> None:
+    store = sandbox.server.store
+    sandbox.call(store.create, "pods", pod("busy-0", node="gpu-1"))
+    kubectl.ok("delete", "pod", "busy-0", "--wait=false")
+    assert "Terminating" in kubectl.ok("get", "pod", "busy-0")
+    kubectl.ok("delete", "pod", "busy-0", "--grace-period=0", "--force")
+    assert "NotFound" in kubectl.run("get", "pod", "busy-0").stderr
