@@ -130,3 +130,38 @@ def test_delete_waits_for_a_running_pods_grace_period(sandbox: ServerThread, kub
     assert "Terminating" in kubectl.ok("get", "pod", "busy-0")
     kubectl.ok("delete", "pod", "busy-0", "--grace-period=0", "--force")
     assert "NotFound" in kubectl.run("get", "pod", "busy-0").stderr
+
+
+def _run(store: Any, name: str) -> None:
+    """What a kubelet reports for a started pod: Running and Ready."""
+    status = {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    store.patch("pods", name, status, "default", subresource="status")
+
+
+def test_drain_under_a_disruption_budget_retries_until_the_budget_allows(sandbox: ServerThread, kubectl: Kubectl) -> None:
+    store, server = sandbox.server.store, sandbox.server
+    sandbox.call(store.create, "pods", pod("web-0", node="gpu-1", grace=0, labels={"app": "web"}))
+    sandbox.call(_run, store, "web-0")
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }
+    sandbox.call(store.create, "poddisruptionbudgets", budget)
+    drain = kubectl.popen("drain", "gpu-1", "--force", "--ignore-daemonsets", "--timeout=90s")
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and server.count("POST", "*/pods/web-0/eviction", 429) == 0:
+            time.sleep(0.2)
+        assert server.count("POST", "*/pods/web-0/eviction", 429) >= 1  # refused: the budget needs web-0
+        assert sandbox.call(store.exists, "pods", "web-0", "default")
+        sandbox.call(store.create, "pods", pod("web-1", node="gpu-2", grace=0, labels={"app": "web"}))
+        sandbox.call(_run, store, "web-1")  # a second healthy replica: now one may go
+        out, err = drain.communicate(timeout=60)
+    finally:
+        drain.kill()
+    assert drain.returncode == 0, err
+    assert "evicting pod default/web-0" in out + err and "node/gpu-1 drained" in out
+    assert not sandbox.call(store.exists, "pods", "web-0", "default")
+    assert "SchedulingDisabled" in kubectl.ok("get", "node", "gpu-1")
