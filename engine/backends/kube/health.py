@@ -3,8 +3,9 @@
 The kubelet probes ``/healthz`` (liveness: the process answers) and ``/readyz`` (readiness:
 the informers have synced, so the controller's view of the cluster is whole); Prometheus scrapes
 ``/metrics``. All three are served by `HealthServer` on one port (`DEFAULT_PORT`, the
-``metrics`` port of ``deploy/40-deployment.yaml``) through the small h11 server in
-``engine/backends/http_server.py``.
+``metrics`` port of ``deploy/40-deployment.yaml``) through the small aiohttp-based server in
+``engine/backends/http_server.py`` (its defaults bound how long a request may take to arrive, how
+long a connection may idle and how many may be open).
 
 The controller owns readiness: a new server is not ready ("informers have not synced"); the
 controller calls `HealthServer.set_ready()` once its informers have listed everything, and
