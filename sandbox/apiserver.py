@@ -58,6 +58,7 @@ from typing import Any
 
 from usher.engine.backends.http_server import AbortConnection, HttpServer, Request, Response
 from usher.sandbox.admission import check_scenario_write
+from usher.sandbox.auth import Attributes, Auth, Decision, UserInfo, parse_service_account, request_attributes
 from usher.sandbox.tables import IncludeObject, table
 from usher.sandbox.store import (
     RESOURCE_TYPES,
@@ -638,6 +639,8 @@ class FakeApiServer:
         bookmark_interval: float = 60.0,
         seed: int = 0,
         request_log: int = 100_000,
+        authorization: bool = False,
+        admin_token: str = "sandbox",
     ) -> None:
         self.store = store if store is not None else Store()
         self.tokens: set[str] | None = set(tokens) if tokens is not None else None
@@ -651,6 +654,10 @@ class FakeApiServer:
         self._seed = seed
         self._http = HttpServer(self.handle)
         self._host = "127.0.0.1"
+        self.auth = Auth(self.store, enabled=authorization, admin_token=admin_token, static_tokens=self.tokens)
+        """Authentication and RBAC (see :mod:`usher.sandbox.auth`); enforced with ``authorization=True``."""
+        self.rbac = self.auth.rbac
+        """The RBAC authorizer: :attr:`~usher.sandbox.auth.RbacAuthorizer.accesses` records what was used."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -701,6 +708,26 @@ class FakeApiServer:
 
     def _allowed(self, verb: str, resource: str, subresource: str = "") -> bool:
         return (verb.lower(), resource, subresource) not in self.forbidden
+
+    def _forbid_layer(self, user: UserInfo, attrs: Attributes) -> Decision | None:
+        """:meth:`forbid`'s rules as an authorizer ahead of RBAC (a deny, or no opinion)."""
+        if not attrs.resource_request:
+            return None
+        sub = "" if attrs.subresource == "status" else attrs.subresource
+        resource = "pods" if (attrs.resource, sub) == ("bindings", "") else attrs.resource
+        sub = "binding" if attrs.resource == "bindings" else sub
+        if self._allowed(attrs.verb, resource, sub):
+            return None
+        return Decision(False, "denied by the sandbox's rules", denied=True)
+
+    def token_for(self, namespace: str, name: str, expiration_seconds: int | None = None) -> str:
+        """A bearer token for the ServiceAccount ``namespace/name`` (which must exist)."""
+        return self.auth.authn.token_for(namespace, name, expiration_seconds)
+
+    @property
+    def admin_token(self) -> str:
+        """The token of ``kubernetes-admin`` (group ``system:masters``)."""
+        return self.auth.authn.admin_token
 
     def count(self, method: str | None = None, path: str = "*", status: int | None = None) -> int:
         """How many logged requests match ``method``, the ``fnmatch`` pattern ``path`` and ``status``."""
@@ -757,7 +784,7 @@ class FakeApiServer:
             return Response.json(200, discovery)
         if request.param("dryRun"):
             raise ApiError.bad_request("dryRun is not supported by the sandbox")
-        if request.path == _ACCESS_REVIEWS:
+        if request.path == _ACCESS_REVIEWS or self.auth.endpoint(request.method, request.path):
             return self._access_review(request)
         target = route(request, watch, self.store.catalogue)
         resource = str(target.rt.resource) if target.rt is not None else "pods"
@@ -769,10 +796,18 @@ class FakeApiServer:
         return await self._dispatch(request, target, drop_after)
 
     def _access_review(self, request: Request) -> Response:
-        """A SelfSubjectAccessReview: is the caller allowed ``spec.resourceAttributes``?"""
+        """A SelfSubjectAccessReview: is the caller allowed ``spec.resourceAttributes``? With
+        ``authorization``, also SubjectAccessReview, LocalSubjectAccessReview, SelfSubjectRulesReview
+        and TokenRequest, answered by :mod:`usher.sandbox.auth`."""
         if request.method != "POST":
             raise ApiError(405, Reason.METHOD_NOT_ALLOWED, "the server does not allow this method on the requested resource")
         review = _body_object(request)
+        kind = self.auth.endpoint(request.method, request.path)
+        if kind == "token":
+            return Response.json(201, self.auth.token(request.path, review))
+        if self.auth.enabled or kind != "ssar":
+            user = self._user(request) if self.auth.enabled else UserInfo("sandbox-user", ("system:authenticated",))
+            return Response.json(201, self.auth.review(str(kind), request.path, user, review, self._forbid_layer))
         attributes = (review.get("spec") or {}).get("resourceAttributes")
         if not isinstance(attributes, dict) or not attributes.get("verb") or not attributes.get("resource"):
             raise ApiError.bad_request("spec.resourceAttributes.verb and .resource are required")
@@ -794,11 +829,27 @@ class FakeApiServer:
                 raise _fault_error(fault)
 
     def _authenticate(self, request: Request) -> None:
-        if not self.tokens:
+        """Authentication, and with ``authorization`` also authorization: the real server's filters,
+        which run before routing (so a forbidden request for a missing resource is 403, not 404)."""
+        if not self.auth.enabled:
+            if not self.tokens:
+                return
+            scheme, _, token = (request.header("authorization") or "").partition(" ")
+            if scheme.lower() != "bearer" or token.strip() not in self.tokens:
+                try:  # a ServiceAccount token the server issued is good too
+                    if parse_service_account(self._user(request).name) is not None:
+                        return
+                except ApiError:
+                    pass
+                raise ApiError(401, Reason.UNAUTHORIZED, "Unauthorized")
             return
-        scheme, _, token = (request.header("authorization") or "").partition(" ")
-        if scheme.lower() != "bearer" or token.strip() not in self.tokens:
-            raise ApiError(401, Reason.UNAUTHORIZED, "Unauthorized")
+        user = self._user(request)
+        attrs = request_attributes(request.method, request.path, request.query)
+        self.auth.check(user, attrs, self._forbid_layer(user, attrs))
+
+    def _user(self, request: Request) -> UserInfo:
+        self.auth.authn.static_tokens = self.tokens
+        return self.auth.user(request.header("authorization"))
 
     async def _dispatch(self, request: Request, target: Route, drop_after: int | None) -> Response:
         rt = target.rt

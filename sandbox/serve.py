@@ -28,7 +28,7 @@ CONTEXT = "usher-sandbox"
 
 
 def kubeconfig(url: str) -> str:
-    """A kubeconfig for the sandbox: plain HTTP on loopback, any token accepted."""
+    """A kubeconfig for the sandbox: plain HTTP on loopback; the token is the admin's (with ``--rbac``)."""
     doc = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -40,12 +40,15 @@ def kubeconfig(url: str) -> str:
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-async def serve(scenario: Scenario, port: int, kubeconfig_out: Path, speed: float) -> int:
-    server = FakeApiServer()
+async def serve(scenario: Scenario, port: int, kubeconfig_out: Path, speed: float, rbac: bool = False) -> int:
+    """``rbac``: authenticate and authorize as a real cluster (see :mod:`usher.sandbox.auth`); the
+    kubeconfig then holds the admin's token, and ServiceAccounts get theirs with a TokenRequest."""
+    server = FakeApiServer(authorization=rbac)
     bound = await server.start(host="127.0.0.1", port=port)
     url = f"http://127.0.0.1:{bound}"
     kubeconfig_out.write_text(kubeconfig(url))
     world = World(scenario, url, WallClock(speed), time_scale=1.0 / speed)
+    world.http.headers["Authorization"] = f"Bearer {server.admin_token}"
     await world.setup()
     nodes = scenario.all_nodes()
     print(

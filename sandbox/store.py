@@ -1422,10 +1422,23 @@ def _check_type(rt: ResourceType, obj: Any) -> None:
     obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
 
 
+_PATH_SEGMENT_NAMED = frozenset(
+    {Resource.ROLES, Resource.CLUSTERROLES, Resource.ROLEBINDINGS, Resource.CLUSTERROLEBINDINGS}
+)
+
+
 def _validate_name(rt: ResourceType, name: Any) -> None:
     if not name:
         raise ApiError.invalid(
             rt, "", "metadata.name", "FieldValueRequired", "Required value: name or generateName is required"
+        )
+    if rt.resource in _PATH_SEGMENT_NAMED:
+        # RBAC objects are validated as path segments only (``system:discovery`` is a valid name)
+        if isinstance(name, str) and name not in (".", "..") and not any(c in name for c in "/%"):
+            return
+        raise ApiError.invalid(
+            rt, str(name), "metadata.name", "FieldValueInvalid",
+            f'Invalid value: "{name}": may not contain \'/\' or \'%\' and may not be \'.\' or \'..\'',
         )
     pattern, limit = (_LABEL, 63) if rt.resource is Resource.NAMESPACES else (_SUBDOMAIN, 253)
     if not isinstance(name, str) or len(name) > limit or not pattern.fullmatch(name):

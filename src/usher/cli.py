@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--kubeconfig-out", type=Path, default=Path("usher-sandbox.kubeconfig"),
                          help="where to write a kubeconfig for it (default ./usher-sandbox.kubeconfig)")
     sandbox.add_argument("--speed", type=float, default=60.0, help="simulated seconds per wall second (default 60)")
+    sandbox.add_argument("--rbac", action="store_true",
+                         help="authenticate and authorize as a real cluster: ServiceAccount tokens, Roles and bindings "
+                              "(the kubeconfig written is the admin's)")
     sandbox.add_argument("--debug", action="store_true")
     check = sub.add_parser("check", help="validate a scenario file")
     check.add_argument("file", type=Path)
@@ -204,7 +207,7 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     from usher.sandbox.serve import serve
 
     scenario = _load(args.file)
-    return asyncio.run(serve(scenario, args.port, args.kubeconfig_out, args.speed))
+    return asyncio.run(serve(scenario, args.port, args.kubeconfig_out, args.speed, rbac=args.rbac))
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
