@@ -60,6 +60,8 @@ from usher.engine.backends.http_server import AbortConnection, HttpServer, Reque
 from usher.sandbox.admission import check_scenario_write
 from usher.sandbox.auth import Attributes, Auth, Decision, UserInfo, parse_service_account, request_attributes
 from usher.sandbox.tables import IncludeObject, table
+from usher.sandbox.controllers import Controllers
+from usher.sandbox.store import _check_preconditions as check_preconditions
 from usher.sandbox.store import (
     RESOURCE_TYPES,
     Catalogue,
@@ -641,8 +643,11 @@ class FakeApiServer:
         request_log: int = 100_000,
         authorization: bool = False,
         admin_token: str = "sandbox",
+        controllers: bool = False,
     ) -> None:
         self.store = store if store is not None else Store()
+        self.controllers: Controllers | None = Controllers(self.store) if controllers else None
+        """The kubelet, default scheduler and workload controllers (:mod:`usher.sandbox.controllers`), when enabled."""
         self.tokens: set[str] | None = set(tokens) if tokens is not None else None
         """Accepted bearer tokens; ``None`` or empty: no authentication. Change it at any time."""
         self.bookmark_interval = bookmark_interval
@@ -664,10 +669,15 @@ class FakeApiServer:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         """Listen (``port`` 0: any free port) and return the bound port; :attr:`url` is the base URL."""
         self._host = host
-        return await self._http.start(host, port)
+        port = await self._http.start(host, port)
+        if self.controllers is not None:
+            await self.controllers.start()
+        return port
 
     async def stop(self) -> None:
         """Close every connection (watches end) and stop listening."""
+        if self.controllers is not None:
+            await self.controllers.stop()
         await self._http.stop()
 
     @property
@@ -1071,14 +1081,30 @@ class FakeApiServer:
             self._check_budgets(pod.obj)
         options = eviction.get("deleteOptions") or {}
         pods = RESOURCE_TYPES[Resource.PODS]
+        preconditions = options.get("preconditions")
+        if pod.obj.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+            check_preconditions(pods, pod, preconditions or {})
+            pod = self._disruption_target(pod)
+            preconditions = {"uid": pod.obj["metadata"]["uid"]}
         self.store.delete_stored(
             pods,
             str(target.name),
             target.namespace,
-            options.get("preconditions"),
+            preconditions,
             grace_period=options.get("gracePeriodSeconds"),
         )
         return _success(201)
+
+    def _disruption_target(self, pod: Stored) -> Stored:
+        """The condition the eviction API adds before it deletes a pod (as a real API server)."""
+        new = pod.copy()
+        status = new.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"]
+        conditions.append({"type": "DisruptionTarget", "status": "True", "lastProbeTime": None,
+                           "lastTransitionTime": self.store.now(), "reason": "EvictionByEvictionAPI",
+                           "message": "Eviction API: evicting"})
+        status["conditions"] = conditions
+        return self.store.commit_update(RESOURCE_TYPES[Resource.PODS], pod, new)
 
     def _check_budgets(self, pod: JsonObject) -> None:
         budgets = self.disruption.budgets_for(pod)

@@ -8,6 +8,8 @@ the gang labels; ``usher/duration`` tells the kubelet stand-in how long each run
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from typing import Any
 
 import yaml
@@ -45,6 +47,10 @@ def node_object(spec: NodeSpec) -> dict[str, Any]:
         allocatable["cpu"] = format_cpu(spec.cpu)
     if spec.memory is not None:
         allocatable["memory"] = str(spec.memory)
+    labels.setdefault("kubernetes.io/os", "linux")
+    labels.setdefault("kubernetes.io/arch", "amd64")
+    if spec.gpus:
+        labels.setdefault("nvidia.com/gpu.present", "true")
     annotations = {}
     if spec.nvlink:
         annotations[Annotation.NVLINK.value] = ";".join(",".join(map(str, isl)) for isl in spec.nvlink)
@@ -56,10 +62,48 @@ def node_object(spec: NodeSpec) -> dict[str, Any]:
         "status": {
             "capacity": dict(allocatable),
             "allocatable": allocatable,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-            "nodeInfo": {"kubeletVersion": "v1.31.0-usher-sandbox"},
+            "conditions": node_conditions(),
+            "addresses": [{"type": "InternalIP", "address": _node_ip(spec.name)}, {"type": "Hostname", "address": spec.name}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": node_info(spec.name),
         },
     }
+
+
+def _node_ip(name: str) -> str:
+    n = int(hashlib.sha256(name.encode()).hexdigest()[:6], 16)
+    return f"10.{(n >> 16) % 256}.{(n >> 8) % 256}.{n % 254 + 1}"
+
+
+def node_info(name: str) -> dict[str, str]:
+    """``status.nodeInfo`` with every field (the official client's V1NodeSystemInfo requires them all)."""
+    ident = uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.usher-sandbox")
+    return {
+        "architecture": "amd64",
+        "bootID": str(uuid.uuid5(ident, "boot")),
+        "containerRuntimeVersion": "containerd://1.7.20",
+        "kernelVersion": "6.8.0-usher-sandbox",
+        "kubeProxyVersion": "v1.31.0",
+        "kubeletVersion": "v1.31.0-usher-sandbox",
+        "machineID": ident.hex,
+        "operatingSystem": "linux",
+        "osImage": "Ubuntu 24.04 LTS (usher sandbox)",
+        "systemUUID": str(ident),
+    }
+
+
+def node_conditions(now: str = "1970-01-01T00:00:00Z") -> list[dict[str, Any]]:
+    """A healthy kubelet's conditions: no memory, disk or PID pressure, and Ready."""
+    def cond(type_: str, status: str, reason: str, message: str) -> dict[str, Any]:
+        return {"type": type_, "status": status, "lastHeartbeatTime": now, "lastTransitionTime": now,
+                "reason": reason, "message": message}
+
+    return [
+        cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+        cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+    ]
 
 
 def queue_config_text(scenario: Scenario) -> str:

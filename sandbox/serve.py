@@ -3,7 +3,10 @@
 It starts the fake API server, creates the scenario's nodes and queue config, writes a kubeconfig
 that points at it, and plays the scenario in wall time (``--speed`` scenario seconds per second):
 pods appear at their submit times, bound pods run for their duration and succeed, the events
-happen. Then, in other terminals::
+happen. The cluster's own controllers run beside (:mod:`usher.sandbox.controllers`): a kubelet on
+every node, the taint manager, the default scheduler, and the Job, ReplicaSet/Deployment and
+DaemonSet controllers, so ``kubectl apply -f deploy/`` and the examples behave as on a cluster.
+Then, in other terminals::
 
     usher --no-ui --kubeconfig usher-sandbox.kubeconfig    # schedule it
     usher --kubeconfig usher-sandbox.kubeconfig            # watch it in the console
@@ -43,7 +46,7 @@ def kubeconfig(url: str) -> str:
 async def serve(scenario: Scenario, port: int, kubeconfig_out: Path, speed: float, rbac: bool = False) -> int:
     """``rbac``: authenticate and authorize as a real cluster (see :mod:`usher.sandbox.auth`); the
     kubeconfig then holds the admin's token, and ServiceAccounts get theirs with a TokenRequest."""
-    server = FakeApiServer(authorization=rbac)
+    server = FakeApiServer(authorization=rbac, controllers=True)
     bound = await server.start(host="127.0.0.1", port=port)
     url = f"http://127.0.0.1:{bound}"
     kubeconfig_out.write_text(kubeconfig(url))

@@ -84,10 +84,19 @@ class Cluster:
     async def play(self, until: float | None = None) -> None:
         """Step the scenario moment by moment to its end (or ``until``)."""
         await self.settle()
-        while (t := self.world.next_time()) is not None and (until is None or t <= until):
+        while (t := self.next_time()) is not None and (until is None or t <= until):
             self.clock.t = t
             await self.world.step(t)
+            if self.server.controllers is not None:
+                self.server.controllers.step(t)
             await self.settle()
+
+    def next_time(self) -> float | None:
+        """The next moment the scenario or (when enabled) the sandbox's controllers have work due."""
+        times = [self.world.next_time()]
+        if self.server.controllers is not None:
+            times.append(self.server.controllers.next_time())
+        return min((t for t in times if t is not None), default=None)
 
     def starts(self) -> list[Start]:
         return sorted(self.world.starts)

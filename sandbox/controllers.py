@@ -1,0 +1,203 @@
+"""The in-process stand-ins for a cluster's own controllers, run beside the fake API server.
+
+``Controllers(store)`` owns a kubelet for every node (:mod:`usher.sandbox.kubelet`, with the
+taint manager), the default scheduler (:mod:`usher.sandbox.default_scheduler`) and the workload
+controllers (:mod:`usher.sandbox.workloads`: Job, ReplicaSet, Deployment, DaemonSet). They work
+on the :class:`~usher.sandbox.store.Store` directly, as the real ones work on the API: a store
+listener marks what changed (synchronously, nothing else), and the work is done on the server's
+event loop, after the write that caused it, until nothing is left to do.
+
+Time is the store's clock. Timed work (a pod's run ending, a grace period, a toleration's
+``tolerationSeconds``) is kept as timers: :meth:`Controllers.next_time` says when the next is
+due and :meth:`Controllers.step` does everything due by a moment, so a harness with a
+``ManualClock`` can step the cluster deterministically; the background task started by
+:meth:`start` also fires timers once the clock has passed them.
+
+Enable with ``FakeApiServer(..., controllers=True)`` (they start and stop with the server) or
+own one: ``c = Controllers(store); await c.start(); ...; await c.stop()``.
+
+Pods labelled ``sandbox.usher/job`` (a scenario's pods, which :class:`~usher.sandbox.world.World`
+runs and requeues) are left to the World's kubelet unless ``skip`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from .store import Change, Store
+
+log = logging.getLogger("usher.sandbox.controllers")
+
+JsonObject = dict[str, Any]
+
+SCENARIO_LABEL = "sandbox.usher/job"
+
+
+def scenario_pod(pod: JsonObject) -> bool:
+    """A pod a :class:`~usher.sandbox.world.World` runs itself."""
+    return SCENARIO_LABEL in (pod["metadata"].get("labels") or {})
+
+
+class Controllers:
+    """The controller stand-ins, their timers and their event-loop task."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        skip: Callable[[JsonObject], bool] | None = scenario_pod,
+        kubelet: bool = True,
+        scheduler: bool = True,
+        workloads: bool = True,
+    ) -> None:
+        from .default_scheduler import DefaultScheduler
+        from .kubelet import Kubelet
+        from .workloads import DaemonSetController, DeploymentController, JobController, ReplicaSetController
+
+        self.store = store
+        self.skip = skip or (lambda pod: False)
+        self._timers: list[tuple[float, int, Hashable]] = []
+        self._due: dict[Hashable, tuple[float, Callable[[], None]]] = {}
+        self._seq = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.active = False
+        self.errors: list[BaseException] = []
+        self.kubelet = Kubelet(self) if kubelet else None
+        self.scheduler = DefaultScheduler(self) if scheduler else None
+        self.jobs = JobController(self) if workloads else None
+        self.replicasets = ReplicaSetController(self) if workloads else None
+        self.deployments = DeploymentController(self) if workloads else None
+        self.daemonsets = DaemonSetController(self) if workloads else None
+        self.parts = [
+            p for p in (self.deployments, self.replicasets, self.daemonsets, self.jobs, self.scheduler, self.kubelet)
+            if p is not None
+        ]
+        store.add_listener(self._on_change)
+
+    # ------------------------------------------------------------------ clock and timers
+
+    def now(self) -> float:
+        return self.store.clock()
+
+    def at(self, when: float, key: Hashable, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once the clock reaches ``when`` (replacing the timer of the same ``key``)."""
+        self._due[key] = (when, fn)
+        self._seq += 1
+        heapq.heappush(self._timers, (when, self._seq, key))
+        self._wake.set()
+
+    def cancel(self, key: Hashable) -> None:
+        self._due.pop(key, None)
+
+    def next_time(self) -> float | None:
+        """When the next timer is due (None: none)."""
+        while self._timers:
+            when, _, key = self._timers[0]
+            current = self._due.get(key)
+            if current is None or current[0] != when:
+                heapq.heappop(self._timers)
+                continue
+            return when
+        return None
+
+    # ------------------------------------------------------------------ work
+
+    def _on_change(self, change: Change) -> None:
+        if not self.active:
+            return
+        for part in self.parts:
+            part.on_change(change)
+        self._wake.set()
+
+    def step(self, now: float | None = None) -> None:
+        """Do everything due by ``now`` (default: the clock) and all pending work, synchronously."""
+        if not self.active:
+            return
+        now = self.now() if now is None else now
+        for _ in range(1000):
+            fired = False
+            while (t := self.next_time()) is not None and t <= now:
+                _, _, key = heapq.heappop(self._timers)
+                _, fn = self._due.pop(key)
+                self._guard(fn)
+                fired = True
+            busy = False
+            for part in self.parts:
+                if part.dirty():
+                    busy = True
+                    self._guard(part.reconcile)
+            if not busy and not fired:
+                return
+        log.warning("sandbox controllers: still busy after 1000 rounds")
+
+    def _guard(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception as exc:  # one broken object must not stop the cluster
+            log.exception("sandbox controller failed")
+            self.errors.append(exc)
+
+    async def start(self) -> None:
+        if self.active:
+            return
+        self.active = True
+        for part in self.parts:
+            part.resync()
+        self._task = asyncio.create_task(self._run(), name="sandbox-controllers")
+
+    async def stop(self) -> None:
+        self.active = False
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        while self.active:
+            self._wake.clear()
+            self.step()
+            t = self.next_time()
+            # the clock may be a ManualClock a test moves: look again soon while timers wait
+            wait = 1.0 if t is None else max(0.005, min(0.05, t - self.now()))
+            try:
+                async with asyncio.timeout(wait):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+            await asyncio.sleep(0)
+
+
+class Part:
+    """One controller: marks itself dirty on the changes it cares about, reconciles when asked."""
+
+    resources: tuple[str, ...] = ()
+
+    def __init__(self, mgr: Controllers) -> None:
+        self.mgr = mgr
+        self.store = mgr.store
+        self._dirty = False
+
+    def on_change(self, change: Change) -> None:
+        if change.rt.resource in self.resources:
+            self._dirty = True
+
+    def resync(self) -> None:
+        self._dirty = True
+
+    def dirty(self) -> bool:
+        return self._dirty
+
+    def reconcile(self) -> None:
+        self._dirty = False
+        self.sync()
+
+    def sync(self) -> None:
+        raise NotImplementedError
+
+    def stored(self, resource: str) -> list[Any]:
+        return self.store.list(resource).items

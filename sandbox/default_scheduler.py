@@ -1,0 +1,184 @@
+"""The default scheduler: binds the pods whose ``schedulerName`` is ``default-scheduler``.
+
+A pending pod (no ``nodeName``, not being deleted) goes through the filters of the default
+profile, in its order, each node stopping at the first that fails it:
+
+- NodeUnschedulable: ``spec.unschedulable`` ("node(s) were unschedulable") unless tolerated;
+- TaintToleration: ``NoSchedule``/``NoExecute`` taints, including the ``not-ready`` /
+  ``unreachable`` taints of a node whose Ready condition is not True ("node(s) had untolerated
+  taint {key: value}");
+- NodeAffinity: ``nodeSelector`` and required node affinity, matchExpressions
+  (In/NotIn/Exists/DoesNotExist/Gt/Lt) and matchFields ``metadata.name`` ("node(s) didn't match
+  Pod's node affinity/selector");
+- NodeResourcesFit: requests against allocatable beside every non-terminal pod bound there
+  ("Insufficient nvidia.com/gpu", "Too many pods"; one reason per resource short);
+- InterPodAffinity, required anti-affinity only ("node(s) didn't match pod anti-affinity rules").
+
+Of the feasible nodes the least allocated (cpu, memory and GPUs, averaged) wins, ties by name.
+A pod that fits nowhere gets ``PodScheduled=False``, ``reason: Unschedulable`` and the real
+message ("0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 Insufficient
+nvidia.com/gpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for
+scheduling."), and is tried again whenever a pod or a node changes. Pods go highest priority
+first, then oldest.
+
+Not modelled: preemption, preferred (soft) affinity and spreading, pod affinity (only
+anti-affinity), ports, volumes, scheduling gates, nominated nodes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .controllers import Part
+from .kinds import RESOURCE_TYPES, Resource
+from .nodefit import (
+    CPU,
+    MEMORY,
+    PODS,
+    add_usage,
+    insufficient,
+    is_terminal,
+    matches_node_selector,
+    node_allocatable,
+    node_taints,
+    pod_requests,
+    set_condition,
+    untolerated,
+)
+from .store import ApiError, LabelSelector
+
+JsonObject = dict[str, Any]
+
+DEFAULT_SCHEDULER = "default-scheduler"
+POD_RT = RESOURCE_TYPES[Resource.PODS]
+
+
+def _anti_affinity_terms(pod: JsonObject) -> list[JsonObject]:
+    anti = ((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}
+    return list(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+
+
+class DefaultScheduler(Part):
+    resources = (Resource.PODS, Resource.NODES)
+
+    def sync(self) -> None:
+        pods = [s.obj for s in self.stored(Resource.PODS)]
+        nodes = sorted((s.obj for s in self.stored(Resource.NODES)), key=lambda n: n["metadata"]["name"])
+        pending = [
+            p for p in pods
+            if (p.get("spec") or {}).get("schedulerName", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
+            and not (p.get("spec") or {}).get("nodeName")
+            and not p["metadata"].get("deletionTimestamp")
+            and not is_terminal(p)
+            and not (p.get("spec") or {}).get("schedulingGates")
+        ]
+        if not pending:
+            return
+        used: dict[str, dict[str, int]] = {}
+        bound: dict[str, list[JsonObject]] = {}
+        for p in pods:
+            node = (p.get("spec") or {}).get("nodeName")
+            if node and not is_terminal(p):
+                add_usage(used.setdefault(node, {}), pod_requests(p))
+                bound.setdefault(node, []).append(p)
+        pending.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0),
+                                    p["metadata"].get("creationTimestamp", ""), p["metadata"].get("namespace", ""),
+                                    p["metadata"]["name"]))
+        for pod in pending:
+            self.mgr._guard(lambda pod=pod: self._schedule(pod, nodes, used, bound))
+
+    def _filter(self, pod: JsonObject, node: JsonObject, used: dict[str, dict[str, int]],
+                bound: dict[str, list[JsonObject]]) -> list[str]:
+        """The reasons ``node`` cannot take ``pod`` (empty: it can)."""
+        spec = pod.get("spec") or {}
+        taints = node_taints(node)
+        if (node.get("spec") or {}).get("unschedulable"):
+            unsched = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+            if untolerated(pod, [unsched]) is not None:
+                return ["node(s) were unschedulable"]
+        taints = [t for t in taints if t.get("key") != "node.kubernetes.io/unschedulable"]
+        taint = untolerated(pod, taints)
+        if taint is not None:
+            return [f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"]
+        if not matches_node_selector(spec, node):
+            return ["node(s) didn't match Pod's node affinity/selector"]
+        name = node["metadata"]["name"]
+        short = insufficient(pod_requests(pod), used.get(name, {}), node_allocatable(node))
+        if short:
+            return ["Too many pods" if r == PODS else f"Insufficient {r}" for r, *_ in short]
+        for term in _anti_affinity_terms(pod):
+            if self._anti_affinity_violated(pod, term, node, bound):
+                return ["node(s) didn't match pod anti-affinity rules"]
+        return []
+
+    def _anti_affinity_violated(self, pod: JsonObject, term: JsonObject, node: JsonObject,
+                                bound: dict[str, list[JsonObject]]) -> bool:
+        key = term.get("topologyKey") or ""
+        value = (node["metadata"].get("labels") or {}).get(key)
+        if value is None:
+            return False
+        selector = LabelSelector.from_spec(term.get("labelSelector") or {})
+        namespaces = set(term.get("namespaces") or [pod["metadata"].get("namespace", "default")])
+        for other_node, others in bound.items():
+            try:
+                labels = self.store.get_stored(Resource.NODES, other_node).obj["metadata"].get("labels") or {}
+            except ApiError:
+                continue
+            if labels.get(key) != value:
+                continue
+            for other in others:
+                if other["metadata"].get("namespace") in namespaces and selector.matches(other["metadata"].get("labels") or {}):
+                    return True
+        return False
+
+    def _schedule(self, pod: JsonObject, nodes: list[JsonObject], used: dict[str, dict[str, int]],
+                  bound: dict[str, list[JsonObject]]) -> None:
+        reasons: Counter[str] = Counter()
+        feasible = []
+        for node in nodes:
+            why = self._filter(pod, node, used, bound)
+            if why:
+                reasons.update(why)
+            else:
+                feasible.append(node)
+        meta = pod["metadata"]
+        try:
+            stored = self.store.get_stored(POD_RT, meta["name"], meta.get("namespace"))
+        except ApiError:
+            return
+        new = stored.copy()
+        if not feasible:
+            n = len(nodes)
+            parts = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
+            message = f"0/{n} nodes are available: {parts}." if parts else f"0/{n} nodes are available."
+            message += f" preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
+            status = new.setdefault("status", {})
+            set_condition(status, self.store.now(), "PodScheduled", "False", "Unschedulable", message)
+            self.store.commit_update(POD_RT, stored, new)
+            return
+        requests = pod_requests(pod)
+        best = max(feasible, key=lambda n: (self._score(n, used.get(n["metadata"]["name"], {}), requests),
+                                            [-ord(ch) for ch in n["metadata"]["name"]]))
+        name = best["metadata"]["name"]
+        new["spec"]["nodeName"] = name
+        status = new.setdefault("status", {})
+        set_condition(status, self.store.now(), "PodScheduled", "True")
+        for c in status["conditions"]:
+            if c["type"] == "PodScheduled":
+                c.pop("reason", None)
+                c.pop("message", None)
+        self.store.commit_update(POD_RT, stored, new)
+        add_usage(used.setdefault(name, {}), requests)
+        bound.setdefault(name, []).append(new)
+
+    @staticmethod
+    def _score(node: JsonObject, used: dict[str, int], requests: dict[str, int]) -> float:
+        alloc = node_allocatable(node)
+        scores = []
+        for r in (CPU, MEMORY, "nvidia.com/gpu"):
+            cap = alloc.get(r, 0)
+            if cap <= 0:
+                continue
+            scores.append((cap - used.get(r, 0) - requests.get(r, 0)) / cap)
+        return sum(scores) / len(scores) if scores else 0.0

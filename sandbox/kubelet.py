@@ -1,0 +1,478 @@
+"""A kubelet for every node, and the taint manager: what runs a bound pod in the sandbox.
+
+For each pod bound to a node (``spec.nodeName``), except the scenario pods a
+:class:`~usher.sandbox.world.World` runs itself:
+
+- admission as the kubelet does it: the pod's requests (containers summed, the largest init
+  container, ``spec.overhead``; cpu, memory, extended resources such as ``nvidia.com/gpu``, and
+  the ``pods`` count) must fit the node's allocatable beside the non-terminal pods already
+  admitted there, else the pod fails: ``phase: Failed``, ``reason: OutOf<resource>``, ``message:
+  "Pod was rejected: Node didn't have enough resource: <resource>, requested: R, used: U,
+  capacity: C"``;
+- a pod on a node whose Ready condition is not True is not started (it stays Pending);
+- an admitted pod runs: ``phase: Running``, ``startTime``, ``podIP``/``hostIP``, one
+  ``containerStatuses`` entry per container (ready, started, ``state.running.startedAt``, image,
+  imageID, containerID, restartCount), the conditions PodReadyToStartContainers, Initialized,
+  ContainersReady, Ready and PodScheduled all True;
+- it runs for its ``usher/duration`` annotation (absent: until deleted), then its containers exit
+  with the code in ``sandbox.usher/exit-code`` (default 0): Succeeded (reason Completed) or
+  Failed (reason Error), unless ``restartPolicy`` restarts them (Always; OnFailure on a non-zero
+  code): ``restartCount`` + 1 and ``lastState.terminated``;
+- graceful deletion: once a pod has ``deletionTimestamp`` its containers get SIGTERM and exit at
+  once (code 143), or, with the annotation ``sandbox.usher/ignore-sigterm: "true"``, are killed
+  when the grace period ends (code 137); the kubelet writes the terminated status, then deletes
+  the pod with grace 0. A pod that never started is deleted at once.
+
+The taint manager (the node lifecycle controller's part) evicts any bound, running or pending
+pod that does not tolerate a ``NoExecute`` taint in the node's ``spec.taints``: a
+``DisruptionTarget`` condition (reason ``DeletionByTaintManager``) and a graceful delete, at
+once or after the smallest ``tolerationSeconds`` of the tolerations that match. The
+``not-ready``/``unreachable`` taints a real control plane adds are not synthesized here (the
+scenario's node failures are the World's to play).
+
+Not modelled: probes, image pulls, volumes, cgroups and eviction on node pressure, static pods.
+"""
+
+from __future__ import annotations
+
+import calendar
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from usher.engine.scenario.quantity import parse_duration
+
+from .controllers import Controllers, Part
+from .kinds import RESOURCE_TYPES, Resource
+from .nodefit import (
+    add_usage,
+    insufficient,
+    is_terminal,
+    node_allocatable,
+    node_ready,
+    pod_requests,
+    set_condition,
+    tolerates,
+    toleration_matches,
+)
+from .store import ApiError, Change, EventType, Stored, rfc3339
+
+JsonObject = dict[str, Any]
+
+DURATION_ANNOTATION = "usher/duration"
+EXIT_CODE_ANNOTATION = "sandbox.usher/exit-code"
+IGNORE_SIGTERM_ANNOTATION = "sandbox.usher/ignore-sigterm"
+
+PODS = RESOURCE_TYPES[Resource.PODS]
+
+
+def parse_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return None
+
+
+def _hex(*parts: Any) -> str:
+    return hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()
+
+
+@dataclass(slots=True)
+class Run:
+    """A pod the kubelet admitted: its containers' start and when they exit (None: never)."""
+
+    node: str
+    start: float
+    end: float | None
+    kill_at: float | None = None
+
+
+class Kubelet(Part):
+    resources = (Resource.PODS, Resource.NODES)
+
+    def __init__(self, mgr: Controllers) -> None:
+        super().__init__(mgr)
+        self.runs: dict[str, Run] = {}
+        self._pending: set[tuple[str, str]] = set()
+        self._all = True
+        self._node_index: dict[str, int] = {}
+        self._ips: dict[str, int] = {}
+        self._taint_seen: dict[tuple[str, str, str, str], float] = {}
+
+    # ------------------------------------------------------------------ what changed
+
+    def on_change(self, change: Change) -> None:
+        if change.rt.resource == Resource.NODES:
+            self._all = True
+        elif change.rt.resource == Resource.PODS:
+            meta = change.new.obj["metadata"]
+            if change.type is EventType.DELETED:
+                run = self.runs.pop(meta["uid"], None)
+                if run is not None:
+                    self.mgr.cancel(("exit", meta["uid"]))
+                    self.mgr.cancel(("kill", meta["uid"]))
+                self.mgr.cancel(("taint", meta["uid"]))
+            elif (change.new.obj.get("spec") or {}).get("nodeName"):
+                self._pending.add((meta.get("namespace", ""), meta["name"]))
+
+    def resync(self) -> None:
+        self._all = True
+
+    def dirty(self) -> bool:
+        return self._all or bool(self._pending)
+
+    def reconcile(self) -> None:
+        if self._all:
+            stored = [s for s in self.stored(Resource.PODS) if (s.obj.get("spec") or {}).get("nodeName")]
+        else:
+            stored = []
+            for ns, name in self._pending:
+                try:
+                    stored.append(self.store.get_stored(PODS, name, ns))
+                except ApiError:
+                    pass
+        self._all, self._pending = False, set()
+        stored.sort(key=lambda s: (s.obj["metadata"].get("creationTimestamp", ""), s.obj["metadata"]["name"]))
+        for s in stored:
+            self.mgr._guard(lambda s=s: self.sync_pod(s.obj["metadata"].get("namespace", ""), s.obj["metadata"]["name"]))
+
+    def sync(self) -> None:  # pragma: no cover - reconcile is overridden
+        pass
+
+    # ------------------------------------------------------------------ one pod
+
+    def _current(self, ns: str, name: str, uid: str | None = None) -> Stored | None:
+        try:
+            stored = self.store.get_stored(PODS, name, ns)
+        except ApiError:
+            return None
+        if uid is not None and stored.obj["metadata"]["uid"] != uid:
+            return None
+        return stored
+
+    def _node(self, name: str) -> JsonObject | None:
+        try:
+            return self.store.get_stored(Resource.NODES, name).obj
+        except ApiError:
+            return None
+
+    def sync_pod(self, ns: str, name: str) -> None:
+        stored = self._current(ns, name)
+        if stored is None:
+            return
+        pod = stored.obj
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        node_name = spec.get("nodeName")
+        if not node_name:
+            return
+        node = self._node(node_name)
+        if node is not None and not meta.get("deletionTimestamp") and not is_terminal(pod):
+            if self._taint_manager(stored, node):
+                return
+        if self.mgr.skip(pod):
+            return
+        if meta.get("deletionTimestamp"):
+            self._terminate(stored)
+            return
+        if is_terminal(pod):
+            return
+        uid = meta["uid"]
+        if uid in self.runs:
+            return
+        if (pod.get("status") or {}).get("phase") == "Running":
+            self._adopt(stored)
+            return
+        if node is None or node_ready(node) is not True:
+            return
+        self._admit(stored, node)
+
+    # ------------------------------------------------------------------ the taint manager
+
+    def _taint_manager(self, stored: Stored, node: JsonObject) -> bool:
+        """Evict the pod (now or at a timer) if it does not tolerate a NoExecute taint; True if evicted now."""
+        pod = stored.obj
+        uid = pod["metadata"]["uid"]
+        tolerations = (pod.get("spec") or {}).get("tolerations") or []
+        evict_at: float | None = None
+        now = self.mgr.now()
+        for taint in (node.get("spec") or {}).get("taints") or []:
+            if taint.get("effect") != "NoExecute":
+                continue
+            matching = [t for t in tolerations if toleration_matches(t, taint)]
+            if not matching:
+                evict_at = now
+                break
+            seconds = [t.get("tolerationSeconds") for t in matching]
+            if any(s is None for s in seconds):
+                continue
+            key = (node["metadata"]["name"], taint.get("key", ""), taint.get("value", ""), uid)
+            since = self._taint_seen.setdefault(key, parse_time(taint.get("timeAdded")) or now)
+            at = since + max(0, min(int(s) for s in seconds))
+            evict_at = at if evict_at is None else min(evict_at, at)
+        if evict_at is None:
+            self.mgr.cancel(("taint", uid))
+            return False
+        ns, name = pod["metadata"].get("namespace", ""), pod["metadata"]["name"]
+        if evict_at > now:
+            self.mgr.at(evict_at, ("taint", uid), lambda: self._evict_if_due(ns, name, uid))
+            return False
+        self._evict(stored)
+        return True
+
+    def _evict_if_due(self, ns: str, name: str, uid: str) -> None:
+        stored = self._current(ns, name, uid)
+        if stored is None or stored.obj["metadata"].get("deletionTimestamp"):
+            return
+        node = self._node(stored.obj["spec"].get("nodeName", ""))
+        if node is not None:
+            self._taint_manager(stored, node)
+
+    def _evict(self, stored: Stored) -> None:
+        pod = stored.copy()
+        meta = pod["metadata"]
+        set_condition(pod.setdefault("status", {}), self.store.now(), "DisruptionTarget", "True",
+                      "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint")
+        self.store.commit_update(PODS, stored, pod)
+        self.store.delete_stored(PODS, meta["name"], meta.get("namespace"), {"uid": meta["uid"]})
+
+    # ------------------------------------------------------------------ admission and start
+
+    def _admit(self, stored: Stored, node: JsonObject) -> None:
+        pod = stored.obj
+        node_name = node["metadata"]["name"]
+        used: dict[str, int] = {}
+        for other in self.store.list(PODS, field_selector=f"spec.nodeName={node_name}").items:
+            o = other.obj
+            if o["metadata"]["uid"] == pod["metadata"]["uid"] or is_terminal(o):
+                continue
+            if o["metadata"]["uid"] in self.runs or self.mgr.skip(o) or (o.get("status") or {}).get("phase") == "Running":
+                add_usage(used, pod_requests(o))
+        short = insufficient(pod_requests(pod), used, node_allocatable(node))
+        if short:
+            resource, want, have, cap = short[0]
+            new = stored.copy()
+            status = new.setdefault("status", {})
+            status["phase"] = "Failed"
+            status["reason"] = f"OutOf{resource}"
+            status["message"] = (
+                f"Pod was rejected: Node didn't have enough resource: {resource}, "
+                f"requested: {want}, used: {have}, capacity: {cap}"
+            )
+            status.setdefault("startTime", self.store.now())
+            self.store.commit_update(PODS, stored, new)
+            return
+        self._start(stored, node)
+
+    def _addresses(self, node: JsonObject, uid: str) -> tuple[str, str]:
+        name = node["metadata"]["name"]
+        index = self._node_index.setdefault(name, len(self._node_index) + 1)
+        host = next(
+            (a["address"] for a in (node.get("status") or {}).get("addresses") or [] if a.get("type") == "InternalIP"),
+            f"10.0.{index // 250}.{index % 250 + 1}",
+        )
+        k = self._ips.get(name, 1) + 1
+        self._ips[name] = k if k < 254 else 1
+        return host, f"10.244.{index % 256}.{k}"
+
+    def _container_ids(self, uid: str, c: JsonObject, restarts: int) -> tuple[str, str]:
+        image = c.get("image") or "unknown"
+        ref = image if "/" in image.split(":")[0] or "." in image.split("/")[0] else f"docker.io/library/{image}"
+        return f"containerd://{_hex(uid, c.get('name'), restarts)}", f"{ref.split(':')[0]}@sha256:{_hex(image)}"
+
+    def _running_status(self, uid: str, c: JsonObject, started: str, restarts: int, last: JsonObject | None) -> JsonObject:
+        cid, image_id = self._container_ids(uid, c, restarts)
+        return {
+            "name": c.get("name"),
+            "state": {"running": {"startedAt": started}},
+            "lastState": last or {},
+            "ready": True,
+            "restartCount": restarts,
+            "image": c.get("image"),
+            "imageID": image_id,
+            "containerID": cid,
+            "started": True,
+        }
+
+    def _duration(self, pod: JsonObject) -> float | None:
+        text = (pod["metadata"].get("annotations") or {}).get(DURATION_ANNOTATION)
+        if not text:
+            return None
+        try:
+            return parse_duration(text)
+        except ValueError:
+            return None
+
+    def _start(self, stored: Stored, node: JsonObject) -> None:
+        now = self.mgr.now()
+        ts = rfc3339(now)
+        pod = stored.copy()
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        uid = meta["uid"]
+        status = pod.setdefault("status", {})
+        host, ip = self._addresses(node, uid)
+        status.update(
+            phase="Running",
+            hostIP=host,
+            hostIPs=[{"ip": host}],
+            podIP=ip,
+            podIPs=[{"ip": ip}],
+            startTime=ts,
+        )
+        for key in ("reason", "message", "nominatedNodeName"):
+            status.pop(key, None)
+        if spec.get("initContainers"):
+            status["initContainerStatuses"] = [
+                {
+                    "name": c.get("name"),
+                    "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": ts, "finishedAt": ts,
+                                             "containerID": self._container_ids(uid, c, 0)[0]}},
+                    "lastState": {},
+                    "ready": True,
+                    "restartCount": 0,
+                    "image": c.get("image"),
+                    "imageID": self._container_ids(uid, c, 0)[1],
+                    "containerID": self._container_ids(uid, c, 0)[0],
+                    "started": False,
+                }
+                for c in spec["initContainers"]
+            ]
+        status["containerStatuses"] = [self._running_status(uid, c, ts, 0, None) for c in spec.get("containers") or []]
+        for type_ in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready", "PodScheduled"):
+            set_condition(status, ts, type_, "True")
+        _order_conditions(status)
+        self.store.commit_update(PODS, stored, pod)
+        duration = self._duration(pod)
+        run = Run(spec["nodeName"], now, now + duration if duration is not None else None)
+        self.runs[uid] = run
+        self._schedule_exit(pod, run)
+
+    def _schedule_exit(self, pod: JsonObject, run: Run) -> None:
+        if run.end is None:
+            return
+        ns, name, uid = pod["metadata"].get("namespace", ""), pod["metadata"]["name"], pod["metadata"]["uid"]
+        self.mgr.at(run.end, ("exit", uid), lambda: self._exit(ns, name, uid))
+
+    def _adopt(self, stored: Stored) -> None:
+        """A pod already Running (this kubelet restarted): it runs on from its startTime."""
+        pod = stored.obj
+        start = parse_time((pod.get("status") or {}).get("startTime")) or self.mgr.now()
+        duration = self._duration(pod)
+        run = Run(pod["spec"]["nodeName"], start, start + duration if duration is not None else None)
+        self.runs[pod["metadata"]["uid"]] = run
+        self._schedule_exit(pod, run)
+
+    # ------------------------------------------------------------------ exits
+
+    def _terminated(self, c: JsonObject, uid: str, code: int, reason: str, status: JsonObject, ts: str) -> JsonObject:
+        old = next((s for s in status.get("containerStatuses") or [] if s.get("name") == c.get("name")), {})
+        restarts = old.get("restartCount", 0)
+        cid, image_id = self._container_ids(uid, c, restarts)
+        started = ((old.get("state") or {}).get("running") or {}).get("startedAt", ts)
+        return {
+            "name": c.get("name"),
+            "state": {"terminated": {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": ts, "containerID": cid}},
+            "lastState": old.get("lastState") or {},
+            "ready": False,
+            "restartCount": restarts,
+            "image": c.get("image"),
+            "imageID": image_id,
+            "containerID": cid,
+            "started": False,
+        }
+
+    def _write_exit(self, stored: Stored, code: int) -> None:
+        """The containers exited with ``code``: the pod's terminal status."""
+        pod = stored.copy()
+        uid, spec = pod["metadata"]["uid"], pod.get("spec") or {}
+        ts = self.store.now()
+        status = pod.setdefault("status", {})
+        reason = "Completed" if code == 0 else "Error"
+        status["containerStatuses"] = [self._terminated(c, uid, code, reason, status, ts) for c in spec.get("containers") or []]
+        status["phase"] = "Succeeded" if code == 0 else "Failed"
+        done = "PodCompleted" if code == 0 else "PodFailed"
+        set_condition(status, ts, "PodReadyToStartContainers", "False")
+        set_condition(status, ts, "ContainersReady", "False", done)
+        set_condition(status, ts, "Ready", "False", done)
+        _order_conditions(status)
+        self.store.commit_update(PODS, stored, pod)
+
+    def _exit(self, ns: str, name: str, uid: str) -> None:
+        stored = self._current(ns, name, uid)
+        run = self.runs.get(uid)
+        if stored is None or run is None or stored.obj["metadata"].get("deletionTimestamp") or is_terminal(stored.obj):
+            return
+        pod = stored.obj
+        try:
+            code = int((pod["metadata"].get("annotations") or {}).get(EXIT_CODE_ANNOTATION, "0"))
+        except ValueError:
+            code = 1
+        policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
+        if policy == "Always" or (policy == "OnFailure" and code != 0):
+            self._restart(stored, run, code)
+            return
+        del self.runs[uid]
+        self._write_exit(stored, code)
+
+    def _restart(self, stored: Stored, run: Run, code: int) -> None:
+        now = self.mgr.now()
+        ts = rfc3339(now)
+        pod = stored.copy()
+        uid = pod["metadata"]["uid"]
+        status = pod.setdefault("status", {})
+        statuses = []
+        for c in pod["spec"].get("containers") or []:
+            old = next((s for s in status.get("containerStatuses") or [] if s.get("name") == c.get("name")), {})
+            restarts = old.get("restartCount", 0)
+            cid = self._container_ids(uid, c, restarts)[0]
+            started = ((old.get("state") or {}).get("running") or {}).get("startedAt", ts)
+            last = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                   "startedAt": started, "finishedAt": ts, "containerID": cid}}
+            statuses.append(self._running_status(uid, c, ts, restarts + 1, last))
+        status["containerStatuses"] = statuses
+        self.store.commit_update(PODS, stored, pod)
+        duration = self._duration(pod)
+        run.start, run.end = now, (now + duration if duration is not None else None)
+        self._schedule_exit(pod, run)
+
+    def _terminate(self, stored: Stored) -> None:
+        """Graceful deletion: SIGTERM (or, ignored, the kill at the end of the grace period), then delete."""
+        pod = stored.obj
+        meta = pod["metadata"]
+        uid, ns, name = meta["uid"], meta.get("namespace", ""), meta["name"]
+        run = self.runs.get(uid)
+        if run is not None and not is_terminal(pod):
+            ignores = (meta.get("annotations") or {}).get(IGNORE_SIGTERM_ANNOTATION) == "true"
+            now = self.mgr.now()
+            if run.kill_at is None:
+                run.kill_at = now + float(meta.get("deletionGracePeriodSeconds") or 0)
+            if ignores and now < run.kill_at:
+                self.mgr.at(run.kill_at, ("kill", uid), lambda: self._kill(ns, name, uid))
+                return
+            self._write_exit(stored, 137 if ignores else 143)
+            self.runs.pop(uid, None)
+            self.mgr.cancel(("exit", uid))
+            stored = self._current(ns, name, uid) or stored
+        self.runs.pop(uid, None)
+        try:
+            self.store.delete_stored(PODS, name, ns, {"uid": uid}, grace_period=0)
+        except ApiError:
+            pass
+
+    def _kill(self, ns: str, name: str, uid: str) -> None:
+        stored = self._current(ns, name, uid)
+        if stored is not None:
+            self._terminate(stored)
+
+
+_CONDITION_ORDER = {t: i for i, t in enumerate(
+    ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled", "DisruptionTarget"))}
+
+
+def _order_conditions(status: JsonObject) -> None:
+    status["conditions"] = sorted(status.get("conditions") or [], key=lambda c: _CONDITION_ORDER.get(c.get("type"), 99))
+
+
+__all__ = ["Kubelet", "Run", "parse_time", "tolerates", "node_allocatable"]

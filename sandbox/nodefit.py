@@ -1,0 +1,250 @@
+"""What a pod asks of a node, and whether a node can take it: shared by the sandbox's controllers.
+
+- :func:`pod_requests`: the effective requests as the scheduler and the kubelet compute them
+  (the containers summed, the largest init container if larger, plus ``spec.overhead``), in
+  integral units (cpu in millicores, memory in bytes, extended resources as counts, ``pods`` 1);
+- :func:`node_allocatable`, :func:`usage` (the non-terminal pods bound to each node);
+- :func:`insufficient`: the resources that do not fit, as ``(name, requested, used, capacity)``;
+- taints and tolerations (:func:`tolerates`, :func:`untolerated`), node selectors and required
+  node affinity (:func:`matches_node_selector`), conditions (:func:`set_condition`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from usher.engine.scenario.quantity import parse_cpu, parse_memory
+
+JsonObject = dict[str, Any]
+
+CPU, MEMORY, PODS = "cpu", "memory", "pods"
+TERMINAL = ("Succeeded", "Failed")
+
+
+def quantity(name: str, value: Any) -> int:
+    """One quantity in the units the fit checks compare: millicores for cpu, else whole units."""
+    if value is None:
+        return 0
+    try:
+        if name == CPU:
+            return parse_cpu(value)
+        return parse_memory(value)
+    except ValueError:
+        return 0
+
+
+def _requests_of(container: Mapping[str, Any]) -> dict[str, int]:
+    resources = container.get("resources") or {}
+    requests = dict(resources.get("limits") or {})  # limits default the requests
+    requests.update(resources.get("requests") or {})
+    return {k: quantity(k, v) for k, v in requests.items()}
+
+
+def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    """The pod's effective requests, with ``pods: 1``."""
+    spec = pod.get("spec") or {}
+    total: dict[str, int] = {}
+    for c in spec.get("containers") or []:
+        for k, v in _requests_of(c).items():
+            total[k] = total.get(k, 0) + v
+    for c in spec.get("initContainers") or []:
+        for k, v in _requests_of(c).items():
+            total[k] = max(total.get(k, 0), v)
+    for k, v in (spec.get("overhead") or {}).items():
+        total[k] = total.get(k, 0) + quantity(k, v)
+    total[PODS] = 1
+    return {k: v for k, v in total.items() if v}
+
+
+def node_allocatable(node: Mapping[str, Any]) -> dict[str, int]:
+    status = node.get("status") or {}
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    return {k: quantity(k, v) for k, v in alloc.items()}
+
+
+def is_terminal(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in TERMINAL
+
+
+def add_usage(used: dict[str, int], requests: Mapping[str, int]) -> None:
+    for k, v in requests.items():
+        used[k] = used.get(k, 0) + v
+
+
+def usage(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Node name -> the summed requests of the non-terminal pods bound to it."""
+    out: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and not is_terminal(pod):
+            add_usage(out.setdefault(node, {}), pod_requests(pod))
+    return out
+
+
+def insufficient(
+    requests: Mapping[str, int], used: Mapping[str, int], allocatable: Mapping[str, int]
+) -> list[tuple[str, int, int, int]]:
+    """``(resource, requested, used, capacity)`` for each requested resource that does not fit.
+
+    A resource the node does not list has capacity 0 (so a GPU pod does not fit a CPU node);
+    cpu and memory are checked only when requested, as the fit plugin does.
+    """
+    out = []
+    for name in sorted(requests, key=lambda n: (n != PODS, n != CPU, n != MEMORY, n)):
+        want = requests[name]
+        if want <= 0:
+            continue
+        cap, have = allocatable.get(name, 0), used.get(name, 0)
+        if have + want > cap:
+            out.append((name, want, have, cap))
+    return out
+
+
+# ------------------------------------------------------------------ taints and tolerations
+
+
+def toleration_matches(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return not key or key == taint.get("key")
+    return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def tolerates(tolerations: Iterable[Mapping[str, Any]] | None, taint: Mapping[str, Any]) -> bool:
+    return any(toleration_matches(t, taint) for t in tolerations or ())
+
+
+def node_taints(node: Mapping[str, Any]) -> list[JsonObject]:
+    """The node's taints, with those the node lifecycle controller adds for a node not Ready
+    (``node.kubernetes.io/not-ready`` or ``unreachable``) and for ``spec.unschedulable``."""
+    taints = [dict(t) for t in (node.get("spec") or {}).get("taints") or []]
+    keys = {(t.get("key"), t.get("effect")) for t in taints}
+    ready = node_ready(node)
+    if ready is not True:
+        key = "node.kubernetes.io/unreachable" if ready is None else "node.kubernetes.io/not-ready"
+        for effect in ("NoSchedule", "NoExecute"):
+            if (key, effect) not in keys:
+                taints.append({"key": key, "effect": effect})
+    if (node.get("spec") or {}).get("unschedulable") and ("node.kubernetes.io/unschedulable", "NoSchedule") not in keys:
+        taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+    return taints
+
+
+def untolerated(
+    pod: Mapping[str, Any], taints: Iterable[Mapping[str, Any]], effects: tuple[str, ...] = ("NoSchedule", "NoExecute")
+) -> JsonObject | None:
+    """The first taint of ``effects`` the pod does not tolerate."""
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    for taint in taints:
+        if taint.get("effect") in effects and not tolerates(tolerations, taint):
+            return dict(taint)
+    return None
+
+
+def node_ready(node: Mapping[str, Any]) -> bool | None:
+    """True/False from the Ready condition; None when it is Unknown or missing."""
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return {"True": True, "False": False}.get(c.get("status"))
+    return None
+
+
+# ------------------------------------------------------------------ node selection
+
+
+def _expression_matches(expr: Mapping[str, Any], value: str | None) -> bool:
+    op = expr.get("operator")
+    values = [str(v) for v in expr.get("values") or []]
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt"):
+        try:
+            have, bound = int(value or ""), int(values[0])
+        except (ValueError, IndexError):
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """A NodeSelectorTerm: all its matchExpressions (labels) and matchFields (metadata.name)."""
+    exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+    if not exprs and not fields:
+        return False  # an empty term matches no objects
+    labels = node["metadata"].get("labels") or {}
+    for expr in exprs:
+        if not _expression_matches(expr, labels.get(expr.get("key"))):
+            return False
+    for expr in fields:
+        value = node["metadata"]["name"] if expr.get("key") == "metadata.name" else None
+        if not _expression_matches(expr, value):
+            return False
+    return True
+
+
+def matches_node_selector(pod_spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """``nodeSelector`` and required node affinity (terms ORed, expressions ANDed)."""
+    labels = node["metadata"].get("labels") or {}
+    for k, v in (pod_spec.get("nodeSelector") or {}).items():
+        if labels.get(k) != v:
+            return False
+    required = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms")
+    if terms is not None and not any(term_matches(t, node) for t in terms):
+        return False
+    return True
+
+
+# ------------------------------------------------------------------ conditions
+
+
+def set_condition(status: JsonObject, now: str, type_: str, value: str, reason: str | None = None,
+                  message: str | None = None, probe: bool = True) -> None:
+    """Set a condition; its ``lastTransitionTime`` moves only when its status does."""
+    conditions = status.setdefault("conditions", [])
+    for c in conditions:
+        if c.get("type") == type_:
+            if c.get("status") != value:
+                c["lastTransitionTime"] = now
+            c["status"] = value
+            for k, v in (("reason", reason), ("message", message)):
+                if v is None:
+                    c.pop(k, None)
+                else:
+                    c[k] = v
+            return
+    c: JsonObject = {"type": type_, "status": value}
+    if probe:
+        c["lastProbeTime"] = None
+    c["lastTransitionTime"] = now
+    if reason is not None:
+        c["reason"] = reason
+    if message is not None:
+        c["message"] = message
+    conditions.append(c)
+
+
+def condition(obj: Mapping[str, Any], type_: str) -> JsonObject | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_:
+            return c
+    return None
+
+
+def controller_ref(obj: Mapping[str, Any]) -> JsonObject | None:
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref
+    return None
