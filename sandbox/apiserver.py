@@ -551,6 +551,10 @@ class DisruptionController:
 
 def _json_body(request: Request) -> Any:
     content_type = (request.header("content-type") or _JSON).split(";")[0].strip()
+    if content_type in ("application/vnd.kubernetes.protobuf", "application/yaml"):
+        from usher.sandbox.protobuf import decode_body  # protobuf (built-in kinds) and YAML bodies
+
+        return decode_body(content_type, request.body)
     if "protobuf" in content_type:
         raise ApiError(415, Reason.UNSUPPORTED_MEDIA_TYPE, f"the sandbox does not accept {content_type} bodies")
     try:
