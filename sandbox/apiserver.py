@@ -5,10 +5,12 @@ cluster with it so that usher and ``kubectl`` can be tried without a cluster. It
 protocol of the real API (paths, verbs, ``Status`` errors, list and watch semantics, server-side
 ``Table`` printing), so a client that works against it should work against a real cluster.
 
-Served: discovery (``/api``, ``/apis``, ``/version``), core ``v1`` pods (with the ``status``,
-``binding`` and ``eviction`` subresources), nodes, namespaces, configmaps and events,
-``coordination.k8s.io/v1`` leases, ``policy/v1`` poddisruptionbudgets and the coscheduling
-plugin's ``scheduling.x-k8s.io/v1alpha1`` podgroups. The storage semantics are those of
+Served: discovery (``/api``, ``/apis``, ``/version``), every kind of :mod:`usher.sandbox.kinds`
+(core, apps, batch, RBAC, policy, coordination, scheduling, CRDs and their custom resources),
+pods' ``status``, ``binding`` and ``eviction`` subresources, OpenAPI v3 (:mod:`.openapi`, with
+server-side field validation from :mod:`.validation`), request bodies as JSON, YAML or protobuf
+(:mod:`.protobuf`), and optionally authentication and RBAC (:mod:`.auth`) and the cluster's
+controllers (:mod:`.controllers`). The storage semantics are those of
 :mod:`usher.sandbox.store`; this module adds the HTTP mapping and:
 
 - watches: newline-delimited JSON events streamed with chunked encoding, from a resourceVersion
@@ -27,11 +29,9 @@ plugin's ``scheduling.x-k8s.io/v1alpha1`` podgroups. The storage semantics are t
 As the real server, DELETE answers with the deleted object for pods and with a ``Success``
 Status for everything else, and binding and eviction answer ``201`` with a ``Success`` Status.
 
-Deliberately left out: server-side apply, dry run, protobuf (``kubectl get``, ``describe``,
-``cordon``, ``drain``, ``label``, ``delete`` work; typed ``kubectl create`` commands send
-protobuf and get ``415``), graceful deletion and finalizers, ``deletecollection``, reads at an
-exact older resourceVersion, admission beyond defaults and namespace existence, RBAC, the
-aggregated discovery format (kubectl falls back to the legacy one), OpenAPI documents.
+Deliberately left out: server-side apply, dry run, ``deletecollection``, reads at an exact older
+resourceVersion, OpenAPI v2, admission webhooks, the aggregated discovery format (kubectl falls
+back to the legacy one).
 
 ``FakeApiServer`` runs on the caller's event loop (``await server.start()``); ``ServerThread``
 runs one in a thread of its own for synchronous clients such as the official ``kubernetes``
@@ -59,6 +59,7 @@ from typing import Any
 from usher.engine.backends.http_server import AbortConnection, HttpServer, Request, Response
 from usher.sandbox.admission import check_scenario_write
 from usher.sandbox.auth import Attributes, Auth, Decision, UserInfo, parse_service_account, request_attributes
+from usher.sandbox import openapi, validation
 from usher.sandbox.tables import IncludeObject, table
 from usher.sandbox.controllers import Controllers
 from usher.sandbox.store import _check_preconditions as check_preconditions
@@ -563,6 +564,34 @@ def _json_body(request: Request) -> Any:
         raise ApiError.bad_request(f"the request body is not valid JSON: {exc}") from None
 
 
+_FIELD_VALIDATION_OPERATIONS = {
+    Verb.CREATE: validation.Operation.CREATE,
+    Verb.UPDATE: validation.Operation.UPDATE,
+    Verb.PATCH: validation.Operation.PATCH,
+}
+
+
+def _field_validation(request: Request, verb: Verb) -> validation.FieldValidation:
+    return validation.parse_directive(request.param("fieldValidation"), _FIELD_VALIDATION_OPERATIONS[verb])
+
+
+def _decoded_body(request: Request) -> tuple[Any, list[str]]:
+    """The body as JSON and the fields it repeats (protobuf and YAML bodies repeat none)."""
+    content_type = (request.header("content-type") or _JSON).split(";")[0].strip()
+    if content_type.endswith("json"):
+        try:
+            return validation.decode_json(request.body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ApiError.bad_request(f"the request body is not valid JSON: {exc}") from None
+    return _json_body(request), []
+
+
+def _warned(response: Response, warnings: list[str]) -> Response:
+    if header := validation.warning_header(warnings):
+        response.headers["warning"] = header
+    return response
+
+
 def _delete_options(request: Request) -> JsonObject:
     """``DeleteOptions`` from the body, or from the query (``gracePeriodSeconds``, ``propagationPolicy``)."""
     options = _json_body(request) if request.body.strip() else {}
@@ -789,6 +818,8 @@ class FakeApiServer:
         if request.path in ("/healthz", "/livez", "/readyz"):
             return Response.text(200, "ok")
         self._authenticate(request)
+        if request.path.startswith("/openapi/"):
+            return self._openapi(request)
         discovery = _discovery(request, f"{self._host}:{self._http.port}", self.store.catalogue)
         if discovery is not None:
             if request.method != "GET":
@@ -882,21 +913,50 @@ class FakeApiServer:
                 return self._watch(request, rt, target.namespace, drop_after)
             case Verb.GET:
                 return self._get(request, rt, target)
-            case Verb.CREATE:
-                return _stored_response(201, self.store.create_stored(rt, _body_object(request), target.namespace))
-            case Verb.UPDATE:
-                stored = self.store.update_stored(
-                    rt, _body_object(request), target.namespace, name=target.name, subresource=status
+            case Verb.CREATE | Verb.UPDATE:
+                body, duplicates = _decoded_body(request)
+                if not isinstance(body, dict):
+                    raise ApiError.bad_request("the request body must be a JSON object")
+                warnings = validation.validate_write(
+                    rt, body, _field_validation(request, target.verb), duplicates=duplicates
                 )
-                return _stored_response(200, stored)
+                if target.verb is Verb.CREATE:
+                    return _warned(_stored_response(201, self.store.create_stored(rt, body, target.namespace)), warnings)
+                stored = self.store.update_stored(rt, body, target.namespace, name=target.name, subresource=status)
+                return _warned(_stored_response(200, stored), warnings)
             case Verb.PATCH:
+                patch, duplicates = _decoded_body(request)
+                patch_type = _patch_type(request)
+                directive = _field_validation(request, Verb.PATCH)
+                warnings: list[str] = []
+
+                def check(patched: JsonObject) -> None:
+                    warnings.extend(
+                        validation.validate_write(
+                            rt,
+                            patched,
+                            directive,
+                            duplicates=duplicates,
+                            patch=patch,
+                            strategic=patch_type is PatchType.STRATEGIC_MERGE,
+                        )
+                    )
+
                 stored = self.store.patch_stored(
-                    rt, str(target.name), _json_body(request), target.namespace, _patch_type(request), status
+                    rt, str(target.name), patch, target.namespace, patch_type, status, check=check
                 )
-                return _stored_response(200, stored)
+                return _warned(_stored_response(200, stored), warnings)
             case Verb.DELETE:
                 return self._delete(request, rt, target)
         raise _not_found()
+
+    def _openapi(self, request: Request) -> Response:
+        """OpenAPI v3 for the kinds served now (kubectl's validation, apply and explain read it)."""
+        served = [rt for types in self.store.catalogue.versions().values() for rt in types]
+        reply = openapi.serve(request.path, {k: v[0] for k, v in request.query.items()}, request.headers, served)
+        if reply is None:
+            raise _not_found()
+        return Response(reply.status, reply.headers, reply.body)
 
     def _admit_write(self, request: Request, rt: ResourceType, target: Route) -> None:
         """The sandbox's admission policy for an update or patch (see :mod:`usher.sandbox.admission`)."""

@@ -52,7 +52,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from . import defaults
+from . import defaults, smp
+from .schemas import schema_for
 from .kinds import RESOURCE_TYPES, Catalogue, Resource, ResourceType, UnknownResource, crd_types
 
 JsonObject = dict[str, Any]
@@ -1194,10 +1195,18 @@ class Store:
         namespace: str | None,
         patch_type: PatchType | str,
         subresource: Subresource | str | None,
+        check: Callable[[JsonObject], None] | None = None,
     ) -> Stored:
+        """Patch, then update; ``check`` sees the patched object first (field validation)."""
         current = self.get_stored(rt, name, namespace)
         if PatchType(patch_type) is PatchType.JSON:
             patched = json_patch(current.copy(), patch)
+        elif PatchType(patch_type) is PatchType.STRATEGIC_MERGE:
+            try:
+                smp.check_supported(rt)
+                patched = smp.apply_strategic_merge_patch(current.copy(), patch, schema_for(rt))
+            except smp.StrategicMergePatchError as error:
+                raise ApiError(error.code, error.reason, error.message) from None
         elif isinstance(patch, dict):
             patched = merge_patch(current.copy(), patch)
         else:
@@ -1208,6 +1217,8 @@ class Store:
         if not isinstance(meta, dict):
             raise _patch_failed("metadata must be an object")
         meta.setdefault("resourceVersion", str(current.rv))
+        if check is not None:
+            check(patched)
         if meta.get("name") != name:
             raise _patch_failed("metadata.name cannot be changed by a patch")
         return self.update_stored(rt, patched, namespace, name=name, subresource=subresource)

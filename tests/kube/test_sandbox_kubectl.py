@@ -165,3 +165,20 @@ def test_drain_under_a_disruption_budget_retries_until_the_budget_allows(sandbox
     assert "evicting pod default/web-0" in out + err and "node/gpu-1 drained" in out
     assert not sandbox.call(store.exists, "pods", "web-0", "default")
     assert "SchedulingDisabled" in kubectl.ok("get", "node", "gpu-1")
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_apply_every_manifest_with_validation_then_again_and_a_typo_is_refused(kubectl: Kubectl) -> None:
+    first = kubectl.ok("apply", "-f", str(REPO / "deploy"))
+    assert "deployment.apps/usher-controller created" in first and "daemonset.apps/usher-agent created" in first
+    examples = kubectl.ok("apply", "-f", str(REPO / "deploy" / "examples"))
+    assert "job.batch/llm-pretrain created" in examples
+    again = kubectl.ok("apply", "-f", str(REPO / "deploy"))
+    assert "daemonset.apps/usher-agent unchanged" in again
+    typo = kubectl.run("apply", "-f", "-", stdin="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: typo}\ndta: {a: b}\n")
+    assert typo.returncode != 0 and 'strict decoding error: unknown field "dta"' in typo.stderr
+    kubectl.ok("create", "namespace", "team-a")  # a typed command: kubectl sends protobuf
+    assert "team-a" in kubectl.ok("get", "namespaces")
+    assert "FIELD: containers <[]Container>" in kubectl.ok("explain", "pod.spec.containers")
