@@ -437,11 +437,6 @@ async def test_every_grant_of_deploy_to_the_usher_service_account_is_used(tmp_pa
         f"{verb} {resource}{'.' + group if group else ''}" for group, resource, verb in unused)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "KubeController.forbidden_actions asks a SelfSubjectAccessReview for `update configmaps` in usher-system "
-    "without the name usher-queues; deploy/ grants update only on resourceNames [usher-queues], so a real "
-    "RBAC authorizer answers allowed=false and setQuota is reported forbidden although the update itself works "
-    "(engine/backends/kube/controller.py: the SET_QUOTA check should name QUEUES_CONFIGMAP)"))
 async def test_the_controller_knows_it_may_do_every_operator_action(tmp_path):
     run = await _run_usher(tmp_path)
     assert run.results["forbidden_actions"] == {}

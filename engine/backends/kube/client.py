@@ -709,10 +709,12 @@ class KubeClient:
             return event
 
     async def access_review(
-        self, verb: str, resource: str, namespace: str = "", subresource: str = "", group: str = ""
+        self, verb: str, resource: str, namespace: str = "", subresource: str = "", group: str = "", name: str = ""
     ) -> bool:
-        """May usher's identity do this? Asked with a SelfSubjectAccessReview, answers cached."""
-        key = (verb, group, resource, subresource, namespace)
+        """May usher's identity do this (to the object ``name``, if given)? Asked with a
+        SelfSubjectAccessReview, answers cached. RBAC grants restricted by ``resourceNames`` allow
+        a review only when it names the object."""
+        key = (verb, group, resource, subresource, namespace, name)
         cached = self._reviews.get(key)
         if cached is not None and cached[0] > time.monotonic():
             return cached[1]
@@ -721,6 +723,8 @@ class KubeClient:
             attributes["namespace"] = namespace
         if subresource:
             attributes["subresource"] = subresource
+        if name:
+            attributes["name"] = name
         review: Obj = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SelfSubjectAccessReview",

@@ -189,26 +189,28 @@ class KubeController:
         Asked once per action with SelfSubjectAccessReviews (the client caches the answers), so
         the console can show a forbidden action disabled instead of trying it blindly.
         """
-        needs: dict[Action, list[tuple[str, str, str, str]]] = {
-            Action.CORDON: [("patch", "nodes", "", "")],
-            Action.UNCORDON: [("patch", "nodes", "", "")],
-            Action.DRAIN: [("patch", "nodes", "", ""), ("create", "pods", "eviction", "")],
-            Action.PREEMPT: [("create", "pods", "eviction", "")],
-            Action.APPROVE: [("patch", "pods", "", "")],
-            Action.HOLD: [("patch", "pods", "", "")],
-            Action.RELEASE: [("patch", "pods", "", "")],
-            Action.SET_QUOTA: [("update", "configmaps", "", self.namespace)],
+        needs: dict[Action, list[tuple[str, str, str, str, str]]] = {
+            Action.CORDON: [("patch", "nodes", "", "", "")],
+            Action.UNCORDON: [("patch", "nodes", "", "", "")],
+            Action.DRAIN: [("patch", "nodes", "", "", ""), ("create", "pods", "eviction", "", "")],
+            Action.PREEMPT: [("create", "pods", "eviction", "", "")],
+            Action.APPROVE: [("patch", "pods", "", "", "")],
+            Action.HOLD: [("patch", "pods", "", "", "")],
+            Action.RELEASE: [("patch", "pods", "", "", "")],
+            Action.SET_QUOTA: [("update", "configmaps", "", self.namespace, QUEUES_CONFIGMAP)],
         }
         out: dict[Action, str] = {}
         for action, checks in needs.items():
-            for verb, resource, sub, namespace in checks:
+            for verb, resource, sub, namespace, name in checks:
                 try:
-                    allowed = await self.client.access_review(verb, resource, namespace=namespace, subresource=sub)
+                    allowed = await self.client.access_review(
+                        verb, resource, namespace=namespace, subresource=sub, name=name
+                    )
                 except ApiError as exc:
                     out[action] = f"could not ask the API server whether you may {verb} {resource}: {exc}"
                     break
                 if not allowed:
-                    what = f"{resource}/{sub}" if sub else resource
+                    what = (f"{resource}/{sub}" if sub else resource) + (f" {name}" if name else "")
                     where = f" in {namespace}" if namespace else ""
                     out[action] = f"your RBAC does not allow {verb} on {what}{where}"
                     break
