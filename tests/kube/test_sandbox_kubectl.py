@@ -11,24 +11,16 @@ from typing import Any
 import pytest
 import yaml
 
-from usher.engine.scenario import parse_scenario
 from usher.sandbox.apiserver import ServerThread
-from usher.sandbox.objects import node_object
 
 from kubectl import Kubectl
+from sandboxes import two_node_sandbox
 
-CLUSTER = parse_scenario(
-    "name: t\n"
-    "nodes: [{name: gpu-1, gpus: 8, cpu: 64, memory: 512Gi}, {name: gpu-2, gpus: 8, cpu: 64, memory: 512Gi}]\n"
-    "queues: [{name: research, quota: {gpu: 16}}]\njobs: []\n"
-)
 
 
 @pytest.fixture
 def sandbox() -> Iterator[ServerThread]:
-    with ServerThread() as thread:
-        for spec in CLUSTER.all_nodes():
-            thread.call(thread.server.store.create, "nodes", node_object(spec))
+    with two_node_sandbox() as thread:
         yield thread
 
 
