@@ -344,7 +344,3 @@ class Catalogue:
 
     def in_version(self, api_version: str) -> list[ResourceType]:
         return list(self._by_version.get(api_version, ()))
-
-    def groups(self) -> list[str]:
-        """The named groups, sorted."""
-        return sorted({v.split("/")[0] for v in self._by_version if "/" in v})

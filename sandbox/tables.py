@@ -104,10 +104,6 @@ def _pod_restarts(pod: JsonObject, now: float) -> int:
     return sum(c.get("restartCount", 0) for c in pod.get("status", {}).get("containerStatuses") or [])
 
 
-def _or_none(value: Any) -> Any:
-    return "<none>" if value in (None, "") else value
-
-
 def _node_status(node: JsonObject, now: float) -> str:
     ready = next((c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), None)
     text = "Unknown" if ready is None else {"True": "Ready", "False": "NotReady"}.get(ready.get("status"), "Unknown")
