@@ -34,11 +34,12 @@ class Engine(Admitter):
         self.state.enqueue(job)
         observe_job(self.state, job)
 
-    def finish(self, job: Job, now: float) -> None:
+    def finish(self, job: Job, now: float, reason: EndReason = EndReason.FINISHED) -> None:
+        """The job's run is over for good (``reason``); it leaves the cluster and its queue."""
         run = job.current_run
         if run is None:
             return
-        self._end_run(job, run, now, EndReason.FINISHED, None)
+        self._end_run(job, run, now, reason, None)
         job.remaining = 0.0
         job.state = JobState.FINISHED
         job.pending_reason = None

@@ -44,6 +44,8 @@ class EndReason(StrEnum):
     DRAINED = "Drained"
     NODE_FAILED = "NodeFailed"
     OPERATOR_PREEMPTED = "OperatorPreempted"
+    #: on a cluster: a member of the gang was lost (drained, deleted, failed), so usher stopped the rest
+    GANG_BROKEN = "GangBroken"
     RUNNING = "Running"
 
 

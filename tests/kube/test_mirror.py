@@ -143,11 +143,64 @@ def test_a_restarted_controller_adopts_running_gangs_where_they_run():
     assert m.state.queues["team-a"].usage[0] == 0
 
 
-def test_a_partly_bound_gang_found_at_start_is_rolled_back():
+def test_a_partly_bound_gang_found_at_start_keeps_its_gpus_until_torn_down():
     m = mirror_with()
     restart_with(m, pod("w-0", gang="train", size=2, node_name="n0", annotations={"usher/gpus": "0,1,2,3,4,5,6,7"}), pod("w-1", gang="train", size=2))
-    assert [v.name for v in m.rollbacks] == ["w-0"]
-    assert m.gangs["ml/train"].job is None or m.gangs["ml/train"].job.current_run is None
+    gang = m.gangs["ml/train"]
+    assert [g.key for g in m.teardowns()] == ["ml/train"] and "partly bound" in gang.teardown
+    # the bound pod still runs on n0: its GPUs are not free for anyone else until it is gone
+    assert m.state.node("n0").whole_free == 0
+    assert gang.reason == PendingReason.WAITING_FOR_GANG and "being stopped" in gang.message
+    m.pod_changed(None, "ml/w-0", 0.0)
+    assert m.state.node("n0").whole_free == 8 and gang.teardown is None
+    assert m.teardowns() == []
+
+
+def test_a_running_gang_that_loses_a_member_is_torn_down_and_holds_until_gone():
+    m = mirror_with()
+    pods = [pod(f"w-{i}", gang="train", size=2, node_name=f"n{i}", annotations={"usher/gpus": "0,1,2,3,4,5,6,7"}, phase="Running") for i in range(2)]
+    restart_with(m, *pods)
+    gang = m.gangs["ml/train"]
+    assert gang.teardown is None and m.teardowns() == []
+    # one member finishing early is not a loss
+    add(m, pod("w-1", gang="train", size=2, node_name="n1", phase="Succeeded"))
+    assert gang.teardown is None
+    add(m, pod("w-1", gang="train", size=2, node_name="n1", annotations={"usher/gpus": "0,1,2,3,4,5,6,7"}, phase="Running"))
+    # drained: the pod is being deleted; the rest must go, and the GPUs stay held meanwhile
+    drained = pods[0] | {"metadata": pods[0]["metadata"] | {"deletionTimestamp": "2026-11-21T11:00:00Z"}}
+    add(m, drained)
+    assert gang.teardown == "pod w-0 is being deleted from n0"
+    assert [g.key for g in m.teardowns()] == ["ml/train"]
+    assert m.state.node("n0").whole_free == 0 and m.state.node("n1").whole_free == 0
+    job = gang.job
+    for i in range(2):
+        m.pod_changed(None, f"ml/w-{i}", 0.0)
+    assert job.runs[-1].end_reason == "GangBroken"
+    assert m.state.node("n0").whole_free == 8 and m.state.queues["team-a"].usage[0] == 0
+
+
+def test_pods_usher_does_not_schedule_take_their_node_capacity():
+    from usher.engine.backends.kube.objects import holding_of
+
+    m = mirror_with()
+    m.rebuild(0.0)
+    daemon = pod("dcgm", queue=None, gpus=0) | {"spec": {"nodeName": "n0", "schedulerName": "default-scheduler",
+        "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "10"}}}],
+        "containers": [{"name": "a", "resources": {"requests": {"cpu": "2", "nvidia.com/gpu": "3"}}},
+                       {"name": "b", "resources": {"requests": {"cpu": "3"}}}],
+        "overhead": {"cpu": "1"}}}
+    m.holding_changed("ml/dcgm", holding_of(daemon))
+    n0 = m.state.node("n0")
+    # kube-scheduler's arithmetic: max(2 + 3, 10) + 1 overhead = 11 cores; 3 GPUs
+    assert n0.whole_free == 5 and n0.cpu_free == 96_000 - 11_000
+    add(m, pod("big", gpus=8))
+    decisions = m.engine.cycle(0.0).decisions
+    assert [m.state.nodes[p.node_id].name for p in decisions[0].placements] != ["n0"]
+    m.dirty = True
+    m.rebuild(0.0)  # a rebuild takes the holding again
+    assert m.state.node("n0").whole_free == 5
+    m.holding_changed("ml/dcgm", None)
+    assert m.state.node("n0").whole_free == 8 and m.state.node("n0").cpu_free == 96_000
 
 
 def test_cordon_and_readiness_change_schedulability_in_place():

@@ -8,100 +8,14 @@ polled with generous deadlines (no timing thresholds).
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
-
-from usher.sandbox.apiserver import FakeApiServer
-from usher.sandbox.store import Store
-from usher.sandbox.world import ManualClock
+from sandboxes import Sandbox, node, pod
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def node(name: str, gpus: int = 8, cpu: str = "64", memory: str = "512Gi", labels: dict | None = None,
-         taints: list | None = None, ready: bool = True) -> dict[str, Any]:
-    alloc = {"cpu": cpu, "memory": memory, "nvidia.com/gpu": str(gpus), "pods": "110"}
-    return {
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                                              **(labels or {})}},
-        "spec": {"taints": taints} if taints else {},
-        "status": {"capacity": dict(alloc), "allocatable": alloc,
-                   "conditions": [{"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady"}]},
-    }
-
-
-def pod(name: str, gpus: int = 0, *, node_name: str | None = None, scheduler: str | None = None,
-        annotations: dict | None = None, **spec: Any) -> dict[str, Any]:
-    resources = {"requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
-    body: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations or {}},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36", "resources": resources}], **spec},
-    }
-    if node_name:
-        body["spec"]["nodeName"] = node_name
-    if scheduler:
-        body["spec"]["schedulerName"] = scheduler
-    return body
-
-
-class Sandbox:
-    def __init__(self) -> None:
-        self.clock = ManualClock(1_000_000.0)
-        self.server = FakeApiServer(Store(clock=self.clock.now), controllers=True)
-
-    async def start(self) -> None:
-        await self.server.start(port=0)
-        self.http = httpx.AsyncClient(base_url=self.server.url, timeout=30)
-
-    async def stop(self) -> None:
-        await self.http.aclose()
-        await self.server.stop()
-
-    def advance(self, seconds: float) -> None:
-        """Move the clock and do what became due."""
-        self.clock.t += seconds
-        self.server.controllers.step()
-
-    async def req(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = ()) -> Any:
-        headers = {"Content-Type": "application/merge-patch+json"} if method == "PATCH" else None
-        r = await self.http.request(method, path, content=json.dumps(body) if body is not None else None, headers=headers)
-        assert r.status_code < 300 or r.status_code in ok, (method, path, r.status_code, r.text)
-        return r.json() if r.content else None
-
-    async def create(self, path: str, body: dict) -> dict:
-        return await self.req("POST", path, body)
-
-    async def get(self, path: str) -> dict | None:
-        r = await self.http.get(path)
-        return r.json() if r.status_code == 200 else None
-
-    async def until(self, fn, what: str, deadline: float = 15.0) -> Any:
-        loop = asyncio.get_running_loop()
-        end = loop.time() + deadline
-        while True:
-            value = await fn()
-            if value:
-                return value
-            if loop.time() > end:
-                raise AssertionError(f"never happened: {what}")
-            await asyncio.sleep(0.02)
-
-    async def pod_where(self, name: str, check, ns: str = "default") -> dict:
-        async def probe():
-            p = await self.get(f"/api/v1/namespaces/{ns}/pods/{name}")
-            return p if p is not None and check(p) else None
-        return await self.until(probe, f"pod {name}")
-
-    async def pods(self, selector: str, ns: str = "default") -> list[dict]:
-        r = await self.http.get(f"/api/v1/namespaces/{ns}/pods", params={"labelSelector": selector})
-        return r.json()["items"]
 
 
 @pytest.fixture

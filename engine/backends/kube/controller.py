@@ -31,32 +31,41 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-
 from ...controller import Command, Snapshot, settle_reply, snapshot_of
 from ...core import CommandError
 from ...cycle import Decision
-from ...enums import Action, DecisionKind, EndReason
+from ...enums import Action, DecisionKind, EndReason, PendingReason
 from ...explain import explain_all
 from ...policy.registry import Policy
 from ...scenario import ScenarioError, parse_queue_config
 from ...state import MILLI, AuditEntry
 from ...telemetry import TelemetryStore
-from .client import ApiError, ConditionStatus, DisruptionBudgetBlocked, EventType, KubeClient, NotFound, ObjectRef
+from .client import (
+    ApiError,
+    ConditionStatus,
+    DisruptionBudgetBlocked,
+    EventType,
+    KubeClient,
+    NotFound,
+    ObjectRef,
+)
 from .informer import DeltaType, Informer
 from .lease import LeaderElector
-from .metrics import ControllerMetrics
+from .metrics import ControllerMetrics, ErrorKind
 from .mirror import Gang, Mirror
-from .rbac import LEADER_LEASE, QUEUES_CONFIGMAP, QUEUES_CONFIG_KEY, USHER_NAMESPACE
 from .objects import (
     LIMIT_FIELDS,
     SCHEDULER_NAME,
     Annotation,
     PodView,
     edit_queue_limits,
+    holding_of,
     key_of,
+    natural_key,
     node_view,
     pod_view,
 )
+from .rbac import LEADER_LEASE, QUEUES_CONFIG_KEY, QUEUES_CONFIGMAP, USHER_NAMESPACE
 
 log = logging.getLogger("usher.controller")
 
@@ -65,15 +74,31 @@ BIND_CONCURRENCY = 64
 #: how often pending pods' conditions are brought up to date, and how stale a message may get
 STATUS_INTERVAL = 5.0
 MESSAGE_REFRESH = 60.0
-#: how long a bind waits for pods evicted from its node to go away
-EVICTION_WAIT = 120.0
+#: how often a bind that waits for evicted pods to leave its nodes says it is still waiting
+EVICTION_WAIT_LOG = 60.0
+#: how long a teardown waits before asking again to evict a pod whose eviction failed
+EVICTION_RETRY = 10.0
+#: the pods that hold capacity on their node: assigned and not finished (kube-scheduler's view)
+ASSIGNED_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 
 class Source(StrEnum):
     NODES = "nodes"
     PODS = "pods"
+    #: every assigned, unfinished pod on any node, whoever placed it (what usher must not overcommit)
+    ASSIGNED_PODS = "assigned-pods"
     CONFIG = "config"
     POD_GROUPS = "podgroups"
+
+
+class EventReason(StrEnum):
+    """The reasons of the Events usher records on pods and on its ConfigMap."""
+
+    PREEMPTED = "Preempted"
+    GANG_ROLLBACK = "GangRollback"
+    GANG_BROKEN = "GangBroken"
+    EVICTION_BLOCKED = "EvictionBlocked"
+    INVALID_QUEUE_CONFIG = "InvalidQueueConfig"
 
 
 @dataclass(slots=True)
@@ -141,9 +166,13 @@ class KubeController:
         self._written: dict[str, _Written] = {}
         #: pods we evicted and have not yet seen go, by uid: (their node, their key, set when gone)
         self._gone_waiters: dict[str, tuple[str | None, str, asyncio.Event]] = {}
+        #: when a teardown last asked to evict each pod, by uid
+        self._evict_tried: dict[str, float] = {}
         self._bind_slots = asyncio.Semaphore(BIND_CONCURRENCY)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_status = 0.0
+        #: the newest queue ConfigMap seen (None inside: it was deleted), not yet parsed
+        self._pending_config: tuple[dict[str, Any] | None] | None = None
         #: live GPU telemetry, filled by the sources given with ``--telemetry`` (see usher.cluster)
         self.telemetry = TelemetryStore()
 
@@ -236,6 +265,7 @@ class KubeController:
         return [
             Informer(client, "/api/v1/nodes", on_event=feed(Source.NODES)),
             Informer(client, "/api/v1/pods", field_selector=f"spec.schedulerName={SCHEDULER_NAME}", on_event=feed(Source.PODS)),
+            Informer(client, "/api/v1/pods", field_selector=ASSIGNED_PODS, on_event=feed(Source.ASSIGNED_PODS)),
             Informer(
                 client,
                 f"/api/v1/namespaces/{self.namespace}/configmaps",
@@ -256,11 +286,17 @@ class KubeController:
         try:
             await asyncio.gather(*(inf.has_synced.wait() for inf in self.informers))
             self._drain()
+            await self._load_config()
             self.mirror.rebuild(self.clock())
             self.synced.set()
             log.info("synced: %d nodes, %d gangs", len(self.mirror.nodes), len(self.mirror.gangs))
             while True:
-                await self._tick()
+                try:
+                    await self._tick()
+                except Exception:  # the loop outlives any one failure
+                    self.metrics.controller_error(ErrorKind.CYCLE)
+                    log.exception("a controller tick failed; going on with the next")
+                    self.mirror.dirty = True  # derive the engine's state from the caches again
                 try:
                     # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
                     # that races the wake-up, and a cancelled controller would then run on
@@ -298,23 +334,16 @@ class KubeController:
         self._busy += 1
         try:
             self._drain()
+            await self._load_config()
             now = self.clock()
             if self.mirror.dirty:
                 self.mirror.rebuild(now)
             while self.commands is not None and not self.commands.empty():
-                cmd = self.commands.get_nowait()
-                try:
-                    settle_reply(cmd, await self.apply_command(cmd))
-                except CommandError as exc:
-                    self.state.audit.append(AuditEntry(now, cmd.actor, str(cmd.action), "?", f"rejected: {exc}"))
-                    settle_reply(cmd, error=exc)
-                except ApiError as exc:
-                    self.state.audit.append(AuditEntry(now, cmd.actor, str(cmd.action), "?", f"failed: {exc}"))
-                    settle_reply(cmd, error=CommandError(f"{cmd.action}: {exc}"))
+                await self._command(self.commands.get_nowait(), now)
             leader = self.is_leader
             self.metrics.set_leader(leader)
             if leader and not self.paused:
-                await self._roll_back()
+                await self._tear_down()
                 await self._schedule()
                 if now - self._last_status >= self.status_interval:
                     self._last_status = now
@@ -324,36 +353,66 @@ class KubeController:
         finally:
             self._busy -= 1
 
+    async def _command(self, cmd: Command, now: float) -> None:
+        """Carry out one operator command; whatever happens, its reply comes."""
+        try:
+            settle_reply(cmd, await self.apply_command(cmd))
+        except CommandError as exc:
+            self.state.audit.append(AuditEntry(now, cmd.actor, str(cmd.action), "?", f"rejected: {exc}"))
+            settle_reply(cmd, error=exc)
+        except Exception as exc:  # noqa: BLE001 - an API or transport failure is the command's, not the loop's
+            self.metrics.controller_error(ErrorKind.COMMAND)
+            log.warning("%s by %s failed: %s", cmd.action, cmd.actor, exc)
+            self.state.audit.append(AuditEntry(now, cmd.actor, str(cmd.action), "?", f"failed: {exc}"))
+            settle_reply(cmd, error=CommandError(f"{cmd.action}: {exc}"))
+
     def _drain(self) -> None:
-        """Apply every queued delta to the mirror."""
-        mirror = self.mirror
-        now = self.clock()
+        """Apply every queued delta to the mirror; one object that cannot be applied is logged,
+        counted and skipped, never the end of the loop."""
         while not self.deltas.empty():
             source, kind, obj = self.deltas.get_nowait()
-            deleted = kind == DeltaType.DELETED
-            if source == Source.PODS:
-                key = key_of(obj)
-                view = None if deleted else pod_view(obj)
-                mirror.pod_changed(view, key, now)
-                uid = obj.get("metadata", {}).get("uid", "")
-                if deleted or (view is not None and not view.live):
-                    self._gone(uid)
-                for old, (_, waiter_key, _) in list(self._gone_waiters.items()):
-                    if waiter_key == key and old != uid:
-                        self._gone(old)  # a new pod under the name: the one we evicted is gone
-                    if deleted:
-                        self._written.pop(key, None)
-            elif source == Source.NODES:
-                name = obj["metadata"]["name"]
-                mirror.node_changed(None if deleted else node_view(obj), name, now)
-            elif source == Source.POD_GROUPS:
-                spec = obj.get("spec") or {}
-                mm = spec.get("minMember")
-                mirror.pod_group_changed(key_of(obj), None if deleted or not isinstance(mm, int) else mm, now)
-            else:
-                self._config_changed(None if deleted else obj)
+            try:
+                self._apply(source, kind, obj)
+            except Exception:  # one bad object must not stop scheduling
+                self.metrics.controller_error(ErrorKind.WATCH)
+                log.exception("could not apply %s %s of %s", kind, source, key_of(obj) if "metadata" in obj else "?")
 
-    def _config_changed(self, obj: dict[str, Any] | None) -> None:
+    def _apply(self, source: Source, kind: DeltaType, obj: dict[str, Any]) -> None:
+        mirror = self.mirror
+        now = self.clock()
+        deleted = kind == DeltaType.DELETED
+        if source == Source.ASSIGNED_PODS:
+            if (obj.get("spec") or {}).get("schedulerName") != SCHEDULER_NAME:
+                mirror.holding_changed(key_of(obj), None if deleted else holding_of(obj))
+        elif source == Source.PODS:
+            key = key_of(obj)
+            view = None if deleted else pod_view(obj)
+            mirror.pod_changed(view, key, now)
+            uid = obj.get("metadata", {}).get("uid", "")
+            if deleted or (view is not None and not view.live):
+                self._gone(uid)
+            for old, (_, waiter_key, _) in list(self._gone_waiters.items()):
+                if waiter_key == key and old != uid:
+                    self._gone(old)  # a new pod under the name: the one we evicted is gone
+            if deleted:
+                self._written.pop(key, None)
+                self._evict_tried.pop(uid, None)
+        elif source == Source.NODES:
+            name = obj["metadata"]["name"]
+            mirror.node_changed(None if deleted else node_view(obj), name, now)
+        elif source == Source.POD_GROUPS:
+            spec = obj.get("spec") or {}
+            mm = spec.get("minMember")
+            mirror.pod_group_changed(key_of(obj), None if deleted or not isinstance(mm, int) else mm, now)
+        else:
+            self._pending_config = (None if deleted else obj,)
+
+    async def _load_config(self) -> None:
+        """Parse the queue ConfigMap's newest version, if one arrived (off the event loop: a
+        large or hostile document must not stall the watches and the lease renewals)."""
+        if self._pending_config is None:
+            return
+        (obj,), self._pending_config = self._pending_config, None
         where = f"{self.namespace}/{QUEUES_CONFIGMAP}"
         if obj is None:
             self._config_error(f"{where} was deleted; keeping the last good queue config")
@@ -363,7 +422,7 @@ class KubeController:
             self._config_error(f"{where} has no {QUEUES_CONFIG_KEY!r} key; keeping the last good queue config")
             return
         try:
-            config = parse_queue_config(text, f"{where}[{QUEUES_CONFIG_KEY}]", self.mirror.name)
+            config = await asyncio.to_thread(parse_queue_config, text, f"{where}[{QUEUES_CONFIG_KEY}]", self.mirror.name)
         except ScenarioError as exc:
             self._config_error(f"invalid queue config, keeping the last good one:\n{exc}")
             return
@@ -380,7 +439,7 @@ class KubeController:
         self.state.audit.append(AuditEntry(self.clock(), "controller", "config", QUEUES_CONFIGMAP, message.splitlines()[0]))
         if self.is_leader:
             ref = ObjectRef("ConfigMap", QUEUES_CONFIGMAP, self.namespace)
-            self._spawn(self._event(ref, "InvalidQueueConfig", message, warning=True))
+            self._spawn(self._event(ref, EventReason.INVALID_QUEUE_CONFIG, message, warning=True))
 
     # -- scheduling -----------------------------------------------------------------------
 
@@ -409,7 +468,9 @@ class KubeController:
                 self.metrics.job_preempted(d.job.queue)
             if d.reason is not None and d.reason != EndReason.FINISHED:
                 self.metrics.job_evicted(d.reason)
-            if not await self._evict_gang(self.mirror.gang_of_job.get(d.job.id), f"{d.reason}" + (f" for {d.by}" if d.by else "")):
+            why = f"{d.reason}" + (f" for {d.by}" if d.by else "")
+            log.info("evict %s (%s): %s", d.job.name, why, _nodes_of(self.state, d.placements))
+            if await self._evict_gang(self.mirror.gang_of_job.get(d.job.id), why):
                 blocked = True
         for d in binds:
             self.metrics.job_admitted(d.job.queue)
@@ -424,73 +485,110 @@ class KubeController:
             if gang is not None:
                 self._spawn(self._bind_gang(gang, d))
 
+    def may_write(self) -> bool:
+        """Whether this replica may change the cluster now: it schedules and, where replicas
+        elect a leader, its lease is still valid (asked again right before every write)."""
+        if not self.schedules:
+            return False
+        return self.elector is None or self.elector.holds()
+
     async def _bind_gang(self, gang: Gang, decision: Decision) -> None:
-        """Bind every pod of an admitted gang, or none: a failure evicts those that bound."""
+        """Bind every pod of an admitted gang, or none: any failure (an API error, a transport
+        error, a timeout, a lost lease) evicts those that bound and requeues the gang."""
         self._busy += 1
         gang.binding = True
+        errors: list[str] = []
+        jobs: list[tuple[PodView, str, list[int]]] = []
         try:
             pairs = self.mirror.pods_of(gang, decision.placements)
-            nodes = {self.state.nodes[p.node_id].name for _, p in pairs}
-            await self._wait_for_evictions(nodes)
-
-            async def bind_one(view: PodView, node: str, gpus: list[int]) -> str | None:
-                async with self._bind_slots:
-                    try:
-                        await self.client.bind(view.namespace, view.name, node, {Annotation.GPUS: ",".join(map(str, gpus))})
-                    except ApiError as exc:
-                        return f"{view.name}: {exc}"
-                    self.mirror.assume_bound(gang, view.name, node, gpus)
-                    return None
-
             jobs = [(view, self.state.nodes[p.node_id].name, p.gpus) for view, p in pairs]
-            errors = [e for e in await asyncio.gather(*(bind_one(v, n, g) for v, n, g in jobs)) if e]
+            if not await self._wait_for_evictions({node for _, node, _ in jobs}):
+                errors.append("the wait for evicted pods to leave its nodes was cut short")
+            elif not self.may_write():
+                errors.append("this replica no longer holds the leader lease")
+            else:
+                errors = [e for e in await asyncio.gather(*(self._bind_one(gang, *job) for job in jobs)) if e]
+        except Exception as exc:  # whatever broke, the gang must not stay half-bound
+            log.exception("binding gang %s failed", gang.key)
+            errors.append(f"{type(exc).__name__}: {exc}")
+        try:
             self.stats.binds += len(jobs) - len(errors)
-            if not errors:
-                return
-            self.stats.bind_errors += len(errors)
-            for _ in errors:
-                self.metrics.bind_failed()
-            why = f"{len(errors)} of {len(jobs)} binds failed ({errors[0]})"
-            log.warning("gang %s: %s; rolling back", gang.key, why)
-            job = decision.job
-            if job.current_run is not None:
-                self.mirror.engine.unbind(job, self.clock(), why)
-            current = (gang.pods.get(v.name) for v, _, _ in jobs)
-            bound = [v for v in current if v is not None and v.bound and v.live]
-            if bound:
-                # out of the queue until its pods are back unbound (the next pod change resubmits)
-                self.mirror.engine.withdraw(job)
-            for view in bound:
-                await self._evict(view, f"rolling back gang {gang.key}: {why}")
-            self._wake.set()
+            if errors:
+                await self._undo_binds(gang, jobs, errors)
+            else:
+                log.info("bind %s: %s", gang.key, ", ".join(sorted({n for _, n, _ in jobs}, key=natural_key)))
         finally:
             gang.binding = False
             self._busy -= 1
             self.mirror.sync(gang, self.clock())
 
-    async def _wait_for_evictions(self, nodes: set[str]) -> None:
-        waits = [ev.wait() for node, _, ev in self._gone_waiters.values() if node in nodes]
-        if waits:
+    async def _bind_one(self, gang: Gang, view: PodView, node: str, gpus: list[int]) -> str | None:
+        async with self._bind_slots:
+            if not self.may_write():
+                return f"{view.name}: not bound, the leader lease was lost"
             try:
-                async with asyncio.timeout(EVICTION_WAIT):
-                    await asyncio.gather(*waits)
+                await self.client.bind(view.namespace, view.name, node, {Annotation.GPUS: ",".join(map(str, gpus))})
+            except Exception as exc:  # noqa: BLE001 - API, transport and decoding errors alike
+                return f"{view.name}: {exc}"
+            self.mirror.assume_bound(gang, view.name, node, gpus)
+            return None
+
+    async def _undo_binds(self, gang: Gang, jobs: list[tuple[PodView, str, list[int]]], errors: list[str]) -> None:
+        self.stats.bind_errors += len(errors)
+        for _ in errors:
+            self.metrics.bind_failed()
+        why = f"{len(errors)} of {len(jobs)} binds failed ({errors[0]})"
+        job = gang.job  # the gang's job now: a rebuild during the binds replaces the decision's
+        current = (gang.pods.get(v.name) for v, _, _ in jobs)
+        bound = [v for v in current if v is not None and v.bound and v.live]
+        log.warning("rollback %s: %s; evicting the %d pod(s) that bound", gang.key, why, len(bound))
+        if job is not None and job.current_run is not None:
+            if bound:
+                # the bound pods hold their nodes until they are gone: tear the gang down
+                gang.teardown = f"rolled back: {why}"
+            else:
+                self.mirror.engine.unbind(job, self.clock(), why)
+        for view in bound:
+            await self._evict(view, f"rolling back gang {gang.key}: {why}", EventReason.GANG_ROLLBACK)
+        self._wake.set()
+
+    async def _wait_for_evictions(self, nodes: set[str]) -> bool:
+        """Wait until the pods usher evicted from ``nodes`` are gone (they hold their GPUs
+        through their grace period); False if this replica stopped leading meanwhile."""
+        while True:
+            waits = [ev for node, _, ev in self._gone_waiters.values() if node in nodes and not ev.is_set()]
+            if not waits:
+                return self.may_write()
+            try:
+                async with asyncio.timeout(EVICTION_WAIT_LOG):
+                    await asyncio.gather(*(ev.wait() for ev in waits))
             except TimeoutError:
-                log.warning("pods evicted from %s are still there after %.0fs; binding anyway", ", ".join(sorted(nodes)), EVICTION_WAIT)
+                log.info("still waiting for %d evicted pod(s) to leave %s", len(waits), ", ".join(sorted(nodes)))
+            if not self.may_write():
+                return False
 
     def _gone(self, uid: str) -> None:
         waiter = self._gone_waiters.pop(uid, None)
         if waiter is not None:
             waiter[2].set()
 
-    async def _evict_gang(self, gang: Gang | None, why: str) -> bool:
-        """Evict every bound pod of a gang; False if a PodDisruptionBudget refused one."""
+    async def _evict_gang(self, gang: Gang | None, why: str, reason: EventReason = EventReason.PREEMPTED) -> list[str]:
+        """Evict every bound pod of a gang; what kept any of them (a PodDisruptionBudget, an
+        error), empty when all went. Once one pod went, the teardown evicts the rest later."""
         if gang is None:
-            return True
-        results = await asyncio.gather(*(self._evict(v, why) for v in gang.bound()))
-        return all(results)
+            return []
+        pods = [v for v in gang.bound() if not v.terminating]
+        gang.teardown = gang.teardown or why
+        failures = [f for f in await asyncio.gather(*(self._evict(v, why, reason) for v in pods)) if f]
+        if pods and len(failures) == len(pods):
+            gang.teardown = None  # nothing was evicted: the gang is still whole and running
+        return failures
 
-    async def _evict(self, view: PodView, why: str) -> bool:
+    async def _evict(self, view: PodView, why: str, reason: EventReason) -> str | None:
+        """Evict one pod (None when it is evicted or already gone), or say what prevented it."""
         key = view.key
+        if not self.may_write():
+            return f"{view.name}: this replica no longer holds the leader lease"
         self._gone_waiters.setdefault(view.uid, (view.node, key, asyncio.Event()))
         try:
             if not await self.client.evict(view.namespace, view.name, view.uid):
@@ -499,22 +597,34 @@ class KubeController:
             self._gone(view.uid)
             self.stats.evictions_blocked += 1
             log.warning("eviction of %s refused: %s", key, exc)
-            await self._event(_pod_ref(view), "EvictionBlocked", f"usher could not evict this pod ({why}): {exc}", warning=True)
-            return False
-        except ApiError as exc:
+            await self._event(_pod_ref(view), EventReason.EVICTION_BLOCKED, f"usher could not evict this pod ({why}): {exc}", warning=True)
+            return f"{view.name}: refused by a PodDisruptionBudget ({exc})"
+        except Exception as exc:  # noqa: BLE001 - retried by the teardown on a later tick
             self._gone(view.uid)
+            self.metrics.controller_error(ErrorKind.EVICTION)
             log.warning("eviction of %s failed: %s", key, exc)
-            return False
+            return f"{view.name}: {exc}"
         self.stats.evictions += 1
-        await self._event(_pod_ref(view), "Preempted" if "rolling back" not in why else "GangRollback", f"Evicted by usher: {why}", warning=True)
-        return True
+        await self._event(_pod_ref(view), reason, f"Evicted by usher: {why}", warning=True)
+        return None
 
-    async def _roll_back(self) -> None:
-        pods, self.mirror.rollbacks = self.mirror.rollbacks, []
-        for view in pods:
-            if view.uid in self._gone_waiters:
-                continue  # already being evicted
-            await self._evict(view, f"rolling back gang {view.gang}: found partly bound")
+    async def _tear_down(self) -> None:
+        """Evict what is left of every gang being torn down (a lost member, a rollback, an
+        eviction that failed before), so no gang stays half-running."""
+        now = self.clock()
+        for gang in self.mirror.teardowns():
+            pods = [
+                v
+                for v in gang.bound()
+                if not v.terminating
+                and v.uid not in self._gone_waiters
+                and now - self._evict_tried.get(v.uid, -EVICTION_RETRY) >= EVICTION_RETRY
+            ]
+            if pods:
+                log.info("teardown %s (%s): evicting %s", gang.key, gang.teardown, ", ".join(v.name for v in pods))
+            for view in pods:
+                self._evict_tried[view.uid] = now
+                await self._evict(view, f"gang {gang.key} is being stopped: {gang.teardown}", EventReason.GANG_BROKEN)
 
     # -- why pending ----------------------------------------------------------------------
 
@@ -533,13 +643,18 @@ class KubeController:
                     reason, message = ex.reason, ex.message
                 if reason is None or message is None:
                     continue
+                condition_reason, condition_message = pod_scheduled_condition(reason, message)
                 for view in gang.unbound():
                     last = self._written.get(view.key)
                     current = view.conditions.get("PodScheduled")
-                    same_reason = (last is not None and last.reason == reason) or (current is not None and current[1] == reason)
-                    if same_reason and ((current is not None and current[2] == message) or (last is not None and now - last.at < MESSAGE_REFRESH)):
+                    same_reason = (last is not None and last.reason == reason) or (
+                        current is not None and current[2].split(":", 1)[0] == reason
+                    )
+                    if same_reason and (
+                        (current is not None and current[2] == condition_message) or (last is not None and now - last.at < MESSAGE_REFRESH)
+                    ):
                         continue
-                    writes.append(self._write_one(view, str(reason), message, same_reason))
+                    writes.append(self._write_one(view, reason, condition_reason, condition_message, same_reason))
             sem = asyncio.Semaphore(16)
 
             async def limited(coro):
@@ -550,22 +665,26 @@ class KubeController:
         finally:
             self._busy -= 1
 
-    async def _write_one(self, view: PodView, reason: str, message: str, same_reason: bool) -> None:
+    async def _write_one(self, view: PodView, reason: PendingReason, condition_reason: str, message: str, same_reason: bool) -> None:
+        if not self.may_write():
+            return
         try:
-            await self.client.patch_pod_condition(view.namespace, view.name, "PodScheduled", ConditionStatus.FALSE, reason, message)
-        except ApiError as exc:
+            await self.client.patch_pod_condition(view.namespace, view.name, "PodScheduled", ConditionStatus.FALSE, condition_reason, message)
+        except Exception as exc:  # noqa: BLE001 - written again on the next round
             if not isinstance(exc, NotFound):
+                self.metrics.controller_error(ErrorKind.STATUS_WRITE)
                 log.warning("could not update the condition of %s: %s", view.key, exc)
             return
-        self._written[view.key] = _Written(reason, message, self.clock())
+        self._written[view.key] = _Written(str(reason), message, self.clock())
         self.stats.status_writes += 1
         if not same_reason:
-            await self._event(_pod_ref(view), reason, message, warning=True)
+            await self._event(_pod_ref(view), str(reason), message, warning=True)
 
     async def _event(self, ref: ObjectRef, reason: str, message: str, warning: bool = False) -> None:
         try:
             await self.client.create_event(ref, reason, message, EventType.WARNING if warning else EventType.NORMAL)
-        except ApiError as exc:
+        except Exception as exc:  # noqa: BLE001 - an Event is best effort
+            self.metrics.controller_error(ErrorKind.EVENT)
             log.warning("could not record an Event on %s %s: %s", ref.kind, ref.name, exc)
 
     # -- operator commands ----------------------------------------------------------------
@@ -612,16 +731,18 @@ class KubeController:
         if action != Action.DRAIN:
             return "cordoned" if action == Action.CORDON else "uncordoned"
         gangs = [g for g in self.mirror.gangs.values() if any(p.node == node for p in g.bound())]
-        for gang in gangs:
-            await self._evict_gang(gang, f"node {node} drained")
-        return f"drained; requeued {len(gangs)} job(s)" + (f": {', '.join(g.key for g in gangs)}" if gangs else "")
+        kept = [f for gang in gangs for f in await self._evict_gang(gang, f"node {node} drained")]
+        text = f"drained; requeued {len(gangs)} job(s)" + (f": {', '.join(g.key for g in gangs)}" if gangs else "")
+        return text + (f"; could not evict {len(kept)} pod(s), the first: {kept[0]}" if kept else "")
 
     async def _job_command(self, action: Action, gang: Gang) -> str:
         if action == Action.PREEMPT:
             if not gang.bound():
                 return "not running; nothing to preempt"
-            ok = await self._evict_gang(gang, "preempted by an operator")
-            return "preempted and requeued" if ok else "preemption refused by a PodDisruptionBudget"
+            kept = await self._evict_gang(gang, "preempted by an operator")
+            if kept and gang.teardown is None:
+                raise CommandError(f"preempt: no pod of {gang.key} could be evicted: {kept[0]}")
+            return "preempted and requeued" + (f"; {len(kept)} pod(s) still to evict ({kept[0]})" if kept else "")
         key, value = {
             Action.APPROVE: (Annotation.APPROVED, "true"),
             Action.HOLD: (Annotation.HOLD, "true"),
@@ -680,6 +801,28 @@ class KubeController:
         while quiet < settle:
             await asyncio.sleep(0.01)
             quiet = quiet + 1 if self.idle else 0
+
+
+#: Engine reasons that mean "no node can take it now": more nodes would help, so the pod carries
+#: reason ``Unschedulable``, the one Cluster Autoscaler and Karpenter act on. A pod that waits
+#: for quota, approval, a hold or its gang keeps usher's own reason: buying nodes would not start it.
+CAPACITY_REASONS = frozenset({
+    PendingReason.INSUFFICIENT_CAPACITY,
+    PendingReason.TOPOLOGY_UNSATISFIABLE,
+    PendingReason.NO_MATCHING_NODES,
+    PendingReason.RESERVED_FOR_HIGHER_PRIORITY,
+})
+UNSCHEDULABLE = "Unschedulable"
+
+
+def pod_scheduled_condition(reason: PendingReason, message: str) -> tuple[str, str]:
+    """The reason and message of a waiting pod's ``PodScheduled=False`` condition; the message
+    always starts with usher's own reason."""
+    return (UNSCHEDULABLE if reason in CAPACITY_REASONS else str(reason)), f"{reason}: {message}"
+
+
+def _nodes_of(state: Any, placements: list[Any]) -> str:
+    return ", ".join(sorted({state.nodes[p.node_id].name for p in placements}, key=natural_key)) or "no nodes"
 
 
 def _pod_ref(view: PodView) -> ObjectRef:

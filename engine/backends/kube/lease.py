@@ -91,6 +91,7 @@ class LeaderElector:
         self._lease: Obj | None = None
         self._observed_spec: Obj | None = None
         self._observed_at = 0.0
+        self._renewed_at = -math.inf
         self._leading = asyncio.Event()
         self._following = asyncio.Event()
         self._following.set()
@@ -99,6 +100,11 @@ class LeaderElector:
     @property
     def is_leader(self) -> bool:
         return self._leading.is_set()
+
+    def holds(self) -> bool:
+        """Leading, and the last successful renewal is recent enough that no standby can have
+        taken the lease over: what a write that must come from the leader alone checks first."""
+        return self.is_leader and self._clock() < self._renewed_at + self.renew_deadline
 
     async def wait(self, leader: bool = True) -> None:
         """Return once this process leads (or, with ``leader=False``, once it does not)."""
@@ -174,6 +180,7 @@ class LeaderElector:
 
     def _wrote(self, lease: Obj) -> bool:
         self._lease = lease
+        self._renewed_at = self._clock()
         self._observe(lease)
         return True
 

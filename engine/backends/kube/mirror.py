@@ -9,8 +9,14 @@ caches, which is also how a restarted controller starts: state lives in the clus
 ``rebuild`` derives it from what the API says. A GPU in ``usher/gpu-health`` is out of service:
 never placed on, not counted as capacity.
 
-A gang found partly bound (a controller died between two binds of one gang) is rolled back: its
-bound pods are listed in ``rollbacks`` for the controller to evict.
+A gang is whole or it is stopped. A gang found partly bound (a controller died between two
+binds), or one that loses a member while it runs (drained, deleted, failed, its node gone), is
+*torn down*: ``Gang.teardown`` says why, and the controller evicts its remaining pods. Its engine
+run keeps holding the capacity until the last of its pods is gone (pods in their termination
+grace period still use their GPUs); then the run ends and the gang's recreated pods queue again.
+
+Pods usher does not schedule (DaemonSets, the default scheduler's) hold capacity too: each is a
+``Holding`` taken from its node's free GPUs, CPU and memory, so usher never overcommits a node.
 """
 
 from __future__ import annotations
@@ -20,12 +26,12 @@ from typing import Any
 
 from ...build import group_request, queue_from_spec
 from ...core import Engine
-from ...enums import JobState, PendingReason, TopologyMode
+from ...enums import EndReason, JobState, PendingReason, TopologyMode
 from ...policy.placement import pick_shared_gpu, pick_whole_gpus
 from ...policy.registry import Policy
 from ...scenario import Scenario
 from ...state import MILLI, AuditEntry, ClusterState, Job, Node, PodGroup, PodPlacement
-from .objects import NodeView, PodView, natural_key
+from .objects import Holding, NodeView, Phase, PodView, natural_key
 
 DEFAULT_QUEUE = "default"
 
@@ -46,15 +52,23 @@ class Gang:
     #: why the gang is not in the engine's queue (None when it is, or is running)
     reason: PendingReason | None = None
     message: str | None = None
+    #: why the gang's bound pods are being evicted (None: it is not being torn down)
+    teardown: str | None = None
+    #: pods of the gang that ran to completion (a finished member is not a lost one)
+    completed: set[str] = field(default_factory=set)
+    #: pods that were deleted while bound, and how they were last seen
+    departed: dict[str, str] = field(default_factory=dict)
 
     def live(self) -> list[PodView]:
         return [p for p in self.pods.values() if p.live]
 
     def bound(self) -> list[PodView]:
+        """Pods on a node that still hold it (those in their termination grace period too)."""
         return [p for p in self.pods.values() if p.live and p.bound]
 
     def unbound(self) -> list[PodView]:
-        return [p for p in self.pods.values() if p.live and not p.bound]
+        """Pods waiting for a node (a pod being deleted is not waiting)."""
+        return [p for p in self.pods.values() if p.live and not p.bound and not p.terminating]
 
     @property
     def required(self) -> int:
@@ -75,7 +89,9 @@ class Mirror:
         self.config_error: str | None = None
         self.engine = Engine(ClusterState(name, [], {}), policy)
         self.gang_of_job: dict[int, Gang] = {}
-        self.rollbacks: list[PodView] = []
+        #: pods usher does not schedule, by key, and what each takes from the engine's nodes now
+        self.holdings: dict[str, Holding] = {}
+        self._taken: dict[str, tuple[int, list[int], int, int]] = {}
         self.dirty = True  # the engine must be rebuilt before the next cycle
         self._seq = 0
 
@@ -123,7 +139,9 @@ class Mirror:
         if view is None:
             self.pod_gang.pop(key, None)
             if gang is not None:
-                gang.pods.pop(key.split("/", 1)[1], None)
+                last = gang.pods.pop(key.split("/", 1)[1], None)
+                if last is not None and last.bound and last.live:
+                    gang.departed[last.name] = f"pod {last.name} was deleted from {last.node}"
                 self.sync(gang, now)
                 if not gang.pods and gang.job is None:
                     del self.gangs[gang_key]
@@ -136,6 +154,8 @@ class Mirror:
             # our bind is known to have succeeded; an older event must not undo it
             view.node, view.gpus = old.node, old.gpus
         gang.pods[view.name] = view
+        if view.phase == Phase.SUCCEEDED:
+            gang.completed.add(view.name)
         self.pod_gang[key] = gang_key
         gang.size = self._size(view)
         self.sync(gang, now)
@@ -164,16 +184,24 @@ class Mirror:
             if gang.binding:
                 return
             if not bound:
-                engine.finish(job, now)
-                self.gang_of_job.pop(job.id, None)
-                gang.job = None
+                self._end(gang, job, now)
                 self.sync(gang, now)  # pods recreated meanwhile may form a new run
-            else:
-                self._explain_leftovers(gang)
+                return
+            if gang.teardown is None:
+                gang.teardown = self._lost_member(gang, job.current_run.placements)
+            self._explain_leftovers(gang)
             return
         if bound:
+            if gang.teardown is not None:
+                # evicted by a decision of the engine, which gave its capacity away already (the
+                # binds onto it wait for these pods to go): never adopt it back
+                if job is not None and job.submitted:
+                    engine.withdraw(job)
+                self._explain_leftovers(gang)
+                return
             self._adopt_or_roll_back(gang, bound, now)
             return
+        gang.teardown = None
         ready, reason, message = self._readiness(gang)
         gang.reason, gang.message = reason, message
         if job is not None and job.state == JobState.FINISHED:
@@ -193,6 +221,35 @@ class Mirror:
         self._refresh_flags(gang, job)
         if not job.submitted:
             engine.submit(job, now)
+
+    def _end(self, gang: Gang, job: Job, now: float) -> None:
+        """The run's last pod is gone: it finished, or its teardown is complete."""
+        self.engine.finish(job, now, EndReason.FINISHED if gang.teardown is None else EndReason.GANG_BROKEN)
+        self.gang_of_job.pop(job.id, None)
+        gang.job = None
+        gang.teardown = None
+        gang.completed.clear()
+        gang.departed.clear()
+
+    def _lost_member(self, gang: Gang, placements: list[PodPlacement]) -> str | None:
+        """Why a running gang is no longer whole (a member deleted, failed or being deleted), or None."""
+        for name in sorted({p.pod for p in placements}, key=natural_key):
+            view = gang.pods.get(name)
+            if name in gang.completed:
+                continue
+            if view is None:
+                return gang.departed.get(name, f"pod {name} is gone")
+            if view.phase == Phase.FAILED:
+                return f"pod {name} failed on {view.node}"
+            if view.terminating:
+                return f"pod {name} is being deleted from {view.node}"
+            if not view.bound:
+                return f"pod {name} is no longer bound"
+        return None
+
+    def teardowns(self) -> list[Gang]:
+        """Gangs being torn down that still have pods to evict."""
+        return [g for g in self.gangs.values() if g.teardown is not None and any(not p.terminating for p in g.bound())]
 
     def _readiness(self, gang: Gang) -> tuple[bool, PendingReason | None, str | None]:
         unbound = gang.unbound()
@@ -278,13 +335,15 @@ class Mirror:
         return job
 
     def _adopt_or_roll_back(self, gang: Gang, bound: list[PodView], now: float) -> None:
-        """A gang with bound pods and no run in the engine: a running job found on (re)start."""
+        """A gang with bound pods and no run in the engine: a running job found on (re)start.
+
+        Its pods hold their nodes whatever happens next, so it is adopted; one found partly
+        bound (fewer pods on nodes than the gang needs) is torn down from there.
+        """
         if gang.job is not None and gang.job.submitted:
             self.engine.withdraw(gang.job)
-        if len(bound) < gang.required and gang.unbound():
-            self.rollbacks.extend(bound)
-            gang.reason, gang.message = PendingReason.WAITING_FOR_GANG, "Rolling back a gang found partly bound."
-            return
+        if len(bound) + len(gang.completed) < gang.required:
+            gang.teardown = f"found partly bound: {len(bound)} of its {gang.required} pods on nodes"
         job = self._new_job(gang, bound)
         self._refresh_flags(gang, job)
         placements = []
@@ -318,7 +377,12 @@ class Mirror:
         return PodPlacement(pod.name, node.id, gpus, share if gpus else 0, group.cpu, group.memory)
 
     def _explain_leftovers(self, gang: Gang) -> None:
-        if gang.unbound():
+        if gang.teardown is not None:
+            gang.reason = PendingReason.WAITING_FOR_GANG
+            gang.message = (
+                f"The gang is being stopped ({gang.teardown}); usher starts it again whole once its old pods are gone."
+            )
+        elif gang.unbound():
             gang.reason = PendingReason.WAITING_FOR_GANG
             gang.message = "The rest of this gang is already running; usher starts a gang whole, so this pod waits for the next run."
         else:
@@ -341,6 +405,12 @@ class Mirror:
 
     def rebuild(self, now: float) -> None:
         """A fresh engine state from the caches (start, new nodes, a new queue config)."""
+        old = self.engine.state
+        in_flight = {
+            g.key: [(p, old.nodes[p.node_id].name) for p in g.job.current_run.placements]
+            for g in self.gangs.values()
+            if g.binding and g.job is not None and g.job.current_run is not None
+        }
         cfg = self.config
         levels = list(cfg.topology.levels)
         state = ClusterState(self.name, levels, dict(cfg.priority_classes))
@@ -368,11 +438,65 @@ class Mirror:
                 state.cohorts.setdefault(spec.cohort, []).append(spec.name)
         self.engine = Engine(state, self.policy)
         self.gang_of_job = {}
+        self._taken = {}
         self.dirty = False
         for gang in sorted(self.gangs.values(), key=lambda g: g.seq):
             gang.job = None
             gang.group_pods = []
-            self.sync(gang, now)
+            if gang.key in in_flight:
+                self._keep_in_flight(gang, in_flight[gang.key], now)
+            else:
+                self.sync(gang, now)
+        for key, holding in self.holdings.items():
+            self._take(key, holding)
+
+    def _keep_in_flight(self, gang: Gang, placements: list[tuple[PodPlacement, str]], now: float) -> None:
+        """A gang whose binds are under way when the engine is rebuilt keeps its placements."""
+        state = self.state
+        names = [p.pod for p, _ in placements]
+        job = self._new_job(gang, [gang.pods[n] for n in names if n in gang.pods])
+        self._refresh_flags(gang, job)
+        kept = [
+            PodPlacement(p.pod, state.node_by_name[node], list(p.gpus), p.share, p.cpu, p.memory)
+            for p, node in placements
+            if node in state.node_by_name
+        ]
+        self.engine.adopt(job, kept, now)
+
+    # -- pods usher does not schedule -------------------------------------------------------
+
+    def holding_changed(self, key: str, holding: Holding | None) -> None:
+        """A pod usher does not schedule appeared on a node, changed or went away."""
+        if holding is None:
+            self.holdings.pop(key, None)
+        else:
+            self.holdings[key] = holding
+        if self.dirty:
+            return  # the coming rebuild takes every holding
+        self._give_back(key)
+        if holding is not None:
+            self._take(key, holding)
+
+    def _take(self, key: str, holding: Holding) -> None:
+        """Take what the pod holds from its node; never more than is free (the node may be
+        overcommitted already, by pods the kubelet admitted before usher saw them)."""
+        state = self.state
+        node_id = state.node_by_name.get(holding.node)
+        if node_id is None:
+            return
+        node = state.nodes[node_id]
+        want = holding.requests
+        gpus = pick_whole_gpus(node, min(want.gpus, node.whole_free)) if want.gpus else []
+        cpu, memory = min(want.cpu, max(node.cpu_free, 0)), min(want.memory, max(node.mem_free, 0))
+        state.allocate(node, gpus, 0, cpu, memory)
+        self._taken[key] = (node_id, gpus, cpu, memory)
+
+    def _give_back(self, key: str) -> None:
+        taken = self._taken.pop(key, None)
+        if taken is not None:
+            node_id, gpus, cpu, memory = taken
+            self.state.release(self.state.nodes[node_id], gpus, 0, cpu, memory)
+
 
     def waiting_gangs(self) -> list[Gang]:
         return [g for g in self.gangs.values() if g.unbound()]

@@ -29,12 +29,13 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
 from ...scenario.quantity import parse_cpu, parse_duration, parse_memory
 from ...state import MILLI, UNLIMITED
+from .constraints import NodeConstraints, Taint, node_taints, parse_constraints
 
 SCHEDULER_NAME = "usher"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -150,6 +151,10 @@ class PodView:
     gpus: list[int] = field(default_factory=list)
     conditions: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     problem: str | None = None
+    #: a deletion is under way (``metadata.deletionTimestamp``): the pod still holds its node
+    terminating: bool = False
+    #: nodeSelector, node affinity and tolerations (``constraints``); None when it has none
+    constraints: NodeConstraints | None = None
 
     @property
     def live(self) -> bool:
@@ -168,22 +173,55 @@ class PodView:
             self.models,
             self.topology_required,
             self.topology_preferred,
+            self.constraints,
         )
 
 
-def _requests(spec: dict[str, Any]) -> dict[str, str]:
-    """Summed container requests (a limit stands in for a missing request, as Kubernetes does)."""
-    total: dict[str, list[str]] = {}
-    for c in spec.get("containers", []):
+class Requests(NamedTuple):
+    """What a pod asks of its node, in engine units (GPUs as a whole count)."""
+
+    cpu: int
+    memory: int
+    gpus: int
+
+
+def pod_requests(spec: dict[str, Any], problems: list[str] | None = None) -> Requests:
+    """A pod's effective request, as kube-scheduler computes it.
+
+    The larger of (every app container plus every sidecar) and, for each ordinary init
+    container, its own request plus the sidecars started before it; plus the pod's
+    ``overhead``. A limit stands in for a missing request, as the API server defaults it. An
+    unreadable quantity counts as zero and is reported in ``problems`` with its field path.
+    """
+    sums = [0, 0, 0]
+    sidecars = [0, 0, 0]
+    init_peak = [0, 0, 0]
+
+    def amounts(c: dict[str, Any], where: str) -> list[int]:
         res = c.get("resources") or {}
         merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        for k, v in merged.items():
-            total.setdefault(k, []).append(str(v))
-    return {k: "+".join(v) for k, v in total.items()}
+        out = [0, 0, 0]
+        for i, (name, parse) in enumerate((("cpu", parse_cpu), ("memory", parse_memory), (GPU_RESOURCE, _int))):
+            if name in merged:
+                try:
+                    out[i] = parse(str(merged[name]))
+                except ValueError as exc:
+                    if problems is not None:
+                        problems.append(f"{where}.resources {name}: {exc}")
+        return out
 
-
-def _sum(values: str, parse) -> int:
-    return sum(parse(v) for v in values.split("+"))
+    for i, c in enumerate(spec.get("initContainers") or []):
+        a = amounts(c, f"spec.initContainers[{i}]")
+        if c.get("restartPolicy") == "Always":
+            sidecars = [x + y for x, y in zip(sidecars, a)]
+        else:
+            init_peak = [max(p, x + y) for p, x, y in zip(init_peak, a, sidecars)]
+    for i, c in enumerate(spec.get("containers") or []):
+        sums = [x + y for x, y in zip(sums, amounts(c, f"spec.containers[{i}]"))]
+    total = [max(x + s, p) for x, s, p in zip(sums, sidecars, init_peak)]
+    overhead = amounts({"resources": {"requests": spec.get("overhead") or {}}}, "spec.overhead")
+    cpu, memory, gpus = (x + o for x, o in zip(total, overhead))
+    return Requests(cpu, memory, gpus)
 
 
 def pod_view(obj: dict[str, Any]) -> PodView:
@@ -206,10 +244,7 @@ def pod_view(obj: dict[str, Any]) -> PodView:
             problems.append(f"{what}: {exc}")
             return default
 
-    req = _requests(spec)
-    cpu = parse("cpu request", req.get("cpu"), lambda v: _sum(v, parse_cpu), 0)
-    memory = parse("memory request", req.get("memory"), lambda v: _sum(v, parse_memory), 0)
-    whole = parse(f"{GPU_RESOURCE} request", req.get(GPU_RESOURCE), lambda v: _sum(v, _int), 0)
+    cpu, memory, whole = pod_requests(spec, problems)
     fraction = parse(f"annotation {Annotation.GPU_FRACTION}", ann.get(Annotation.GPU_FRACTION), _fraction)
     if fraction is not None and whole > 1:
         problems.append(f"annotation {Annotation.GPU_FRACTION} asks for a share of one GPU but the pod requests {whole} GPUs")
@@ -220,6 +255,8 @@ def pod_view(obj: dict[str, Any]) -> PodView:
     size = parse(f"label {Label.GANG_SIZE}", labels.get(Label.GANG_SIZE), _positive_int)
     if gang is None and pod_group is not None:
         gang = pod_group
+    constraints, constraint_problems = parse_constraints(spec)
+    problems.extend(constraint_problems)
     models = ann.get(Annotation.GPU_MODEL)
     gpus_text = ann.get(Annotation.GPUS)
     return PodView(
@@ -253,6 +290,8 @@ def pod_view(obj: dict[str, Any]) -> PodView:
             for c in status.get("conditions") or []
         },
         problem="; ".join(problems) or None,
+        terminating=bool(meta.get("deletionTimestamp")),
+        constraints=constraints,
     )
 
 
@@ -296,10 +335,15 @@ class NodeView:
     ready: bool
     #: GPU index -> why the node agent found it unhealthy (annotation ``usher/gpu-health``)
     unhealthy: dict[int, str] = field(default_factory=dict)
+    #: ``spec.taints`` as usher filters on them (``constraints.node_taints``)
+    taints: tuple[Taint, ...] = ()
 
     def shape(self) -> tuple[Any, ...]:
         """Everything but schedulability: a change here means the engine rebuilds its indexes."""
-        return (self.labels, self.gpus, self.gpu_model, self.gpu_memory, self.islands, self.cpu, self.memory, self.unhealthy)
+        return (
+            self.labels, self.gpus, self.gpu_model, self.gpu_memory, self.islands, self.cpu, self.memory, self.unhealthy,
+            self.taints,
+        )
 
 
 def node_view(obj: dict[str, Any]) -> NodeView:
@@ -327,6 +371,7 @@ def node_view(obj: dict[str, Any]) -> NodeView:
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
         unhealthy=_safe(lambda: _unhealthy(annotations.get(Annotation.GPU_HEALTH), gpus), {}),
+        taints=node_taints(spec),
     )
 
 
@@ -365,3 +410,20 @@ def _islands(text: str | None, gpus: int) -> list[list[int]] | None:
     if sorted(i for isl in islands for i in isl) != list(range(gpus)):
         return None
     return islands
+
+
+@dataclass(slots=True, frozen=True)
+class Holding:
+    """What a pod usher does not schedule (a DaemonSet's, the default scheduler's) holds on its node."""
+
+    node: str
+    requests: Requests
+
+
+def holding_of(obj: dict[str, Any]) -> Holding | None:
+    """The node and requests of an assigned, unfinished pod; None if it holds nothing."""
+    spec = obj.get("spec") or {}
+    node = spec.get("nodeName")
+    if not node or (obj.get("status") or {}).get("phase") in TERMINAL:
+        return None
+    return Holding(node, pod_requests(spec))
