@@ -5,7 +5,16 @@ puts everything namespaced in it; the controller's RBAC grants exactly `CONTROLL
 (the operator role exactly `OPERATOR_PERMISSIONS`, the node agent's `AGENT_PERMISSIONS`), nothing
 broader; the agent DaemonSet reaches every GPU node without taking a GPU; the queue config
 parses with the scenario models and makes sense; the Deployment is hardened, probed on the port
-it serves, and spread over nodes; the examples reach usher and can run in their queues.
+it serves, and spread over nodes; the examples reach usher and can run in their queues; the agent
+may change only its own Node's annotations (a ValidatingAdmissionPolicy, its CEL evaluated here
+with a CEL interpreter where one is installed); NetworkPolicies let only Prometheus (and, for
+the agent, the controller) reach the metrics ports. The sandbox takes every new kind with strict
+field validation.
+
+What is not checked here, because no test has a real API server: that Kubernetes compiles and
+type-checks the policy's CEL as the interpreter here does, that it fills
+``authentication.kubernetes.io/node-name`` for the agent's token, and that a network plugin
+enforces the NetworkPolicies (and lets the kubelet's probes through).
 """
 
 from __future__ import annotations
@@ -18,12 +27,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from pydantic import TypeAdapter
 
+from usher.agent.main import DEFAULT_PORT as AGENT_PORT
+from usher.agent.main import NODE_ENV
+from usher.agent.publish import node_annotations
 from usher.engine.backends.kube.health import DEFAULT_PORT, Endpoint
-from usher.agent.main import DEFAULT_PORT as AGENT_PORT, NODE_ENV
+from usher.engine.backends.kube.objects import Annotation
 from usher.engine.backends.kube.rbac import (
     AGENT_PERMISSIONS,
     AGENT_SERVICE_ACCOUNT,
@@ -38,9 +51,11 @@ from usher.engine.backends.kube.rbac import (
     Scope,
     Verb,
 )
+from usher.engine.backends.nvml.reader import LayoutSource, NodeReading
 from usher.engine.enums import Approval
 from usher.engine.scenario.models import HOSTNAME_LABEL, QueueSpec, TopologySpec
 from usher.engine.scenario.quantity import parse_duration
+from usher.sandbox.apiserver import ServerThread
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -48,7 +63,13 @@ EXAMPLES = DEPLOY / "examples"
 
 Doc = dict[str, Any]
 
-CLUSTER_SCOPED_KINDS = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED_KINDS = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
 QUEUE_LABELS = ("usher/queue", "kueue.x-k8s.io/queue-name")
 GPU = "nvidia.com/gpu"
 
@@ -204,7 +225,7 @@ def test_operator_role_grants_exactly_its_permission_list_and_is_not_bound_by_de
     granted = _permissions(role["rules"], Scope.CLUSTER)
     wanted = _normalised(OPERATOR_PERMISSIONS)
     assert granted == wanted, _report(granted, wanted)
-    bindings = [d for d in MANIFESTS if d["kind"].endswith("Binding") and d["roleRef"]["name"] == "usher-operator"]
+    bindings = [d for d in MANIFESTS if d["kind"] in ("ClusterRoleBinding", "RoleBinding") and d["roleRef"]["name"] == "usher-operator"]
     assert bindings == [], "who operates usher is the cluster admin's choice"
 
 
@@ -510,3 +531,243 @@ def test_the_notebook_asks_for_a_share_of_one_gpu() -> None:
     share = float(metadata["annotations"]["usher/gpu-fraction"])
     assert 0 < share < 1
     assert all(GPU not in c.get("resources", {}).get(kind, {}) for c in spec["containers"] for kind in ("limits", "requests"))
+
+
+# --- the agent's own Node only (ValidatingAdmissionPolicy) ---------------------------------------
+
+AGENT_USER = f"system:serviceaccount:{USHER_NAMESPACE}:{AGENT_SERVICE_ACCOUNT}"
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+
+
+def _agent_policy() -> tuple[Doc, Doc]:
+    policies = [d for d in MANIFESTS if d["kind"] == "ValidatingAdmissionPolicy"]
+    bindings = [d for d in MANIFESTS if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert len(policies) == 1 and len(bindings) == 1, "one policy for the agent, and its binding"
+    return policies[0], bindings[0]
+
+
+def test_the_agent_policy_is_bound_and_matches_every_change_of_a_node_by_the_agent() -> None:
+    policy, binding = _agent_policy()
+    assert policy["apiVersion"] == binding["apiVersion"] == "admissionregistration.k8s.io/v1"
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail", "an error in the policy must not let the change through"
+    # a PATCH is an UPDATE to admission; RBAC grants the agent no create, delete or nodes/status
+    [rule] = spec["matchConstraints"]["resourceRules"]
+    assert (rule["apiGroups"], rule["resources"], rule["operations"]) == ([""], ["nodes"], ["UPDATE"])
+    assert rule["apiVersions"] in (["v1"], ["*"])
+    assert {p.verb for p in AGENT_PERMISSIONS} == {Verb.PATCH} and {p.resource for p in AGENT_PERMISSIONS} == {"nodes"}
+    [condition] = spec["matchConditions"]
+    assert condition["expression"] == f"request.userInfo.username == '{AGENT_USER}'"
+    assert _the("ServiceAccount", AGENT_SERVICE_ACCOUNT)["metadata"]["namespace"] == USHER_NAMESPACE
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    assert "matchResources" not in binding["spec"], "every node the policy matches"
+    assert "paramKind" not in spec and "paramRef" not in binding["spec"]
+    assert "patch nodes" in (DEPLOY / "71-agent-admission-policy.yaml").read_text(), "say why RBAC is not enough"
+
+
+def _cel() -> Any:
+    return pytest.importorskip("celpy", reason="the CEL interpreter (PyPI: cel-python) is not installed")
+
+
+class AgentPolicy:
+    """The policy's CEL, compiled and evaluated the way the API server runs it on a request."""
+
+    def __init__(self) -> None:
+        self.celpy = _cel()
+        self.spec = _agent_policy()[0]["spec"]
+        self.env = self.celpy.Environment()
+        self.programs = {
+            expr: self.env.program(self.env.compile(expr))
+            for expr in (
+                *(c["expression"] for c in self.spec["matchConditions"]),
+                *(v["expression"] for v in self.spec["variables"]),
+                *(v["expression"] for v in self.spec["validations"]),
+                *(v["messageExpression"] for v in self.spec["validations"] if "messageExpression" in v),
+            )
+        }
+
+    def _eval(self, expr: str, activation: dict[str, Any]) -> Any:
+        return self.programs[expr].evaluate(activation)
+
+    def denials(self, user: str, node: str | None, old: Doc, new: Doc) -> list[str] | None:
+        """The messages of the validations that fail; None when the policy does not apply."""
+        celpy = self.celpy
+        extra = {NODE_NAME_EXTRA: [node]} if node is not None else {}
+        activation: dict[str, Any] = {
+            "request": celpy.json_to_cel({"operation": "UPDATE", "userInfo": {"username": user, "extra": extra}}),
+            "object": celpy.json_to_cel(new),
+            "oldObject": celpy.json_to_cel(old),
+        }
+        if not all(bool(self._eval(c["expression"], activation)) for c in self.spec["matchConditions"]):
+            return None
+        variables: dict[Any, Any] = {}
+        for v in self.spec["variables"]:
+            activation["variables"] = celpy.celtypes.MapType(variables)
+            variables[celpy.celtypes.StringType(v["name"])] = self._eval(v["expression"], activation)
+        activation["variables"] = celpy.celtypes.MapType(variables)
+        out = []
+        for v in self.spec["validations"]:
+            if not bool(self._eval(v["expression"], activation)):
+                message = v.get("message") or str(self._eval(v["messageExpression"], activation))
+                out.append(message)
+        return out
+
+
+def _node(name: str = "gpu-7", **changes: Any) -> Doc:
+    node: Doc = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "nvidia.com/gpu.present": "true"},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", str(Annotation.GPU_HEALTH): ""},
+        },
+        "spec": {"podCIDR": "10.0.7.0/24", "providerID": f"kind://{name}"},
+    }
+    for path, value in changes.items():
+        *parents, leaf = path.split("__")
+        target = node
+        for key in parents:
+            target = target.setdefault(key, {})
+        if value is None:
+            target.pop(leaf, None)
+        else:
+            target[leaf] = value
+    return node
+
+
+def _merge(old: Doc, patch: Doc) -> Doc:
+    """A JSON merge patch (RFC 7386) applied to ``old``, as the API server applies the agent's."""
+    out = dict(old)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def test_the_policy_lets_the_agent_annotate_its_own_node_exactly_as_it_does() -> None:
+    policy = AgentPolicy()
+    reading = NodeReading(driver="550.54", gpus=[], islands=[[0, 1, 2, 3], [4, 5, 6, 7]], layout_source=next(iter(LayoutSource)))
+    wanted = node_annotations(reading)
+    assert set(wanted) == {Annotation.NVLINK, Annotation.GPU_HEALTH}
+    old = _node()
+    new = _merge(old, {"metadata": {"annotations": wanted}})
+    assert new["metadata"]["annotations"][Annotation.NVLINK] == "0,1,2,3;4,5,6,7"
+    assert policy.denials(AGENT_USER, "gpu-7", old, new) == []
+    # removing its own annotation (a merge patch with null) is fine too
+    assert policy.denials(AGENT_USER, "gpu-7", new, _merge(new, {"metadata": {"annotations": {Annotation.NVLINK: None}}})) == []
+    # a Node with no annotations or labels at all yet
+    bare = _node(metadata__annotations=None, metadata__labels=None)
+    assert policy.denials(AGENT_USER, "gpu-7", bare, _merge(bare, {"metadata": {"annotations": wanted}})) == []
+
+
+@pytest.mark.parametrize(
+    ("node", "change", "denied"),
+    [
+        ("gpu-8", {"metadata": {"annotations": {"usher/gpu-health": "0:xid 79"}}}, "may change only its own Node, not gpu-7"),
+        (None, {"metadata": {"annotations": {"usher/gpu-health": "0:xid 79"}}}, "token names no node"),
+        ("", {"metadata": {"annotations": {"usher/gpu-health": "0:xid 79"}}}, "token names no node"),
+        ("gpu-7", {"metadata": {"annotations": {"usher/something-else": "x"}}}, "only the annotations"),
+        ("gpu-7", {"metadata": {"annotations": {"node.alpha.kubernetes.io/ttl": "30"}}}, "only the annotations"),
+        ("gpu-7", {"metadata": {"annotations": {"node.alpha.kubernetes.io/ttl": None}}}, "only the annotations"),
+        ("gpu-7", {"metadata": {"labels": {"usher/rack": "r9"}}}, "labels"),
+        ("gpu-7", {"metadata": {"labels": {"nvidia.com/gpu.present": None}}}, "labels"),
+        ("gpu-7", {"spec": {"unschedulable": True}}, "spec"),
+        ("gpu-7", {"spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}, "spec"),
+        ("gpu-7", {"metadata": {"finalizers": ["example.com/hold"]}}, "finalizers"),
+        ("gpu-7", {"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u"}]}}, "owner"),
+    ],
+)
+def test_the_policy_denies_the_agent_anything_else(node: str | None, change: Doc, denied: str) -> None:
+    policy = AgentPolicy()
+    old = _node()
+    messages = policy.denials(AGENT_USER, node, old, _merge(old, change))
+    assert messages and any(denied in m for m in messages), messages
+
+
+def test_the_policy_leaves_everyone_else_alone() -> None:
+    policy = AgentPolicy()
+    old = _node()
+    cordon = _merge(old, {"spec": {"unschedulable": True}, "metadata": {"labels": {"usher/rack": "r1"}}})
+    for user in (f"system:serviceaccount:{USHER_NAMESPACE}:{SERVICE_ACCOUNT}", "system:node:gpu-7", "alice@example.com",
+                 f"system:serviceaccount:other:{AGENT_SERVICE_ACCOUNT}"):
+        assert policy.denials(user, None, old, cordon) is None, user
+
+
+# --- NetworkPolicies ----------------------------------------------------------------------------------
+
+MONITORING = {"kubernetes.io/metadata.name": "monitoring"}
+
+
+def _network_policy_for(template_labels: dict[str, str]) -> Doc:
+    found = [
+        d for d in MANIFESTS
+        if d["kind"] == "NetworkPolicy" and _selects(d["spec"]["podSelector"]["matchLabels"], template_labels)
+    ]
+    assert len(found) == 1, f"one NetworkPolicy for the pods labelled {template_labels}, found {len(found)}"
+    return found[0]
+
+
+@pytest.mark.parametrize("workload", [("Deployment", "usher-controller"), ("DaemonSet", "usher-agent")], ids=["controller", "agent"])
+def test_only_the_metrics_port_is_open_and_only_to_monitoring(workload: tuple[str, str]) -> None:
+    owner = _the(*workload)
+    template = owner["spec"]["template"]
+    [container] = template["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    policy = _network_policy_for(template["metadata"]["labels"])
+    spec = policy["spec"]
+    assert spec["policyTypes"] == ["Ingress"], "egress stays open: the API server's address is the cluster's"
+    [rule] = spec["ingress"]
+    assert [(p["port"], p["protocol"]) for p in rule["ports"]] == [("metrics", "TCP")]
+    assert "metrics" in ports
+    # the probes are on the same port: they come from the pod's node, which a NetworkPolicy always admits
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["port"] in ("metrics", ports["metrics"])
+    sources = rule["from"]
+    assert {"namespaceSelector": {"matchLabels": MONITORING}} in sources
+    controller_labels = _the("Deployment")["spec"]["template"]["metadata"]["labels"]
+    others = [s for s in sources if s != {"namespaceSelector": {"matchLabels": MONITORING}}]
+    if workload[0] == "Deployment":
+        assert others == [], "nothing but Prometheus calls the controller"
+    else:
+        # the controller reads the agents' telemetry (a podSelector alone: pods of usher-system)
+        [peer] = others
+        assert set(peer) == {"podSelector"} and _selects(peer["podSelector"]["matchLabels"], controller_labels)
+        assert not _selects(peer["podSelector"]["matchLabels"], template["metadata"]["labels"]), "agents do not call each other"
+
+
+def test_no_network_policy_opens_more_than_the_metrics_ports() -> None:
+    policies = [d for d in MANIFESTS if d["kind"] == "NetworkPolicy"]
+    assert len(policies) == 2
+    for policy in policies:
+        for rule in policy["spec"].get("ingress", []):
+            assert rule.get("from"), f"{policy['metadata']['name']}: a rule without `from` admits everyone"
+            for source in rule["from"]:
+                assert "ipBlock" not in source, "no address ranges by default"
+                if "namespaceSelector" in source:
+                    assert source["namespaceSelector"] == {"matchLabels": MONITORING}, source
+
+
+def test_the_new_kinds_pass_the_sandboxs_strict_field_validation() -> None:
+    """The sandbox serves the real OpenAPI schemas: a misspelt field would be refused (400)."""
+    paths = {
+        "NetworkPolicy": f"/apis/networking.k8s.io/v1/namespaces/{USHER_NAMESPACE}/networkpolicies",
+        "ValidatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+        "ValidatingAdmissionPolicyBinding": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+    }
+    docs = [d for d in MANIFESTS if d["kind"] in paths]
+    assert {d["kind"] for d in docs} == set(paths)
+    with ServerThread() as sandbox, httpx.Client(base_url=sandbox.url, timeout=10) as client:
+        assert client.post("/api/v1/namespaces", json={"metadata": {"name": USHER_NAMESPACE}}).status_code == 201
+        for doc in docs:
+            r = client.post(paths[doc["kind"]], params={"fieldValidation": "Strict"}, json=doc)
+            assert r.status_code == 201, (doc["kind"], doc["metadata"]["name"], r.text)
+            assert r.json()["spec"] == doc["spec"], "nothing pruned or defaulted away"
+        typo = {**docs[-1], "metadata": {"name": "typo"}, "spec": {**docs[-1]["spec"], "validationAction": ["Deny"]}}
+        r = client.post(paths[typo["kind"]], params={"fieldValidation": "Strict"}, json=typo)
+        assert r.status_code == 400 and "unknown field" in r.text, "the check would catch a typo"

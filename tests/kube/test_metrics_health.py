@@ -1,11 +1,14 @@
 """The controller's metrics and its /metrics, /healthz and /readyz endpoints.
 
 Metrics are read back the way Prometheus reads them (the text format, through prometheus_client's
-own parser); the endpoints are exercised over real loopback HTTP with httpx.
+own parser); the endpoints are exercised over real loopback HTTP with httpx (raw sockets where the
+server's limits are the point). Readiness runs on a fake clock the tests move by hand.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 from collections.abc import AsyncIterator
 
@@ -13,10 +16,29 @@ import httpx
 import prometheus_client
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-
-from usher.engine.backends.kube.health import NOT_SYNCED, HealthServer
-from usher.engine.backends.kube.metrics import CONTENT_TYPE, CYCLE_BUCKETS, EVICTION_REASONS, ControllerMetrics
-from usher.engine.enums import EndReason
+from usher.engine.backends.kube.health import (
+    API_GRACE,
+    CYCLE_BOUND,
+    KEEPALIVE_TIMEOUT,
+    MAX_CONNECTIONS,
+    NOT_SYNCED,
+    READ_TIMEOUT,
+    HealthServer,
+)
+from usher.engine.backends.kube.metrics import (
+    CONTENT_TYPE,
+    CYCLE_BUCKETS,
+    EVICTION_REASONS,
+    UNEVALUATED,
+    WAIT_BUCKETS,
+    ControllerMetrics,
+    ErrorKind,
+    queued_since,
+)
+from usher.engine.build import build_state
+from usher.engine.core import Engine
+from usher.engine.enums import EndReason, PendingReason
+from usher.engine.scenario import parse_scenario
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 Served = tuple[HealthServer, ControllerMetrics, httpx.AsyncClient]
@@ -35,6 +57,43 @@ def value(scrape: Samples, name: str, **labels: str) -> float:
     return scrape[(name, tuple(sorted(labels.items())))]
 
 
+def queues_in(scrape: Samples) -> set[str]:
+    """Every queue any series of the scrape is labelled with."""
+    return {v for _, labels in scrape for k, v in labels if k == "queue"}
+
+
+GIB = 1024**3
+
+SCENARIO = """
+name: metrics
+nodes: [{name: n1, gpus: 8, cpu: 64, memory: 512Gi}]
+queues:
+  - {name: vision, cohort: lab, quota: {gpu: 2, cpu: 16, memory: 64Gi}}
+  - {name: language, cohort: lab, quota: {gpu: 6}}
+  - {name: heroes, approval: manual}
+jobs:
+  - {name: big, queue: vision, submit: 0, duration: 100, pods: [{gpu: 4, cpu: 8, memory: 32Gi}]}
+  - {name: bigger, queue: vision, submit: 0, duration: 100, pods: [{gpu: 8}]}
+  - {name: share, queue: language, submit: 5, duration: 100, pods: [{gpu: 0.5}]}
+  - {name: hero, queue: heroes, submit: 5, duration: 100, pods: [{gpu: 1}]}
+"""
+
+
+def engine_of(text: str = SCENARIO, cycle_at: float | None = 10.0) -> Engine:
+    """The scenario's jobs submitted (at their submit times) and, unless None, one cycle run."""
+    state = build_state(parse_scenario(text))
+    engine = Engine(state)
+    for job in state.jobs:
+        engine.submit(job, job.submit)
+    if cycle_at is not None:
+        engine.cycle(cycle_at)
+    return engine
+
+
+def scrape_of(metrics: ControllerMetrics) -> Samples:
+    return samples(metrics.render().decode())
+
+
 def test_metrics_render_with_their_names_labels_and_values() -> None:
     metrics = ControllerMetrics()
     metrics.set_queue("research", pending=3, running=2)
@@ -50,8 +109,8 @@ def test_metrics_render_with_their_names_labels_and_values() -> None:
 
     scrape = samples(metrics.render().decode())
     assert value(scrape, "usher_queue_pending_jobs", queue="research") == 3
-    assert value(scrape, "usher_queue_running_jobs", queue="research") == 2
-    assert value(scrape, "usher_queue_running_jobs", queue="interactive") == 5
+    assert value(scrape, "usher_queue_admitted_jobs", queue="research") == 2
+    assert value(scrape, "usher_queue_admitted_jobs", queue="interactive") == 5
     assert value(scrape, "usher_jobs_admitted_total", queue="research") == 2
     assert value(scrape, "usher_jobs_admitted_total", queue="interactive") == 0
     assert value(scrape, "usher_preemptions_total", queue="interactive") == 1
@@ -105,16 +164,160 @@ def test_cycle_histogram_spans_a_millisecond_to_ten_seconds() -> None:
     assert (bucket("0.001"), bucket("0.005"), bucket("1.0"), bucket("10.0"), bucket("+Inf")) == (1, 2, 3, 3, 4)
 
 
-def test_a_queue_removed_from_the_config_leaves_the_gauges() -> None:
+def test_remove_queue_drops_every_series_of_the_queue() -> None:
     metrics = ControllerMetrics()
     metrics.set_queue("old", pending=1, running=1)
     metrics.job_admitted("old")
+    metrics.job_started("old", 30)
+    metrics.set_queue("kept", pending=0, running=0)
     metrics.remove_queue("old")
     metrics.remove_queue("never-seen")
     scrape = samples(metrics.render().decode())
-    assert ("usher_queue_pending_jobs", (("queue", "old"),)) not in scrape
-    assert ("usher_queue_running_jobs", (("queue", "old"),)) not in scrape
-    assert value(scrape, "usher_jobs_admitted_total", queue="old") == 1, "counters never go back"
+    assert queues_in(scrape) == {"kept"}
+
+
+def test_observe_state_exports_quota_use_and_borrowing_per_queue_and_resource() -> None:
+    state = engine_of().state
+    assert {state.jobs[j].name for j in state.running} == {"big", "share"}, "the scenario as the test expects it"
+    metrics = ControllerMetrics()
+    metrics.observe_state(state, now=70.0)
+    scrape = scrape_of(metrics)
+
+    def q(name: str, queue: str, resource: str) -> float:
+        return value(scrape, name, queue=queue, resource=resource)
+
+    # vision: 2 GPUs, 16 cores and 64 GiB nominal; "big" holds 4 GPUs, 8 cores and 32 GiB
+    assert (q("usher_queue_nominal", "vision", "gpu"), q("usher_queue_used", "vision", "gpu")) == (2, 4)
+    assert q("usher_queue_borrowed", "vision", "gpu") == 2, "2 GPUs above nominal, lent by the cohort"
+    assert (q("usher_queue_nominal", "vision", "cpu"), q("usher_queue_used", "vision", "cpu")) == (16, 8), "cores"
+    assert q("usher_queue_borrowed", "vision", "cpu") == 0
+    assert q("usher_queue_nominal", "vision", "memory") == 64 * GIB and q("usher_queue_used", "vision", "memory") == 32 * GIB
+    # language: a half GPU of its 6, nothing borrowed (never negative); no CPU quota: no nominal series
+    assert q("usher_queue_used", "language", "gpu") == 0.5
+    assert q("usher_queue_borrowed", "language", "gpu") == 0
+    assert ("usher_queue_nominal", (("queue", "language"), ("resource", "cpu"))) not in scrape
+    assert q("usher_queue_used", "language", "cpu") == 0 and q("usher_queue_borrowed", "language", "cpu") == 0
+    # heroes: no quota at all
+    assert not [key for key in scrape if key[0] == "usher_queue_nominal" and ("queue", "heroes") in key[1]]
+    # jobs per queue, and the oldest wait (submitted at 0 and 5, now is 70)
+    assert value(scrape, "usher_queue_pending_jobs", queue="vision") == 1
+    assert value(scrape, "usher_queue_admitted_jobs", queue="vision") == 1
+    assert value(scrape, "usher_queue_pending_jobs", queue="language") == 0
+    assert value(scrape, "usher_queue_admitted_jobs", queue="language") == 1
+    assert value(scrape, "usher_queue_oldest_pending_seconds", queue="vision") == 70
+    assert value(scrape, "usher_queue_oldest_pending_seconds", queue="heroes") == 65
+    assert value(scrape, "usher_queue_oldest_pending_seconds", queue="language") == 0, "nothing waits"
+    assert value(scrape, "usher_gpus_allocated") == 4.5 and value(scrape, "usher_gpus_schedulable") == 8
+    assert value(scrape, "usher_jobs_admitted_total", queue="heroes") == 0, "counters start at 0 with the queue"
+
+
+def test_pending_jobs_by_reason_every_reason_exported_and_back_to_zero() -> None:
+    engine = engine_of()
+    metrics = ControllerMetrics()
+    held_out = [PendingReason.WAITING_FOR_GANG, PendingReason.WAITING_FOR_GANG, PendingReason.UNKNOWN_QUEUE]
+    metrics.observe_state(engine.state, now=20.0, waiting=held_out)
+    scrape = scrape_of(metrics)
+    reasons = {dict(labels)["reason"]: v for name, labels in scrape if name == "usher_pending_jobs" for v in [scrape[(name, labels)]]}
+    assert set(reasons) == {*map(str, PendingReason), UNEVALUATED}
+    assert reasons["WaitingForQuota"] == 1, "bigger: vision is at its ceiling"
+    assert reasons["AwaitingApproval"] == 1, "hero: a manual-approval queue"
+    assert reasons["WaitingForGangMembers"] == 2 and reasons["UnknownQueue"] == 1, "held out of the queues"
+    assert sum(reasons.values()) == 5
+    # approved and admitted: the reason goes back to 0 (the series stays, for alerts and graphs)
+    hero = engine.state.job("hero")
+    hero.approved = True
+    engine.cycle(30.0)
+    metrics.observe_state(engine.state, now=30.0)
+    scrape = scrape_of(metrics)
+    assert value(scrape, "usher_pending_jobs", reason="AwaitingApproval") == 0
+    assert value(scrape, "usher_pending_jobs", reason="WaitingForGangMembers") == 0
+    assert value(scrape, "usher_queue_admitted_jobs", queue="heroes") == 1
+
+
+def test_jobs_no_cycle_has_seen_are_unevaluated() -> None:
+    """A standby runs no cycles: its pending jobs have no reason yet, and say so."""
+    state = engine_of(cycle_at=None).state
+    metrics = ControllerMetrics()
+    metrics.observe_state(state, now=10.0)
+    scrape = scrape_of(metrics)
+    assert value(scrape, "usher_pending_jobs", reason=UNEVALUATED) == 4
+    assert value(scrape, "usher_queue_pending_jobs", queue="vision") == 2
+
+
+def test_a_queue_removed_from_the_config_loses_every_series_and_starts_afresh_if_it_returns() -> None:
+    metrics = ControllerMetrics()
+    metrics.observe_state(engine_of().state, now=10.0)
+    metrics.job_admitted("language")
+    metrics.job_started("language", 5.0)
+    metrics.job_preempted("language")
+    assert "language" in queues_in(scrape_of(metrics))
+    # the config loses language (the controller rebuilds its engine from the new config)
+    without = SCENARIO.replace("  - {name: language, cohort: lab, quota: {gpu: 6}}\n", "").replace(
+        "  - {name: share, queue: language, submit: 5, duration: 100, pods: [{gpu: 0.5}]}\n", ""
+    )
+    without = without.replace("cohort: lab, ", "")
+    metrics.observe_state(engine_of(without).state, now=20.0)
+    scrape = scrape_of(metrics)
+    assert queues_in(scrape) == {"vision", "heroes"}, "gauges, counters and the wait histogram of language are gone"
+    # a late call about the removed queue is dropped again at the next observation
+    metrics.job_admitted("language")
+    metrics.observe_state(engine_of(without).state, now=21.0)
+    assert queues_in(scrape_of(metrics)) == {"vision", "heroes"}
+    # it comes back: from zero
+    metrics.observe_state(engine_of().state, now=30.0)
+    scrape = scrape_of(metrics)
+    assert value(scrape, "usher_jobs_admitted_total", queue="language") == 0
+    assert value(scrape, "usher_job_wait_seconds_count", queue="language") == 0
+    assert value(scrape, "usher_queue_nominal", queue="language", resource="gpu") == 6
+
+
+def test_wait_histogram_spans_a_second_to_a_week_per_queue() -> None:
+    metrics = ControllerMetrics()
+    for waited in (0.2, 40.0, 5400.0, 3 * 86400.0, 30 * 86400.0):
+        metrics.job_started("research", waited)
+    scrape = scrape_of(metrics)
+    bounds = sorted(
+        float(dict(labels)["le"]) for name, labels in scrape if name == "usher_job_wait_seconds_bucket"
+    )
+    assert bounds == [*WAIT_BUCKETS, math.inf]
+    assert bounds[0] == 1 and bounds[-2] == 7 * 86400
+
+    def bucket(le: str) -> float:
+        return value(scrape, "usher_job_wait_seconds_bucket", le=le, queue="research")
+
+    assert (bucket("1.0"), bucket("60.0"), bucket("7200.0"), bucket("345600.0"), bucket("+Inf")) == (1, 2, 3, 4, 5)
+    assert value(scrape, "usher_job_wait_seconds_count", queue="research") == 5
+
+
+def test_a_preempted_job_waits_from_its_return_to_the_queue() -> None:
+    engine = engine_of()
+    big = engine.state.job("big")
+    assert queued_since(big) == 0.0
+    engine.stop(big, 50.0, EndReason.PREEMPTED, "someone", None)
+    assert queued_since(big) == 50.0
+    metrics = ControllerMetrics()
+    metrics.observe_state(engine.state, now=80.0)
+    assert value(scrape_of(metrics), "usher_queue_oldest_pending_seconds", queue="vision") == 80, "bigger, since 0"
+
+
+def test_controller_errors_are_counted_by_kind_from_zero() -> None:
+    metrics = ControllerMetrics()
+    scrape = scrape_of(metrics)
+    for kind in ErrorKind:
+        assert value(scrape, "usher_controller_errors_total", kind=kind) == 0
+    metrics.controller_error(ErrorKind.WATCH)
+    metrics.controller_error(ErrorKind.WATCH)
+    metrics.controller_error(ErrorKind.STATUS_WRITE)
+    metrics.bind_failed()
+    metrics.config_loaded(valid=False)
+    scrape = scrape_of(metrics)
+    assert value(scrape, "usher_controller_errors_total", kind="watch") == 2
+    assert value(scrape, "usher_controller_errors_total", kind="status_write") == 1
+    assert value(scrape, "usher_controller_errors_total", kind="bind") == 1, "bind_failed counts here too"
+    assert value(scrape, "usher_controller_errors_total", kind="config") == 1, "a rejected config too"
+    assert value(scrape, "usher_bind_errors_total") == 1
+    with pytest.raises(ValueError):
+        metrics.controller_error("typo")  # type: ignore[arg-type]
 
 
 def test_each_instance_has_its_own_registry_and_the_global_one_is_untouched() -> None:
@@ -187,3 +390,205 @@ async def test_a_stopped_server_no_longer_answers() -> None:
     async with httpx.AsyncClient(timeout=2) as client:
         with pytest.raises(httpx.ConnectError):
             await client.get(f"http://127.0.0.1:{port}/healthz")
+
+
+# --- /readyz tells the truth ----------------------------------------------------------------
+
+
+class FakeClock:
+    """Monotonic seconds the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+Probed = tuple[HealthServer, FakeClock, httpx.AsyncClient]
+
+
+@pytest.fixture
+async def probed() -> AsyncIterator[Probed]:
+    clock = FakeClock()
+    server = HealthServer(ControllerMetrics(), clock=clock)
+    port = await server.start("127.0.0.1", 0)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+        yield server, clock, client
+    await server.stop()
+
+
+async def readyz(client: httpx.AsyncClient) -> tuple[int, list[str]]:
+    response = await client.get("/readyz")
+    return response.status_code, response.text.splitlines()
+
+
+async def test_a_synced_standby_that_reaches_the_api_is_ready_and_says_so(probed: Probed) -> None:
+    server, clock, client = probed
+    server.set_role(leader=False)
+    server.api_contact(True)
+    status, lines = await readyz(client)
+    assert status == 503 and lines[0] == f"not ready: {NOT_SYNCED}"
+    server.set_ready()
+    clock.advance(2.5)
+    status, lines = await readyz(client)
+    assert status == 200 and lines[0] == "ok"
+    assert "role: standby" in lines
+    assert "api: reachable, last answer 2.5s ago" in lines
+    assert "last good cycle: none yet" in lines
+    # a standby runs no cycles that matter: it stays ready however long it waits
+    clock.advance(10 * CYCLE_BOUND)
+    server.api_contact(True)
+    assert (await readyz(client))[0] == 200
+
+
+async def test_the_api_unreachable_past_the_grace_period_makes_it_unready(probed: Probed) -> None:
+    server, clock, client = probed
+    server.set_ready()
+    server.set_role(leader=False)
+    server.api_contact(True)
+    clock.advance(1)
+    server.api_contact(False, "connection refused")
+    clock.advance(API_GRACE - 1)
+    server.api_contact(False, "connection refused")
+    status, lines = await readyz(client)
+    assert status == 200, "a blip within the grace period"
+    assert any(line.startswith(f"api: unreachable for {API_GRACE - 1:.1f}s (connection refused)") for line in lines)
+    clock.advance(2)
+    status, lines = await readyz(client)
+    assert status == 503
+    assert lines[0] == f"not ready: the API server has been unreachable for {API_GRACE + 1:.0f}s"
+    server.api_contact(True)
+    status, lines = await readyz(client)
+    assert status == 200 and "api: reachable, last answer 0.0s ago" in lines
+
+
+async def test_informers_that_never_synced_keep_it_unready_whatever_else_holds(probed: Probed) -> None:
+    server, clock, client = probed
+    server.set_role(leader=True)
+    server.api_contact(True)
+    server.cycle_done()
+    clock.advance(3600)
+    status, lines = await readyz(client)
+    assert status == 503 and lines == [
+        f"not ready: {NOT_SYNCED}",
+        "role: leader",
+        "api: reachable, last answer 3600.0s ago",
+        "last good cycle: 3600.0s ago",
+    ]
+
+
+async def test_a_leader_without_a_good_cycle_for_too_long_is_unready(probed: Probed) -> None:
+    server, clock, client = probed
+    server.set_ready()
+    server.api_contact(True)
+    server.set_role(leader=True)
+    clock.advance(CYCLE_BOUND - 1)
+    status, lines = await readyz(client)
+    assert status == 200 and "last good cycle: none yet" in lines, "the bound counts from taking the lead"
+    clock.advance(2)
+    status, lines = await readyz(client)
+    assert status == 503
+    assert lines[0] == f"not ready: leader with no scheduling cycle yet for {CYCLE_BOUND + 1:.0f}s (bound {CYCLE_BOUND:.0f}s)"
+    server.cycle_done()
+    clock.advance(5)
+    status, lines = await readyz(client)
+    assert status == 200 and "last good cycle: 5.0s ago" in lines and "role: leader" in lines
+    clock.advance(CYCLE_BOUND)
+    status, lines = await readyz(client)
+    assert status == 503 and lines[0].startswith("not ready: leader with no good scheduling cycle for 65s")
+    # it loses the lead: a standby is not held to the bound
+    server.set_role(leader=False)
+    assert (await readyz(client))[0] == 200
+
+
+async def test_a_standby_taking_the_lead_is_judged_from_then(probed: Probed) -> None:
+    server, clock, client = probed
+    server.set_ready()
+    server.api_contact(True)
+    server.set_role(leader=False)
+    server.cycle_done()
+    clock.advance(10 * CYCLE_BOUND)
+    server.api_contact(True)
+    server.set_role(leader=True)
+    assert (await readyz(client))[0] == 200, "its last cycle is old, but it has led for no time at all"
+    clock.advance(CYCLE_BOUND + 1)
+    assert (await readyz(client))[0] == 503
+
+
+async def test_several_problems_are_all_named(probed: Probed) -> None:
+    server, clock, client = probed
+    server.set_ready()
+    server.set_role(leader=True)
+    server.api_contact(False, "timed out")
+    clock.advance(max(API_GRACE, CYCLE_BOUND) + 1)
+    status, lines = await readyz(client)
+    assert status == 503
+    assert "the API server has been unreachable" in lines[0] and "leader with no scheduling cycle yet" in lines[0]
+    assert server.not_ready_reason is not None and server.not_ready_reason in lines[0]
+
+
+# --- the server's limits ------------------------------------------------------------------------
+
+
+def test_the_health_server_has_tight_timeouts_and_a_connection_cap() -> None:
+    http = HealthServer(ControllerMetrics()).server
+    assert (http.read_timeout, http.keepalive_timeout, http.max_connections) == (
+        READ_TIMEOUT,
+        KEEPALIVE_TIMEOUT,
+        MAX_CONNECTIONS,
+    )
+    assert 0 < READ_TIMEOUT <= 30 and 0 < KEEPALIVE_TIMEOUT <= 120 and 0 < MAX_CONNECTIONS <= 256
+
+
+async def _read_until_closed(reader: asyncio.StreamReader) -> bytes:
+    data = bytearray()
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := await asyncio.wait_for(reader.read(65536), 10):
+            data += chunk
+    return bytes(data)
+
+
+async def test_a_slow_loris_is_cut_off_and_the_probes_still_answer() -> None:
+    server = HealthServer(ControllerMetrics(), read_timeout=0.3)
+    port = await server.start("127.0.0.1", 0)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: usher\r\nUser-Agent: slo")
+        await writer.drain()
+        assert await _read_until_closed(reader) == b"", "half a header, then silence: closed with no answer"
+        writer.close()
+        async with httpx.AsyncClient(timeout=5) as client:
+            assert (await client.get(f"http://127.0.0.1:{port}/healthz")).text == "ok"
+    finally:
+        await server.stop()
+
+
+async def test_connections_past_the_cap_are_refused_and_the_open_ones_still_answer() -> None:
+    server = HealthServer(ControllerMetrics(), max_connections=2)
+    port = await server.start("127.0.0.1", 0)
+    opened = []
+    try:
+        for _ in range(2):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: usher\r\n\r\n")
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\nok"), 10)
+            assert head.startswith(b"HTTP/1.1 200")
+            opened.append((reader, writer))
+        assert server.server.connections == 2
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        refused = await _read_until_closed(reader)
+        assert refused == b"" or refused.startswith(b"HTTP/1.1 503 "), refused
+        writer.close()
+        reader, writer = opened[0]
+        writer.write(b"GET /readyz HTTP/1.1\r\nHost: usher\r\n\r\n")
+        await writer.drain()
+        assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).startswith(b"HTTP/1.1 503"), "not synced"
+    finally:
+        for _, writer in opened:
+            writer.close()
+        await server.stop()

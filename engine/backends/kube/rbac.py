@@ -83,18 +83,20 @@ _READ = (Verb.GET, Verb.LIST, Verb.WATCH)
 _COORDINATION = "coordination.k8s.io"
 _POD_GROUPS = "scheduling.x-k8s.io"
 
+_LIST_WATCH = (Verb.LIST, Verb.WATCH)
+
 CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
-    # Nodes: capacity, labels, NVLink annotation; cordon for drain.
-    *_grants("", "nodes", (*_READ, Verb.PATCH), Scope.CLUSTER),
+    # Nodes: capacity, labels, NVLink annotation (informer: list and watch only); cordon for drain.
+    *_grants("", "nodes", (*_LIST_WATCH, Verb.PATCH), Scope.CLUSTER),
     # Pods: the queue's jobs and what runs; annotations such as usher/gpus.
     *_grants("", "pods", (*_READ, Verb.PATCH), Scope.CLUSTER),
     *_grants("", "pods/binding", (Verb.CREATE,), Scope.CLUSTER),
     *_grants("", "pods/eviction", (Verb.CREATE,), Scope.CLUSTER),
     *_grants("", "pods/status", (Verb.PATCH,), Scope.CLUSTER),
-    # Events on pods and nodes: why a job waits, what was preempted and by whom.
-    *_grants("", "events", (Verb.CREATE, Verb.PATCH), Scope.CLUSTER),
-    # Gangs declared through the coscheduling plugin's PodGroup.
-    *_grants(_POD_GROUPS, "podgroups", _READ, Scope.CLUSTER),
+    # Events on pods and nodes: why a job waits, what was preempted and by whom (created, never patched).
+    *_grants("", "events", (Verb.CREATE,), Scope.CLUSTER),
+    # Gangs declared through the coscheduling plugin's PodGroup (informer: list and watch only).
+    *_grants(_POD_GROUPS, "podgroups", _LIST_WATCH, Scope.CLUSTER),
     # The queue config, read and (for setQuota) written back; never created.
     *_grants("", "configmaps", (*_READ, Verb.UPDATE), Scope.NAMESPACE, (QUEUES_CONFIGMAP,)),
     # Leader election.
