@@ -13,7 +13,13 @@ from .enums import JobState, PendingReason
 from .policy import quota
 from .policy.backfill import estimate_starts
 from .policy.ordering import AdmissionOrder, queue_positions
-from .policy.placement import diagnose, gang_counts, no_matching_nodes, request_of
+from .policy.placement import (
+    diagnose,
+    gang_counts,
+    model_allowed,
+    no_matching_nodes,
+    request_of,
+)
 from .scenario.quantity import format_cpu, format_duration, format_memory
 from .state import INF, MILLI, ClusterState, Job, PodGroup
 
@@ -69,6 +75,26 @@ def _capacity_numbers(state: ClusterState) -> tuple[int, int]:
     return free, best
 
 
+def _constrained(job: Job) -> PodGroup | None:
+    """The pod group (most GPUs first) whose node constraints exclude nodes, if any."""
+    return next((g for g in sorted(job.groups, key=lambda g: -g.gpu_milli) if g.eligible is not None), None)
+
+
+def _constraint_words(state: ClusterState, pod: PodGroup) -> str:
+    """What a pod's node constraints leave of the cluster: ``allow 4 of 10 nodes (why), with 8
+    GPUs free, at most 8 on one``."""
+    assert pod.eligible is not None
+    nodes = [state.nodes[i] for i in sorted(pod.eligible)]
+    usable = [n for n in nodes if n.schedulable and model_allowed(pod, n)]
+    free = sum(n.whole_free for n in usable)
+    best = max((n.whole_free for n in usable), default=0)
+    why = f" ({pod.exclusions})" if pod.exclusions else ""
+    return (
+        f"its node constraints allow {len(nodes)} of {len(state.nodes)} nodes{why}, "
+        f"with {free} GPUs free on them, at most {best} on one"
+    )
+
+
 def message(state: ClusterState, job: Job, reason: PendingReason, now: float, borrowing: bool = True) -> str:
     q = state.queues[job.queue]
     if reason == PendingReason.HELD:
@@ -101,6 +127,8 @@ def message(state: ClusterState, job: Job, reason: PendingReason, now: float, bo
         pod = no_matching_nodes(state, job) or job.groups[0]
         found = diagnose(state, pod)
         why = ", ".join(f"{n} {k}" for k, n in sorted(found.items(), key=lambda kv: -kv[1]) if k != "fits")
+        if pod.exclusions and found.get("excluded by its node constraints"):
+            why += f" ({pod.exclusions})"
         return f"No schedulable node can ever hold its {_pod_words(pod, 1)}: of {len(state.nodes)} nodes, {why}."
     if reason == PendingReason.TOPOLOGY_UNSATISFIABLE:
         parts = []
@@ -108,9 +136,21 @@ def message(state: ClusterState, job: Job, reason: PendingReason, now: float, bo
             if g.topology_level is None:
                 continue
             level = state.levels[g.topology_level]
-            roomiest = max((d.whole_free for d in state.domains[g.topology_level]), default=0)
+            domains = state.domains[g.topology_level]
+            if g.eligible is None:
+                roomiest = max((d.whole_free for d in domains), default=0)
+                where = ""
+            else:
+                roomiest = max(
+                    (
+                        sum(state.nodes[i].whole_free for i in d.node_ids if i in g.eligible and state.nodes[i].schedulable)
+                        for d in domains
+                    ),
+                    default=0,
+                )
+                where = f" on nodes its node constraints allow ({len(g.eligible)} of {len(state.nodes)})"
             parts.append(
-                f"needs {_pod_words(g, n)} inside one {level}, but the roomiest {level} has {roomiest} GPUs free"
+                f"needs {_pod_words(g, n)} inside one {level}, but the roomiest {level} has {roomiest} GPUs free{where}"
             )
         text = "; ".join(parts)
         return f"{text[:1].upper()}{text[1:]} ({free} free in the whole cluster)."
@@ -127,6 +167,12 @@ def message(state: ClusterState, job: Job, reason: PendingReason, now: float, bo
     cpu_note = ""
     if pod.cpu or pod.memory:
         cpu_note = f", {format_cpu(pod.cpu)} CPU and {format_memory(pod.memory)} per pod"
+    constrained = _constrained(job)
+    if constrained is not None:
+        return (
+            f"Asks for {_asks(job)}{cpu_note}; {_constraint_words(state, constrained)} "
+            f"({free} GPUs free on all schedulable nodes)."
+        )
     return (
         f"Asks for {_asks(job)}{cpu_note}; {free} GPUs are free on schedulable nodes, "
         f"at most {best} on one node."

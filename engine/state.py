@@ -81,6 +81,9 @@ class Node:
     #: GPU indices out of service (the node agent reports them unhealthy): never free, and not
     #: counted as capacity; set before ``ClusterState.add_node``
     out_of_service: frozenset[int] = frozenset()
+    #: taints as generic ``(key, value, effect)`` tuples; the backend decides what they mean
+    #: for a pod (``PodGroup.eligible``), the engine only carries them
+    taints: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def schedulable(self) -> bool:
@@ -123,6 +126,13 @@ class PodGroup:
     models: frozenset[str] | None
     topology_mode: TopologyMode | None = None
     topology_level: int | None = None
+    #: node ids the pods may go on (a backend's node constraints: selectors, taints); None = any
+    eligible: frozenset[int] | None = None
+    #: node ids in preference tiers, best first: a pod goes to the first tier with room, then
+    #: anywhere it is eligible (nodes in no tier are the least preferred); empty = no preference
+    preferred: tuple[frozenset[int], ...] = ()
+    #: why the nodes outside ``eligible`` are excluded, in words, for "why pending" messages
+    exclusions: str | None = field(default=None, compare=False)
 
     @property
     def whole_gpus(self) -> int:

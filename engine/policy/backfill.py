@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from ..enums import TopologyMode
 from ..state import INF, ClusterState, Job, Vec
 from . import quota
-from .placement import Guard, Placer, pods_fitting_by_gpus, request_of
+from .placement import Guard, Placer, node_allowed, pods_fitting_by_gpus, request_of
 
 #: Pending jobs the start-time planner looks at; later ones get no estimate.
 PLAN_DEPTH = 2000
@@ -98,7 +98,7 @@ def _first_step(state: ClusterState, job: Job, counts: list[int]) -> int | None:
 
     def pods_on(nid: int) -> int:
         node = nodes[nid]
-        if not node.schedulable or (g.models is not None and node.gpu_model not in g.models):
+        if not node.schedulable or not node_allowed(g, node):
             return 0
         free, cpu, mem = tally.get(nid) or (node.whole_free, node.cpu_free, node.mem_free)
         fit = free // w

@@ -16,6 +16,12 @@ the tightest that fits (BestFit); ``preferred`` tries that level, then each leve
 anywhere. Inside a node a multi-GPU pod takes GPUs of one NVLink island where it can (the
 tightest island that fits), and a shared pod goes onto an already shared GPU where it can, so
 that whole GPUs stay whole.
+
+Node constraints come from the backend as node ids: ``PodGroup.eligible`` (the nodes a pod may go
+on; a Kubernetes nodeSelector, node affinity, taints) is checked wherever the GPU model is, by
+``node_allowed``; ``PodGroup.preferred`` (preference tiers) makes ``choose_node`` try the best
+tier first, best-fit within it, before the rest. A pod allowed on few nodes is placed by
+scanning them instead of the capacity index.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from .fragmentation import FragmentationModel, PodDemand
 from .registry import Scoring
 
 SCORE_SAMPLE = 8
+#: a pod whose eligible nodes (or preference tier) are at most this share of the cluster is
+#: placed by scanning them rather than the capacity index
+NARROW_SHARE = 0.25
 
 
 @dataclass(slots=True)
@@ -82,12 +91,34 @@ class Schedulable:
         return None
 
 
+def model_allowed(pod: PodGroup, node: Node) -> bool:
+    """A pod with GPUs goes only on a node with a GPU model it accepts."""
+    return not pod.gpu_milli or pod.models is None or node.gpu_model in pod.models
+
+
+def node_allowed(pod: PodGroup, node: Node) -> bool:
+    """Whether the pod may ever go on the node, capacity aside: an accepted GPU model and a node
+    its constraints allow (``PodGroup.eligible``). Schedulability is checked apart."""
+    return model_allowed(pod, node) and (pod.eligible is None or node.id in pod.eligible)
+
+
 class GpuModel:
     name = "GpuModel"
 
     def filter(self, node: Node, pod: PodGroup) -> str | None:
-        if pod.gpu_milli and pod.models is not None and node.gpu_model not in pod.models:
+        if not model_allowed(pod, node):
             return "GPU model not accepted"
+        return None
+
+
+class NodeConstraints:
+    """The backend's node constraints (selectors, affinity, taints), as ``PodGroup.eligible``."""
+
+    name = "NodeConstraints"
+
+    def filter(self, node: Node, pod: PodGroup) -> str | None:
+        if pod.eligible is not None and node.id not in pod.eligible:
+            return "excluded by its node constraints"
         return None
 
 
@@ -154,7 +185,7 @@ class GpuBinPack:
         return 100 - (100 * left) // node.gpu_count
 
 
-FILTERS: tuple[FilterPlugin, ...] = (Schedulable(), GpuModel(), GpuFit(), CpuMemoryFit())
+FILTERS: tuple[FilterPlugin, ...] = (Schedulable(), GpuModel(), NodeConstraints(), GpuFit(), CpuMemoryFit())
 SCORES: tuple[ScorePlugin, ...] = (NvlinkIsland(), GpuBinPack())
 
 
@@ -246,30 +277,49 @@ class Placer:
         return best
 
     def choose_node(self, pod: PodGroup, within: list[int] | None = None) -> Node | None:
-        """The best node for one pod, optionally only among the node ids ``within``."""
+        """The best node for one pod, optionally only among the node ids ``within``.
+
+        Only nodes the pod is allowed on (``node_allowed``) are considered; with preference
+        tiers, the best node of the first tier that has room, else the best node anywhere.
+        """
+        for tier in pod.preferred:
+            node = self._choose(pod, within, tier)
+            if node is not None:
+                return node
+        return self._choose(pod, within, None)
+
+    def _choose(self, pod: PodGroup, within: list[int] | None, among: frozenset[int] | None) -> Node | None:
+        """``choose_node`` over the nodes ``within`` (None: all) that are also in ``among`` (None: all)."""
         if within is None and self.state.workload is not None:
             model = self.state.workload.model()
             if model is not None:
-                return self._least_fragmenting(pod, model)
+                return self._least_fragmenting(pod, model, among)
         nodes = self.state.nodes
         if self.scoring == Scoring.FIRST_FIT:
-            return self._first_fit(pod, within)
+            return self._first_fit(pod, within, among)
         if pod.share:
-            return self._choose_shared(pod, within)
+            return self._choose_shared(pod, within, among)
         g = pod.whole_gpus
+        if within is None:
+            narrow = min((s for s in (pod.eligible, among) if s is not None), key=len, default=None)
+            if narrow is not None and len(narrow) <= NARROW_SHARE * len(nodes):
+                within = sorted(narrow)
         if within is not None:
             feasible = [
                 n
                 for n in (nodes[i] for i in within)
                 if n.schedulable
                 and n.whole_free >= g
-                and (pod.models is None or not g or n.gpu_model in pod.models)
+                and node_allowed(pod, n)
+                and (among is None or n.id in among)
                 and self._fits_node(n, pod)
             ]
             if not feasible:
                 return None
             tight = min(n.whole_free for n in feasible)
             return self._best_in((n for n in feasible if n.whole_free == tight), pod)
+        # The buckets already hold only nodes of an accepted GPU model (``_models``).
+        eligible = pod.eligible
         model_buckets = list(self._models(pod))
         top = self.state.max_gpus
         for k in range(g, top + 1):
@@ -277,7 +327,11 @@ class Placer:
             for buckets in model_buckets:
                 for nid in buckets[k]:
                     node = nodes[nid]
-                    if self._fits_node(node, pod):
+                    if (
+                        (eligible is None or nid in eligible)
+                        and (among is None or nid in among)
+                        and self._fits_node(node, pod)
+                    ):
                         feasible.append(node)
                         if len(feasible) >= SCORE_SAMPLE:
                             break
@@ -287,13 +341,13 @@ class Placer:
                 return self._best_in(feasible, pod)
         return None
 
-    def _first_fit(self, pod: PodGroup, within: list[int] | None) -> Node | None:
+    def _first_fit(self, pod: PodGroup, within: list[int] | None, among: frozenset[int] | None) -> Node | None:
         """The first node, in cluster order, that the pod fits (no scoring)."""
         nodes = self.state.nodes
         g, share = pod.whole_gpus, pod.share
         for nid in range(len(nodes)) if within is None else within:
             node = nodes[nid]
-            if not node.schedulable or (pod.gpu_milli and pod.models is not None and node.gpu_model not in pod.models):
+            if not node.schedulable or not node_allowed(pod, node) or (among is not None and nid not in among):
                 continue
             if share:
                 if not any(f >= share for f in node.gpu_free):
@@ -304,7 +358,7 @@ class Placer:
                 return node
         return None
 
-    def _least_fragmenting(self, pod: PodGroup, model: FragmentationModel) -> Node | None:
+    def _least_fragmenting(self, pod: PodGroup, model: FragmentationModel, among: frozenset[int] | None) -> Node | None:
         """Fragmentation-aware choice: the node whose fragment grows least (FGD's score).
 
         Nodes are visited one shape at a time (model, free CPU, sorted free GPUs), since nodes
@@ -317,6 +371,7 @@ class Placer:
         nodes = state.nodes
         demand = PodDemand.of(pod.gpu_milli, pod.cpu, pod.models)
         whole, share = pod.whole_gpus, pod.share
+        eligible = pod.eligible
         best: Node | None = None
         best_key: tuple[int, int, int] | None = None
         for shape, members in state.shapes.items():
@@ -333,7 +388,11 @@ class Placer:
             node = None
             for rank, nid in members:
                 candidate = nodes[nid]
-                if self._fits_node(candidate, pod):
+                if (
+                    (eligible is None or nid in eligible)
+                    and (among is None or nid in among)
+                    and self._fits_node(candidate, pod)
+                ):
                     node = candidate
                     break
             if node is None:
@@ -348,7 +407,7 @@ class Placer:
                 best, best_key = node, key
         return best
 
-    def _choose_shared(self, pod: PodGroup, within: list[int] | None) -> Node | None:
+    def _choose_shared(self, pod: PodGroup, within: list[int] | None, among: frozenset[int] | None) -> Node | None:
         nodes = self.state.nodes
         share = pod.share
         pool: Iterable[int] = self.state.partial_nodes if within is None else within
@@ -356,7 +415,7 @@ class Placer:
         best_left = MILLI + 1
         for nid in pool:
             node = nodes[nid]
-            if not node.schedulable or (pod.models is not None and node.gpu_model not in pod.models):
+            if not node.schedulable or not node_allowed(pod, node) or (among is not None and nid not in among):
                 continue
             if not self._fits_node(node, pod):
                 continue
@@ -365,8 +424,8 @@ class Placer:
                     best, best_left = node, f - share
         if best is not None:
             return best
-        whole = PodGroup(pod.name, 1, MILLI, pod.cpu, pod.memory, pod.models)
-        return self.choose_node(whole, within)
+        whole = PodGroup(pod.name, 1, MILLI, pod.cpu, pod.memory, pod.models, eligible=pod.eligible)
+        return self._choose(whole, within, among)
 
     def put(self, job: Job, pod: PodGroup, node: Node, pod_name: str) -> PodPlacement:
         first_fit = self.scoring == Scoring.FIRST_FIT
@@ -435,9 +494,7 @@ class Placer:
         g, share = pod.whole_gpus, pod.share
         for nid in node_ids:
             node = nodes[nid]
-            if not node.schedulable:
-                continue
-            if pod.gpu_milli and pod.models is not None and node.gpu_model not in pod.models:
+            if not node.schedulable or not node_allowed(pod, node):
                 continue
             fit = 1 << 30
             if pod.cpu:
@@ -538,9 +595,7 @@ def no_matching_nodes(state: ClusterState, job: Job) -> PodGroup | None:
     for pod in job.groups:
         ok = False
         for node in state.nodes:
-            if not node.schedulable:
-                continue
-            if pod.gpu_milli and pod.models is not None and node.gpu_model not in pod.models:
+            if not node.schedulable or not node_allowed(pod, node):
                 continue
             if node.cpu < pod.cpu or node.memory < pod.memory:
                 continue
@@ -556,6 +611,11 @@ def no_matching_nodes(state: ClusterState, job: Job) -> PodGroup | None:
 def pods_fitting_by_gpus(state: ClusterState, pod: PodGroup) -> int:
     """How many whole-GPU pods like ``pod`` the schedulable nodes could take, counting GPUs only."""
     w = pod.whole_gpus
+    if pod.eligible is not None:
+        nodes = state.nodes
+        return sum(
+            nodes[i].whole_free // w for i in pod.eligible if nodes[i].schedulable and model_allowed(pod, nodes[i])
+        )
     return sum(
         len(b) * (k // w)
         for model, buckets in state.buckets.items()

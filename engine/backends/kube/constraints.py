@@ -91,6 +91,8 @@ class Path(StrEnum):
     TOPOLOGY_SPREAD = "spec.topologySpreadConstraints"
 
 
+E = TypeVar("E", bound=StrEnum)
+
 #: the one ``matchFields`` key kube-scheduler supports
 NODE_NAME_FIELD = "metadata.name"
 #: taints the control plane mirrors from a node's state, which usher reads directly
@@ -163,9 +165,13 @@ class Term:
     def matches(self, name: str, labels: Mapping[str, str]) -> bool:
         if not self.expressions and not self.fields:
             return False
-        return all(r.matches(labels.get(r.key)) for r in self.expressions) and all(
-            r.matches(name) for r in self.fields
-        )
+        for r in self.expressions:
+            if not r.matches(labels.get(r.key)):
+                return False
+        for r in self.fields:
+            if not r.matches(name):
+                return False
+        return True
 
 
 @dataclass(slots=True, frozen=True)
@@ -225,7 +231,10 @@ class NodeConstraints:
         return max(seconds) if seconds and taint[2] == TaintEffect.NO_EXECUTE else None
 
     def selector_matches(self, labels: Mapping[str, str]) -> bool:
-        return all(labels.get(k) == v for k, v in self.node_selector)
+        for key, value in self.node_selector:
+            if labels.get(key) != value:
+                return False
+        return True
 
     def affinity_matches(self, name: str, labels: Mapping[str, str]) -> bool:
         return self.required is None or any(t.matches(name, labels) for t in self.required)
@@ -305,10 +314,10 @@ def _tolerations(raw: Any, problems: list[str]) -> tuple[Toleration, ...]:
             problems.append(f"{path}: key and value must be strings")
             continue
         op_text = item.get("operator") or TolerationOperator.EQUAL
-        if op_text not in TolerationOperator.__members__.values():
+        operator = _member(TolerationOperator, op_text)
+        if operator is None:
             problems.append(f"{path}.operator: {op_text!r} is not one of {_choices(TolerationOperator)}")
             continue
-        operator = TolerationOperator(op_text)
         if operator == TolerationOperator.EXISTS and value:
             problems.append(f"{path}.value: must be empty when the operator is Exists (got {value!r})")
             continue
@@ -316,14 +325,14 @@ def _tolerations(raw: Any, problems: list[str]) -> tuple[Toleration, ...]:
             problems.append(f"{path}.key: an empty key (every taint) needs the operator Exists")
             continue
         effect_text = item.get("effect") or None
-        if effect_text is not None and effect_text not in TaintEffect.__members__.values():
+        effect = _member(TaintEffect, effect_text)
+        if effect_text is not None and effect is None:
             problems.append(f"{path}.effect: {effect_text!r} is not one of {_choices(TaintEffect)} (or empty for all)")
             continue
         seconds = item.get("tolerationSeconds")
         if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
             problems.append(f"{path}.tolerationSeconds: {seconds!r} is not a whole number of seconds")
             continue
-        effect = TaintEffect(effect_text) if effect_text is not None else None
         # kube ignores tolerationSeconds unless the toleration can match a NoExecute taint
         if effect not in (None, TaintEffect.NO_EXECUTE):
             seconds = None
@@ -457,10 +466,10 @@ def _requirement(raw: Any, path: str, on_field: bool, problems: list[str]) -> Re
         problems.append(f"{path}.key: {key!r} is not supported (matchFields supports only {NODE_NAME_FIELD})")
         return None
     op_text = raw.get("operator")
-    if op_text not in SelectorOperator.__members__.values():
+    operator = _member(SelectorOperator, op_text)
+    if operator is None:
         problems.append(f"{path}.operator: {op_text!r} is not one of {_choices(SelectorOperator)}")
         return None
-    operator = SelectorOperator(op_text)
     if on_field and operator not in (SelectorOperator.IN, SelectorOperator.NOT_IN):
         problems.append(f"{path}.operator: {op_text!r} is not supported on {NODE_NAME_FIELD} (In, NotIn)")
         return None
@@ -489,6 +498,11 @@ def _integer(text: str) -> int | None:
     return int(text)
 
 
+def _member(enum: type[E], value: Any) -> E | None:
+    """The member of ``enum`` spelt ``value``; None for anything else (never raises)."""
+    return enum(value) if isinstance(value, str) and value in enum.__members__.values() else None
+
+
 def _kind(value: Any) -> str:
     return "nothing" if value is None else type(value).__name__
 
@@ -512,9 +526,9 @@ def node_taints(spec: Mapping[str, Any]) -> tuple[Taint, ...]:
         key, value, effect = item.get("key"), item.get("value") or "", item.get("effect")
         if not isinstance(key, str) or not key or not isinstance(value, str) or key in STATE_TAINTS:
             continue
-        if effect not in TaintEffect.__members__.values():
-            continue
-        out.append(Taint(key, value, str(TaintEffect(effect))))
+        known = _member(TaintEffect, effect)
+        if known is not None:
+            out.append(Taint(key, value, str(known)))
     return tuple(out)
 
 

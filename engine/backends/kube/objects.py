@@ -15,6 +15,9 @@ Conventions (documented for users in the README):
 - topology: ``usher/topology-required`` / ``usher/topology-preferred`` naming a level;
 - backfill: ``usher/estimate`` (a duration); ``usher/checkpoint-every``; ``usher/preemptible``;
 - operator state: ``usher/approved``, ``usher/hold``; usher writes ``usher/gpus`` at bind time.
+- node constraints (``constraints``): ``spec.nodeSelector``, required and preferred node affinity
+  and ``spec.tolerations``, against nodes' labels and ``spec.taints``, as kube-scheduler reads
+  them; pod affinity, pod anti-affinity and topology spread constraints are refused (a problem).
 - nodes: ``nvidia.com/gpu`` allocatable, label ``nvidia.com/gpu.product`` for the model,
   ``nvidia.com/gpu.memory`` (MiB, as GPU feature discovery writes it), annotation
   ``usher/nvlink`` (``0,1,2,3;4,5,6,7``) for NVLink islands, ``usher/gpu-health``
