@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from usher.engine.backends.kube.client import format_time, utcnow
 from usher.engine.backends.kube.rbac import QUEUES_CONFIGMAP, QUEUES_CONFIG_KEY, USHER_NAMESPACE
 from usher.engine.backends.kube.objects import (
     GPU_RESOURCE,
@@ -36,7 +37,9 @@ def seconds(value: float) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".") + "s"
 
 
-def node_object(spec: NodeSpec) -> dict[str, Any]:
+def node_object(spec: NodeSpec, now: str | None = None) -> dict[str, Any]:
+    """The Node a kubelet registers for ``spec``; its conditions were last heard of at ``now``
+    (RFC 3339; default: the wall clock's now)."""
     labels = {k: str(v) for k, v in spec.labels.items()}
     if spec.gpu_model:
         labels[Label.GPU_PRODUCT.value] = spec.gpu_model
@@ -62,7 +65,7 @@ def node_object(spec: NodeSpec) -> dict[str, Any]:
         "status": {
             "capacity": dict(allocatable),
             "allocatable": allocatable,
-            "conditions": node_conditions(),
+            "conditions": node_conditions(now or format_time(utcnow())),
             "addresses": [{"type": "InternalIP", "address": _node_ip(spec.name)}, {"type": "Hostname", "address": spec.name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": node_info(spec.name),
@@ -92,7 +95,7 @@ def node_info(name: str) -> dict[str, str]:
     }
 
 
-def node_conditions(now: str = "1970-01-01T00:00:00Z") -> list[dict[str, Any]]:
+def node_conditions(now: str) -> list[dict[str, Any]]:
     """A healthy kubelet's conditions: no memory, disk or PID pressure, and Ready."""
     def cond(type_: str, status: str, reason: str, message: str) -> dict[str, Any]:
         return {"type": type_, "status": status, "lastHeartbeatTime": now, "lastTransitionTime": now,

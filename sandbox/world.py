@@ -227,8 +227,14 @@ class World:
                     await self._evict(name)
         elif action in (Action.FAIL, Action.RECOVER):
             ready = "True" if action == Action.RECOVER else "False"
-            patch = {"status": {"conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady" if ready == "True" else "NodeFailed"}]}}
-            await self._req("PATCH", f"/api/v1/nodes/{ev.node}/status", patch, "application/merge-patch+json", ok=(404,))
+            now = format_time(utcnow())
+            message = "kubelet is posting ready status" if ready == "True" else "Kubelet stopped posting node status."
+            reason = "KubeletReady" if ready == "True" else "NodeStatusUnknown"
+            ready_condition = {"type": "Ready", "status": ready if ready == "True" else "Unknown", "reason": reason,
+                               "message": message, "lastHeartbeatTime": now, "lastTransitionTime": now}
+            # a strategic merge patch merges conditions by type: the pressure conditions stay
+            patch = {"status": {"conditions": [ready_condition]}}
+            await self._req("PATCH", f"/api/v1/nodes/{ev.node}/status", patch, "application/strategic-merge-patch+json", ok=(404,))
             if action == Action.FAIL:
                 for name in self._pods_on(ev.node):
                     await self._lose(name)

@@ -72,7 +72,8 @@ async def run_headless(args: argparse.Namespace) -> int:
     health.set_not_ready("listing nodes and pods")
     port = await health.start(args.metrics_host, args.metrics_port)
     ctrl = KubeController(
-        client, identity=identity(), policy=args.policy, metrics=metrics, schedule=not args.readonly, readonly=args.readonly
+        client, identity=identity(), policy=args.policy, metrics=metrics, schedule=not args.readonly, readonly=args.readonly,
+        health=health,
     )
     log.info("usher %s against %s; metrics on :%d", ctrl.identity, client.host, port)
     cancel_on_signals()

@@ -363,3 +363,34 @@ async def test_a_node_added_while_a_gang_binds_does_not_evict_the_gang(sb):
 async def _bound_any(sb: UsherOnSandbox, name: str) -> bool:
     p = await sb.get(f"{PODS}/{name}")
     return bool(p and p["spec"].get("nodeName"))
+
+
+# ---------------------------------------------------------------- the sandbox fails as a cluster does
+
+
+async def test_a_failed_node_reports_ready_unknown_and_keeps_its_other_conditions(tmp_path):
+    from harness import Cluster, scenario_of
+
+    c = Cluster(scenario_of("""
+        name: node-failure
+        nodes: [{name: n1, gpus: 8}]
+        queues: [{name: q, quota: {gpu: 8}}]
+        jobs: []
+        events: [{at: 10, action: fail, node: n1}, {at: 20, action: recover, node: n1}]
+    """), tmp_path)
+    await c.start()
+    try:
+        def conditions() -> dict[str, dict]:
+            obj = c.server.store.get("nodes", "n1")
+            return {cond["type"]: cond for cond in obj["status"]["conditions"]}
+
+        healthy = conditions()
+        assert healthy["Ready"]["status"] == "True" and not healthy["Ready"]["lastHeartbeatTime"].startswith("1970")
+        await c.play(until=10)
+        failed = conditions()
+        assert failed["Ready"]["status"] == "Unknown" and failed["Ready"]["reason"] == "NodeStatusUnknown"
+        assert {"MemoryPressure", "DiskPressure", "PIDPressure"} <= failed.keys()
+        await c.play(until=20)
+        assert conditions()["Ready"]["status"] == "True" and len(conditions()) == 4
+    finally:
+        await c.stop()

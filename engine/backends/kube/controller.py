@@ -49,9 +49,11 @@ from .client import (
     NotFound,
     ObjectRef,
 )
+from .connection import Connection, connection_of
+from .health import HealthServer
 from .informer import DeltaType, Informer
 from .lease import LeaderElector
-from .metrics import ControllerMetrics, ErrorKind
+from .metrics import ControllerMetrics, ErrorKind, queued_since
 from .mirror import Gang, Mirror
 from .objects import (
     LIMIT_FIELDS,
@@ -137,6 +139,7 @@ class KubeController:
         elect: bool = True,
         readonly: bool = False,
         status_interval: float = STATUS_INTERVAL,
+        health: HealthServer | None = None,
     ) -> None:
         self.client = client
         self.identity = identity
@@ -148,6 +151,8 @@ class KubeController:
         #: False for the console: it mirrors the cluster and sends commands, never binds
         self.schedules = schedule
         self.status_interval = status_interval
+        #: what ``/readyz`` reports (``usher --no-ui``): role, API contact, the last good tick
+        self.health = health
         self.elector = (
             LeaderElector(client, namespace, LEADER_LEASE, identity, lease_duration=lease_duration, on_change=self._leadership_changed)
             if elect and schedule
@@ -191,6 +196,11 @@ class KubeController:
         if not self.schedules:
             return False
         return self.elector is None or self.elector.is_leader
+
+    @property
+    def connection(self) -> Connection:
+        """How current the mirror is: live, reconnecting or stale (from the informers)."""
+        return connection_of(self.informers, time.time())
 
     def _leadership_changed(self, leading: bool) -> None:
         log.info("%s %s the lease", self.identity, "holds" if leading else "lost")
@@ -293,6 +303,8 @@ class KubeController:
             while True:
                 try:
                     await self._tick()
+                    if self.health is not None:
+                        self.health.cycle_done()
                 except Exception:  # the loop outlives any one failure
                     self.metrics.controller_error(ErrorKind.CYCLE)
                     log.exception("a controller tick failed; going on with the next")
@@ -342,6 +354,10 @@ class KubeController:
                 await self._command(self.commands.get_nowait(), now)
             leader = self.is_leader
             self.metrics.set_leader(leader)
+            if self.health is not None:
+                self.health.set_role(leader)
+                connection = self.connection
+                self.health.api_contact(connection.live, None if connection.live else f"the watches are {connection.state}")
             if leader and not self.paused:
                 await self._tear_down()
                 await self._schedule()
@@ -517,6 +533,8 @@ class KubeController:
                 await self._undo_binds(gang, jobs, errors)
             else:
                 log.info("bind %s: %s", gang.key, ", ".join(sorted({n for _, n, _ in jobs}, key=natural_key)))
+                if decision.starts_work:
+                    self.metrics.job_started(decision.job.queue, self.clock() - queued_since(decision.job))
         finally:
             gang.binding = False
             self._busy -= 1
@@ -786,10 +804,8 @@ class KubeController:
     # -- metrics and idleness --------------------------------------------------------------
 
     def _update_gauges(self) -> None:
-        st = self.state
-        for name, q in st.queues.items():
-            self.metrics.set_queue(name, len(q.pending), len(st.running_by_queue.get(name, ())))
-        self.metrics.set_gpus(st.schedulable_used_milli / MILLI, st.schedulable_gpu_count)
+        waiting = [g.reason for g in self.mirror.gangs.values() if g.reason is not None and g.unbound()]
+        self.metrics.observe_state(self.state, self.clock(), waiting)
 
     @property
     def idle(self) -> bool:
