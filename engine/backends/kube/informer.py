@@ -19,6 +19,26 @@ Resuming without losing or repeating a change:
   cache, including a DELETED (with the last state seen) for each object that vanished while the
   informer was not watching.
 
+Outages and restarts of the API server:
+
+- a watch from a resourceVersion the server has not reached (it restarted on a wiped etcd, so
+  its resourceVersions started again from low numbers) is answered ``504 Too large resource
+  version``: the informer lists again (after the backoff), so objects of the old world are
+  DELETED and those of the new one ADDED; an object under a known name with a new uid is a new
+  object even if its resourceVersion happens to equal the cached one's;
+- after an outage longer than ``relist_after`` (no good answer from the server that long) the old
+  resourceVersion is not trusted: the informer lists again instead of resuming (a wiped store
+  may already have passed it, and the server's watch history is short anyway);
+- a stream that stalls (open but silent) is ended by the client's read timeout, a little past
+  ``timeoutSeconds``, and counts as a failure.
+
+Connection health, for the console and readiness: :attr:`Informer.connected` is true from a
+successful list, an accepted watch or an event until an attempt fails (or the server says the
+cache must be rebuilt); :attr:`Informer.last_contact` is the ``clock`` time the cache was last
+known current (a list, an accepted watch, an event, a stream ended in good order), and
+:meth:`Informer.since_disconnected` how long ago that was while not connected.
+:func:`usher.engine.backends.kube.connection.connection_of` sums these up over informers.
+
 Failures back off exponentially with jitter (capped), and a 429 waits its ``Retry-After``. A
 stream that delivered something (or ran for most of its ``timeoutSeconds``) is resumed at once;
 one that delivered nothing counts as a failure, so a server that closes every watch at once is
@@ -38,6 +58,7 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from .client import (
+    ApiError,
     Backoff,
     Gone,
     KubeClient,
@@ -79,6 +100,20 @@ def _uid(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("uid", ""))
 
 
+RELIST_AFTER = 30.0
+"""Seconds without an answer from the server after which the informer lists again rather than
+resuming from its resourceVersion (kube-apiserver keeps at least 75 s of watch history)."""
+
+
+def is_too_large(error: KubeError) -> bool:
+    """The server has not reached the resourceVersion asked for (504 ResourceVersionTooLarge)."""
+    if not isinstance(error, ApiError) or error.code != 504:
+        return False
+    if any(cause.get("reason") == "ResourceVersionTooLarge" for cause in error.causes):
+        return True
+    return "too large resource version" in error.message.lower()
+
+
 class Informer:
     """List-then-watch one collection, keep a cache and report every change to ``on_event``.
 
@@ -86,6 +121,8 @@ class Informer:
     on the list counts as an empty list (so the informer still syncs) and is asked again later.
     ``watch_timeout`` is the server-side length of one watch, randomised up to twice as long.
     ``sleep`` is how the informer waits between attempts (injectable, so tests see the pauses).
+    ``clock`` (wall time by default) stamps :attr:`last_contact`; ``relist_after`` is how long
+    without contact makes it list again rather than resume.
     """
 
     def __init__(
@@ -101,6 +138,8 @@ class Informer:
         watch_timeout: int = 300,
         backoff: Backoff | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.time,
+        relist_after: float = RELIST_AFTER,
     ) -> None:
         self.path = path
         self.has_synced = asyncio.Event()
@@ -114,6 +153,13 @@ class Informer:
         self._watch_timeout = watch_timeout
         self._backoff = backoff or Backoff(base=0.2, cap=30.0)
         self._sleep = sleep
+        self._clock = clock
+        self._relist_after = relist_after
+        self.connected = False
+        """Whether the cache is being kept current: a list or watch succeeded and no attempt has
+        failed since."""
+        self.last_contact = clock()
+        """When the cache was last known current (``clock`` time); the informer's creation until then."""
         self._cache: dict[str, Obj] = {}
         self._quiet = 0
         self._task: asyncio.Task[None] | None = None
@@ -122,6 +168,14 @@ class Informer:
     def cache(self) -> Mapping[str, Obj]:
         """The objects as last seen, by key (read-only)."""
         return MappingProxyType(self._cache)
+
+    def since_disconnected(self) -> float | None:
+        """Seconds since the last contact while not connected; None while connected."""
+        return None if self.connected else max(0.0, self._clock() - self.last_contact)
+
+    def _contact(self) -> None:
+        self.last_contact = self._clock()
+        self.connected = True
 
     async def run(self) -> None:
         """List, then watch and re-watch until :meth:`stop` (or cancellation)."""
@@ -140,6 +194,12 @@ class Informer:
     async def _attempt(self) -> float | None:
         """List if needed, then watch until the stream ends. Returns how long to wait before the
         next attempt when that is not up to the backoff (a Retry-After; a resource not served)."""
+        if self.resource_version and not self.connected and self._clock() - self.last_contact > self._relist_after:
+            log.info(
+                "%s: no contact with the API server for %.0fs; listing again rather than resuming from %s",
+                self.path, self._clock() - self.last_contact, self.resource_version,
+            )
+            self.resource_version = ""
         try:
             if not self.resource_version and not await self._relist():
                 return self._backoff.cap
@@ -148,6 +208,14 @@ class Informer:
             log.info("%s: resourceVersion %s is too old; listing again", self.path, self.resource_version)
             self.resource_version = ""
         except KubeError as exc:
+            if is_too_large(exc):
+                # the server is behind the resourceVersion we hold: it lost its store (or this is
+                # another server); what we cached may be of another world, so list it again
+                log.warning("%s: %s; the API server's store was reset? listing again", self.path, exc)
+                self.resource_version = ""
+                self.connected = False
+                return None
+            self.connected = False
             # a stream that broke after delivering something is routine (proxies, restarts)
             log.log(logging.INFO if self._quiet == 0 else logging.WARNING, "%s: %s", self.path, exc)
             if isinstance(exc, TooManyRequests):
@@ -173,9 +241,11 @@ class Informer:
                 raise
             log.info("%s is not served; treating it as empty and asking again later", self.path)
             self._replace([])
+            self._contact()
             return False
         self._replace(listed.items)
         self.resource_version = listed.resource_version
+        self._contact()
         return True
 
     def _replace(self, items: Objs) -> None:
@@ -195,16 +265,19 @@ class Informer:
             label_selector=self._label_selector,
             field_selector=self._field_selector,
             timeout_seconds=timeout,
+            on_open=self._contact,
         )
         started = time.monotonic()
         async with aclosing(events):
             async for event in events:
                 self._handle(event)
+        self._contact()  # the server ended the stream in good order
         if time.monotonic() - started >= timeout / 2:
             self._quiet = 0  # a quiet stream that lasted its time is healthy too
 
     def _handle(self, event: WatchEvent) -> None:
         self._quiet = 0
+        self._contact()
         if event.type is WatchEventType.DELETED:
             self._remove(object_key(event.object), event.object)
         elif event.type is not WatchEventType.BOOKMARK:
@@ -214,7 +287,7 @@ class Informer:
     def _upsert(self, obj: Obj) -> None:
         key = object_key(obj)
         cached = self._cache.get(key)
-        if cached is not None and _resource_version(cached) == _resource_version(obj):
+        if cached is not None and _resource_version(cached) == _resource_version(obj) and _uid(cached) == _uid(obj):
             return
         if cached is not None and _uid(cached) != _uid(obj):
             self._remove(key, cached)

@@ -1,0 +1,66 @@
+"""How well the controller is in touch with the API server, summed up over its informers.
+
+Each :class:`~usher.engine.backends.kube.informer.Informer` says whether its cache is being kept
+current (``connected``) and when it last was (``last_contact``, wall-clock seconds).
+:func:`connection_of` turns those into one :class:`Connection` for the console's header and for
+``/readyz``:
+
+- ``live``: every informer is connected;
+- ``reconnecting``: some informer lost contact, less than ``stale_after`` seconds ago, and is
+  trying again (after an API server restart the informers resume or list again by themselves);
+- ``stale``: contact was lost longer ago than that; what is shown is as of ``since``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+STALE_AFTER = 30.0
+"""Seconds without contact after which reconnecting becomes stale."""
+
+
+class ConnectionState(StrEnum):
+    LIVE = "live"
+    RECONNECTING = "reconnecting"
+    STALE = "stale"
+
+
+class HasContact(Protocol):
+    @property
+    def connected(self) -> bool: ...
+
+    @property
+    def last_contact(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """``since``: when contact was lost (live: the latest contact); ``last_contact``: the latest
+    moment any informer was in contact."""
+
+    state: ConnectionState
+    since: float
+    last_contact: float
+
+    @property
+    def live(self) -> bool:
+        return self.state is ConnectionState.LIVE
+
+    def seconds_without_contact(self, now: float) -> float:
+        """How long since contact was lost (0 while live)."""
+        return 0.0 if self.live else max(0.0, now - self.since)
+
+
+def connection_of(informers: Iterable[HasContact], now: float, stale_after: float = STALE_AFTER) -> Connection:
+    """The connection as the informers see it, at wall-clock time ``now``."""
+    informers = list(informers)
+    latest = max((inf.last_contact for inf in informers), default=now)
+    lost = [inf.last_contact for inf in informers if not inf.connected]
+    if not lost:
+        return Connection(ConnectionState.LIVE, latest, latest)
+    since = min(lost)
+    state = ConnectionState.STALE if now - since > stale_after else ConnectionState.RECONNECTING
+    return Connection(state, since, latest)
