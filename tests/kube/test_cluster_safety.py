@@ -163,9 +163,10 @@ async def _running(sb: UsherOnSandbox, n: int) -> bool:
 
 
 async def _condition(sb: UsherOnSandbox, name: str) -> dict | None:
+    """The pod's PodScheduled=False condition, once usher has seen its whole gang."""
     p = await sb.get(f"{PODS}/{name}")
     c = scheduled(p) if p else None
-    return c if c is not None and c["status"] == "False" else None
+    return c if c is not None and c["status"] == "False" and not c["message"].startswith("WaitingForGangMembers") else None
 
 
 # ---------------------------------------------------------------- 6. autoscalers
@@ -183,6 +184,34 @@ async def test_only_pods_that_wait_for_capacity_say_unschedulable(sb):
     # Cluster Autoscaler and Karpenter act on reason Unschedulable: capacity yes, quota never
     assert capacity["reason"] == "Unschedulable" and capacity["message"].startswith("InsufficientCapacity: ")
     assert quota["reason"] in ("ExceedsQuota", "WaitingForQuota") and quota["message"].startswith(quota["reason"] + ": ")
+
+
+async def test_taints_node_selectors_and_required_affinity_are_honoured(sb):
+    await sb.create("/api/v1/nodes", node("gpu-1", labels={"pool": "train"}))
+    await sb.create("/api/v1/nodes", node("gpu-2", labels={"pool": "train"},
+                                          taints=[{"key": "gpu", "value": "reserved", "effect": "NoSchedule"}]))
+    await sb.create("/api/v1/nodes", node("gpu-3", labels={"pool": "serve"}))
+    await sb.start_usher(sb.tmp)
+    # two 8-GPU pods for the train pool: gpu-2 is tainted, so only gpu-1 can take one
+    for i in range(2):
+        await sb.create(PODS, gang_pod(f"sel-{i}", "sel", 2, 8, nodeSelector={"pool": "train"}))
+    c = await sb.until(lambda: _condition(sb, "sel-0"), "sel-0 says why it waits")
+    assert c["reason"] == "Unschedulable"
+    assert "1 node has a taint the pod does not tolerate (gpu=reserved:NoSchedule)" in c["message"], c["message"]
+    # the same gang tolerating the taint, with required affinity instead of a selector
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["train"]}]}]}}}
+    tolerate = [{"key": "gpu", "operator": "Equal", "value": "reserved", "effect": "NoSchedule"}]
+    for i in range(2):
+        await sb.create(PODS, gang_pod(f"tol-{i}", "tol", 2, 8, affinity=affinity, tolerations=tolerate))
+
+    async def placed() -> dict[str, str] | None:
+        pods = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in await sb.all_pods()}
+        return pods if pods.get("tol-0") and pods.get("tol-1") else None
+
+    where = await sb.until(placed, "the tolerating gang is bound")
+    assert {where["tol-0"], where["tol-1"]} == {"gpu-1", "gpu-2"}
+    assert not where.get("sel-0") and not where.get("sel-1")
 
 
 async def test_a_pod_with_an_unsupported_constraint_waits_with_the_field_named(sb):

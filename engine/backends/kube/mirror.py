@@ -31,6 +31,7 @@ from ...policy.placement import pick_shared_gpu, pick_whole_gpus
 from ...policy.registry import Policy
 from ...scenario import Scenario
 from ...state import MILLI, AuditEntry, ClusterState, Job, Node, PodGroup, PodPlacement
+from .constraints import group_constraints
 from .objects import Holding, NodeView, Phase, PodView, natural_key
 
 DEFAULT_QUEUE = "default"
@@ -309,7 +310,10 @@ class Mirror:
             elif first.topology_preferred:
                 mode, level = TopologyMode.PREFERRED, state.levels.index(first.topology_preferred)
             pod_groups.append(
-                PodGroup(f"g{gi}", len(names), first.gpu_milli, first.cpu, first.memory, first.models, mode, level)
+                PodGroup(
+                    f"g{gi}", len(names), first.gpu_milli, first.cpu, first.memory, first.models, mode, level,
+                    **group_constraints(first.constraints, state.nodes),
+                )
             )
         first = views[0]
         job = Job(
@@ -428,6 +432,7 @@ class Mirror:
                 cpu=view.cpu,
                 memory=view.memory,
                 out_of_service=frozenset(view.unhealthy),
+                taints=view.taints,
             )
             state.add_node(node)
             node.cordoned, node.failed = view.unschedulable, not view.ready
