@@ -17,7 +17,11 @@ controllers (:mod:`.controllers`). The storage semantics are those of
   (or synthetic ``ADDED`` events for the current state when none is given), with bookmarks
   (``allowWatchBookmarks``) every ``bookmark_interval`` seconds, ``timeoutSeconds``, selectors,
   ``sendInitialEvents``, and an ``ERROR`` event carrying a ``410 Expired`` Status when the
-  resourceVersion is too old (an HTTP 200 stream, as the real server answers);
+  resourceVersion is too old (an HTTP 200 stream, as the real server answers). A list or watch
+  from a resourceVersion the store has not reached yet waits up to ``too_large_wait`` seconds for
+  it (the watch cache's 3 s), then fails with ``504 Timeout: Too large resource version`` (cause
+  ``ResourceVersionTooLarge``, ``retryAfterSeconds: 1``), a watch as an ``ERROR`` event; this is
+  what a client sees from an API server restarted on a wiped etcd;
 - binding (sets ``spec.nodeName``, copies the Binding's annotations, sets ``PodScheduled``;
   ``409`` when the pod is already bound) and eviction (honours PodDisruptionBudgets: ``429``
   when an eviction would violate one). PDB status is kept current, as the disruption
@@ -90,6 +94,8 @@ KUBERNETES_VERSION = "v1.32.0"
 _JSON = "application/json"
 _TABLE_CONTENT_TYPE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 _NOT_FOUND = "the server could not find the requested resource"
+TOO_LARGE_WAIT = 3.0
+"""How long kube-apiserver's watch cache waits for a resourceVersion it has not seen (blockTimeout)."""
 
 
 # --------------------------------------------------------------------------- faults and the request log
@@ -104,6 +110,9 @@ class FaultKind(StrEnum):
     """Wait ``delay`` seconds, then serve the request normally."""
     HANG = "hang"
     """Never answer: the request stays open until the client gives up."""
+    STALL = "stall"
+    """A watch's stream starts (``200``) and then nothing comes, no events, no bookmarks, not even
+    its end at ``timeoutSeconds``: a peer that went away without closing the connection."""
     DROP = "drop"
     """Close the connection: a watch after ``after_events`` events, any other request at once."""
 
@@ -684,6 +693,8 @@ class FakeApiServer:
         self.tokens: set[str] | None = set(tokens) if tokens is not None else None
         """Accepted bearer tokens; ``None`` or empty: no authentication. Change it at any time."""
         self.bookmark_interval = bookmark_interval
+        self.too_large_wait = TOO_LARGE_WAIT
+        """How long a list or watch from a resourceVersion the store has not reached waits for it."""
         self.faults: list[Fault] = []
         self.forbidden: set[tuple[str, str, str]] = set()
         """(verb, resource, subresource) triples denied with 403; see :meth:`forbid`."""
@@ -811,6 +822,8 @@ class FakeApiServer:
         return None
 
     async def _answer(self, request: Request, watch: bool, fault: Fault | None) -> Response:
+        if fault is not None and fault.kind is FaultKind.STALL and watch:
+            return Response(200, {"content-type": _JSON}, stream=_silence())
         if fault is not None and fault.kind is not FaultKind.DROP:
             await self._apply_fault(fault, watch)
         elif fault is not None and not watch:
@@ -906,6 +919,8 @@ class FakeApiServer:
         status = Subresource.STATUS if target.sub is Sub.STATUS else None
         if target.verb in (Verb.UPDATE, Verb.PATCH) and status is None:
             self._admit_write(request, rt, target)
+        if target.verb in (Verb.LIST, Verb.WATCH):
+            await self._wait_for_version(request, target.verb)
         match target.verb:
             case Verb.LIST:
                 return self._list(request, rt, target.namespace)
@@ -1018,15 +1033,7 @@ class FakeApiServer:
             raise ApiError.bad_request("specifying resource version is not allowed when using continue")
         wanted, current = parse_resource_version(text), self.store.resource_version
         if wanted > current:
-            raise ApiError(
-                504,
-                Reason.TIMEOUT,
-                f"Too large resource version: {wanted}, current: {current}",
-                {
-                    "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
-                    "retryAfterSeconds": 1,
-                },
-            )
+            raise _too_large(wanted, current)
         if request.param("resourceVersionMatch") == "Exact" and wanted not in (0, current):
             raise ApiError.expired(f"too old resource version: {wanted} ({current})")
 
@@ -1037,10 +1044,27 @@ class FakeApiServer:
         body = table(rt, items, self.store.clock(), include, meta)
         return Response.json(200, body, {"content-type": _TABLE_CONTENT_TYPE})
 
+    async def _wait_for_version(self, request: Request, verb: Verb) -> None:
+        """Give the store up to ``too_large_wait`` seconds to reach the resourceVersion asked for,
+        as the watch cache does before it answers "Too large resource version"."""
+        text = request.param("resourceVersion")
+        if not text or request.param("continue"):
+            return
+        if verb is Verb.WATCH and (request.param("sendInitialEvents") or "").lower() == "true":
+            return
+        wanted = parse_resource_version(text)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.too_large_wait
+        while self.store.resource_version < wanted and loop.time() < deadline:
+            await asyncio.sleep(min(0.02, max(0.0, deadline - loop.time())))
+
     def _watch(self, request: Request, rt: ResourceType, namespace: str | None, drop_after: int | None) -> Response:
         flt = self._filter(request, rt, namespace)
         initial = (request.param("sendInitialEvents") or "").lower() == "true"
         version = "" if initial else request.param("resourceVersion")
+        wanted, current = parse_resource_version(version), self.store.resource_version
+        if wanted > current:
+            raise _WatchExpired(_too_large(wanted, current))
         try:
             subscription = self.store.subscribe(rt, flt, version)
         except ApiError as error:
@@ -1212,10 +1236,30 @@ class _WatchOptions:
 
 
 class _WatchExpired(ApiError):
-    """A watch that cannot start: answered as an HTTP 200 stream holding one ERROR event."""
+    """A watch that cannot start (too old or too large a resourceVersion): answered as an HTTP 200
+    stream holding one ERROR event."""
 
     def __init__(self, error: ApiError) -> None:
         super().__init__(error.code, error.reason, error.message, error.details)
+
+
+def _too_large(wanted: int, current: int) -> ApiError:
+    """kube-apiserver's ``NewTooLargeResourceVersionError``: a 504 Timeout with its cause."""
+    return ApiError(
+        504,
+        Reason.TIMEOUT,
+        f"Timeout: Too large resource version: {wanted}, current: {current}",
+        {
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        },
+    )
+
+
+async def _silence() -> AsyncIterator[bytes]:
+    """A stream that never sends anything and never ends (until the connection goes)."""
+    await asyncio.Event().wait()
+    yield b""
 
 
 def _error_event(error: ApiError) -> bytes:

@@ -550,6 +550,7 @@ class KubeClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         timeout_seconds: int = 300,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[WatchEvent]:
         """Changes under a collection path after ``resource_version``, bookmarks included.
 
@@ -557,7 +558,8 @@ class KubeClient:
         resourceVersion seen); a broken or silent connection raises :class:`ClusterUnreachable`;
         a resourceVersion too old to resume from raises :class:`Gone`, whether the server says
         so with HTTP 410 or with an ERROR event. Close the iterator (``contextlib.aclosing``)
-        to stop watching early.
+        to stop watching early. ``on_open`` is called once the server has accepted the watch
+        (its response began), which on a quiet collection may be long before the first event.
         """
         params = _selectors(label_selector, field_selector) | {
             "watch": "true",
@@ -574,6 +576,8 @@ class KubeClient:
             if not response.is_success:
                 await response.aread()
                 raise _response_error(response)
+            if on_open is not None:
+                on_open()
             async for line in response.aiter_lines():
                 if line.strip():
                     yield _watch_event(line)
