@@ -11,6 +11,12 @@ Keys follow k9s: ``:`` command mode (``:queues``, ``:jobs``, ``:nodes``, ``:topo
 selected row. Every binding has an id (``keys.BindingId``) and can be remapped in
 ``~/.config/usher/keys.yaml``. ``--readonly`` removes every action that changes anything; on a
 cluster, actions the operator's RBAC forbids are shown disabled with the reason.
+
+On a cluster the header says ``live`` while every informer is in touch with the API server;
+when contact is lost it says ``reconnecting (12s)``, then, past ``connection.STALE_AFTER``,
+``stale since 14:02:07``, and the views are dimmed: what they show is as of that moment. The
+informers reconnect (resuming, or listing again) by themselves, and the header goes back to
+``live`` once they have.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from usher.engine.controller import Command
 from usher.engine.core import CommandError
 from usher.engine.enums import Action, JobState
 from usher.engine.state import INF, MILLI
+from usher.engine.backends.kube.connection import Connection, ConnectionState, connection_of
 from usher.engine.whatif import drain_impact, preempt_impact, quota_preview
 
 from .dialogs import ConfirmDialog, QuotaDialog, QuotaEdit, TextScreen
@@ -43,6 +50,7 @@ from .model import (
     ConsoleModel,
     JobRow,
     RunState,
+    link_text,
     moment,
     span,
     state_version,
@@ -115,6 +123,11 @@ STATE_TONE = {
 class UsherApp(App[int]):
     TITLE = "usher"
     CSS_PATH = "usher.tcss"
+    CSS = """
+    #views.-stale {
+        opacity: 55%;
+    }
+    """
     COMMANDS = App.COMMANDS | {UsherCommands}
     ENABLE_COMMAND_PALETTE = True
     AUTO_FOCUS = None
@@ -293,9 +306,21 @@ class UsherApp(App[int]):
 
     # -- the header, the status line -------------------------------------------------------
 
+    def connection(self) -> Connection | None:
+        """How a cluster controller is in touch with its API server (None for a replay)."""
+        if self.is_replay:
+            return None
+        connection = getattr(self.controller, "connection", None)
+        if connection is None and getattr(self.controller, "informers", None):
+            connection = connection_of(self.controller.informers, time.time())
+        return connection
+
     def run_state(self) -> RunState:
         if not self.is_replay:
-            return RunState.LIVE
+            connection = self.connection()
+            if connection is None or connection.live or not self._synced():
+                return RunState.LIVE
+            return RunState.STALE if connection.state is ConnectionState.STALE else RunState.RECONNECTING
         if self.controller.done:
             return RunState.FINISHED
         return RunState.PAUSED if self.controller.paused or not self.live else RunState.RUNNING
@@ -308,7 +333,13 @@ class UsherApp(App[int]):
         t.append(f"{moment(now)}  ")
         rs = self.run_state()
         speed = getattr(self.controller, "speed", None)
-        t.append(str(rs) + (f" ×{speed:g}" if rs == RunState.RUNNING and speed else ""))
+        connection = self.connection() if rs in (RunState.RECONNECTING, RunState.STALE) else None
+        if connection is not None:
+            theme = self.current_theme
+            colour = theme.error if rs == RunState.STALE else theme.warning
+            t.append(f" {link_text(rs, connection.since, time.time())} ", Style(bold=True, reverse=True, color=colour))
+        else:
+            t.append(str(rs) + (f" ×{speed:g}" if rs == RunState.RUNNING and speed else ""))
         t.append(f"   view: {self.view}")
         flt = self.filters.get(self.view)
         if flt:
@@ -316,9 +347,12 @@ class UsherApp(App[int]):
         if self.readonly:
             t.append("   ")
             t.append(" READ-ONLY ", Style(bold=True, reverse=True, color=self.current_theme.warning))
-        if not self.is_replay and not getattr(self.controller, "synced", asyncio.Event()).is_set():
+        if not self.is_replay and not self._synced():
             t.append("   connecting…", Style(dim=True))
         return t
+
+    def _synced(self) -> bool:
+        return getattr(self.controller, "synced", asyncio.Event()).is_set()
 
     def set_status(self, text: str, tone: str = "") -> None:
         theme = self.current_theme
@@ -336,6 +370,8 @@ class UsherApp(App[int]):
         if bar != self._bar:
             self._bar = bar
             self.query_one("#bar", Static).update(bar)
+        stale = self.run_state() in (RunState.RECONNECTING, RunState.STALE)
+        self.query_one("#views").set_class(stale, "-stale")
         now = self.controller.now
         telemetry = getattr(self.controller, "telemetry", None)
         key = (

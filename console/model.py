@@ -45,12 +45,25 @@ def gpus(milli: float) -> str:
 
 
 class RunState(StrEnum):
-    """What the replay or the controller loop is doing, for the header."""
+    """What the replay or the controller loop is doing, for the header; on a cluster, whether
+    what is shown is current (``live``) or the API server is out of reach."""
 
     RUNNING = "running"
     PAUSED = "paused"
     FINISHED = "finished"
     LIVE = "live"
+    RECONNECTING = "reconnecting"
+    STALE = "stale"
+
+
+def link_text(state: RunState, since: float, now: float) -> str:
+    """The header's word for a cluster connection: ``live``, ``reconnecting (12s)`` while contact
+    was lost only recently, ``stale since 14:02:07`` (UTC, as the header's clock) after that."""
+    if state is RunState.RECONNECTING:
+        return f"reconnecting ({format_duration(float(int(max(0.0, now - since))))})"
+    if state is RunState.STALE:
+        return f"stale since {moment(since)}"
+    return str(state)
 
 
 @dataclass(slots=True, frozen=True)
