@@ -115,6 +115,32 @@ async def test_bind_failures_dropped_watches_and_410s_lose_nothing(cluster):
     assert successful_binds(c).total() >= total
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_cut_connections_and_5xx_on_binds_and_evictions_lose_nothing(cluster, seed):
+    c = await cluster(SCENARIO + "  - {at: 60, action: drain, node: n-01}\n  - {at: 250, action: uncordon, node: n-01}\n")
+    # connections cut under binds (the client's five tries sometimes all fail: the gang is
+    # rolled back) and under evictions, and evictions answered 503 (retried, or failed and
+    # tried again by the teardown)
+    binds = c.server.inject(FaultKind.DROP, path="*/pods/*/binding", probability=0.45)
+    cut = c.server.inject(FaultKind.DROP, path="*/pods/*/eviction", probability=0.3)
+    busy = c.server.inject(FaultKind.ERROR, path="*/pods/*/eviction", status=503, probability=0.3)
+    for i, f in enumerate((binds, cut, busy)):
+        f.rng = random.Random(seed * 100 + i)
+    ctrl = await c.controller()
+    ctrl.eviction_retry = 0.0
+    await c.settle()
+    while (t := c.world.next_time()) is not None:
+        c.clock.t = t
+        await c.world.step(t)
+        await c.settle()
+        assert_no_partial_gang(c)
+        assert_no_gpu_twice(c)
+    total = sum(p.count for j in c.scenario.jobs for p in j.pods)
+    assert len(c.world.finished) == total
+    assert binds.fired > 0 and cut.fired + busy.fired > 0
+    assert ctrl.state.running == set() and not c.tasks[-1].done()
+
+
 async def test_a_controller_killed_at_random_points_rebuilds_and_finishes_the_work(cluster):
     c = await cluster()
     rng = random.Random(7)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -171,8 +172,9 @@ class KubeController:
         self._written: dict[str, _Written] = {}
         #: pods we evicted and have not yet seen go, by uid: (their node, their key, set when gone)
         self._gone_waiters: dict[str, tuple[str | None, str, asyncio.Event]] = {}
-        #: when a teardown last asked to evict each pod, by uid
+        #: when a teardown last asked to evict each pod (monotonic seconds), by uid
         self._evict_tried: dict[str, float] = {}
+        self.eviction_retry = EVICTION_RETRY
         self._bind_slots = asyncio.Semaphore(BIND_CONCURRENCY)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_status = 0.0
@@ -629,14 +631,14 @@ class KubeController:
     async def _tear_down(self) -> None:
         """Evict what is left of every gang being torn down (a lost member, a rollback, an
         eviction that failed before), so no gang stays half-running."""
-        now = self.clock()
+        now = time.monotonic()
         for gang in self.mirror.teardowns():
             pods = [
                 v
                 for v in gang.bound()
                 if not v.terminating
                 and v.uid not in self._gone_waiters
-                and now - self._evict_tried.get(v.uid, -EVICTION_RETRY) >= EVICTION_RETRY
+                and now - self._evict_tried.get(v.uid, -math.inf) >= self.eviction_retry
             ]
             if pods:
                 log.info("teardown %s (%s): evicting %s", gang.key, gang.teardown, ", ".join(v.name for v in pods))
