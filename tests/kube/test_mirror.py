@@ -234,3 +234,18 @@ def test_gang_of_mixed_pods_forms_groups_and_names_map_back():
     [bind] = m.engine.cycle(0.0).decisions
     names = {v.name: p for v, p in m.pods_of(m.gangs["ml/j"], bind.placements)}
     assert len(names["j-worker-0"].gpus) == 4 and names["j-launcher"].gpus == []
+
+
+def test_a_rebuild_counts_the_gpus_of_a_gang_whose_eviction_is_under_way():
+    m = mirror_with()
+    pods = [pod(f"w-{i}", gang="train", size=2, node_name=f"n{i}", annotations={"usher/gpus": "0,1,2,3,4,5,6,7"}, phase="Running") for i in range(2)]
+    restart_with(m, *pods)
+    gang = m.gangs["ml/train"]
+    m.engine.unbind(gang.job, 0.0, "preempted")  # the engine gave its capacity away ...
+    gang.teardown = "Preempted"  # ... and the controller is evicting its pods
+    evicting = pods[0] | {"metadata": pods[0]["metadata"] | {"deletionTimestamp": "2026-11-21T11:00:00Z"}}
+    add(m, evicting)
+    m.dirty = True
+    m.rebuild(0.0)  # a new node, say: the pods still on n0 and n1 hold them
+    assert m.state.node("n0").whole_free == 0 and m.state.node("n1").whole_free == 0
+    assert gang.teardown == "pod w-0 is being deleted from n0"

@@ -359,6 +359,7 @@ class Mirror:
                     placements.append(placement)
         self.engine.adopt(job, placements, min(p.created for p in bound))
         self.state.audit.append(AuditEntry(now, "scheduler", "adopt", job.name, f"found running on {len({p.node for p in bound})} node(s)"))
+        gang.teardown = gang.teardown or self._lost_member(gang, placements)
         self._explain_leftovers(gang)
 
     def _placement_of(self, pod: PodView, group: PodGroup) -> PodPlacement | None:
@@ -451,6 +452,9 @@ class Mirror:
             if gang.key in in_flight:
                 self._keep_in_flight(gang, in_flight[gang.key], now)
             else:
+                # judged again from what the cluster shows: pods still on nodes hold them (a gang
+                # being torn down is adopted, so its GPUs stay counted until its pods are gone)
+                gang.teardown = None
                 self.sync(gang, now)
         for key, holding in self.holdings.items():
             self._take(key, holding)
