@@ -249,3 +249,17 @@ def test_a_rebuild_counts_the_gpus_of_a_gang_whose_eviction_is_under_way():
     m.rebuild(0.0)  # a new node, say: the pods still on n0 and n1 hold them
     assert m.state.node("n0").whole_free == 0 and m.state.node("n1").whole_free == 0
     assert gang.teardown == "pod w-0 is being deleted from n0"
+
+
+def test_two_workloads_under_one_gang_label_wait_and_say_so():
+    m = mirror_with()
+    m.rebuild(0.0)
+    for i in range(2):
+        add(m, pod(f"a-{i}", gang="train", size=2))
+    job_pod = pod("b-0", gang="train", size=2)
+    job_pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "other", "uid": "u1", "controller": True}]
+    add(m, job_pod)
+    gang = m.gangs["ml/train"]
+    assert gang.reason == PendingReason.INVALID_REQUEST
+    assert "2 owners (Job/other, bare pods)" in gang.message
+    assert m.engine.cycle(0.0).decisions == []

@@ -674,7 +674,7 @@ class KubeController:
                         (current is not None and current[2] == condition_message) or (last is not None and now - last.at < MESSAGE_REFRESH)
                     ):
                         continue
-                    writes.append(self._write_one(view, reason, condition_reason, condition_message, same_reason))
+                    writes.append(self._write_one(view, reason, condition_reason, condition_message, message, same_reason))
             sem = asyncio.Semaphore(16)
 
             async def limited(coro):
@@ -685,7 +685,9 @@ class KubeController:
         finally:
             self._busy -= 1
 
-    async def _write_one(self, view: PodView, reason: PendingReason, condition_reason: str, message: str, same_reason: bool) -> None:
+    async def _write_one(
+        self, view: PodView, reason: PendingReason, condition_reason: str, message: str, event_message: str, same_reason: bool
+    ) -> None:
         if not self.may_write():
             return
         try:
@@ -698,7 +700,7 @@ class KubeController:
         self._written[view.key] = _Written(str(reason), message, self.clock())
         self.stats.status_writes += 1
         if not same_reason:
-            await self._event(_pod_ref(view), str(reason), message, warning=True)
+            await self._event(_pod_ref(view), str(reason), event_message, warning=True)
 
     async def _event(self, ref: ObjectRef, reason: str, message: str, warning: bool = False) -> None:
         try:

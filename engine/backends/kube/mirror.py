@@ -259,6 +259,12 @@ class Mirror:
         bad = next((p for p in unbound if p.problem), None)
         if bad is not None:
             return False, PendingReason.INVALID_REQUEST, f"Pod {bad.name} cannot be scheduled as written: {bad.problem}."
+        owners = sorted({p.owner or "bare pods" for p in gang.live()})
+        if len(owners) > 1:
+            return False, PendingReason.INVALID_REQUEST, (
+                f"Pods of {len(owners)} owners ({', '.join(owners)}) share the gang {gang.key}; "
+                "give each workload its own usher/gang label."
+            )
         queue = unbound[0].queue or DEFAULT_QUEUE
         if queue not in self.state.queues:
             known = ", ".join(sorted(self.state.queues)) or "none"

@@ -156,6 +156,8 @@ class PodView:
     problem: str | None = None
     #: a deletion is under way (``metadata.deletionTimestamp``): the pod still holds its node
     terminating: bool = False
+    #: the controller that owns the pod (``Job/train``), None for a bare pod
+    owner: str | None = None
     #: nodeSelector, node affinity and tolerations (``constraints``); None when it has none
     constraints: NodeConstraints | None = None
 
@@ -294,6 +296,7 @@ def pod_view(obj: dict[str, Any]) -> PodView:
         },
         problem="; ".join(problems) or None,
         terminating=bool(meta.get("deletionTimestamp")),
+        owner=next((f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or [] if o.get("controller")), None),
         constraints=constraints,
     )
 
