@@ -62,6 +62,8 @@ from .views import HeatmapPane, TextPane, render_overview
 
 #: seconds between redraw checks; a redraw happens only when something changed
 REFRESH = 0.5
+#: seconds before a cluster controller that failed is started again (doubling up to 30 s)
+CONTROLLER_RESTART = 1.0
 
 
 class View(StrEnum):
@@ -234,10 +236,27 @@ class UsherApp(App[int]):
         if self.live:
             # watching the controller is what makes a replay sample its synthetic GPU telemetry
             self.controller.subscribe(self._on_snapshot)
-            self.run_worker(self.controller.run(self.speed), exclusive=True, name="controller")
+            self.run_worker(self._run_controller(), exclusive=True, name="controller", exit_on_error=False)
             if hasattr(self.controller, "forbidden_actions") and not self.readonly:
                 self.run_worker(self._ask_rbac(), name="rbac")
         self.redraw(force=True)
+
+    async def _run_controller(self) -> None:
+        """Run the controller; if it fails, say so and, on a cluster, start it again: the
+        console outlives its source of data (a replay that fails stops where it is)."""
+        delay = CONTROLLER_RESTART
+        while True:
+            try:
+                await self.controller.run(self.speed)
+                return
+            except Exception as exc:  # noqa: BLE001 - shown to the operator, never a crash of the console
+                again = "" if self.is_replay else f"; starting it again in {delay:.0f}s"
+                self.set_status(f"✗ the controller stopped: {exc}{again}", "error")
+                self.notify(f"{type(exc).__name__}: {exc}", title="controller stopped", severity="error")
+            if self.is_replay:
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
 
     def _policy_borrows(self) -> bool:
         engine = getattr(self.controller, "engine", None) or getattr(getattr(self.controller, "mirror", None), "engine", None)

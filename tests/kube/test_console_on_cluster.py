@@ -93,3 +93,32 @@ async def test_console_on_a_cluster_acts_through_the_api_and_respects_rbac(clust
     finally:
         await asyncio.sleep(0)
         await client.aclose()
+
+
+class FailsOnce(KubeController):
+    """A controller whose first run dies of a bug (what the console must outlive)."""
+
+    runs = 0
+
+    async def run(self, speed: float | None = None) -> None:
+        self.runs += 1
+        if self.runs == 1:
+            raise RuntimeError("a bug in the controller")
+        await super().run(speed)
+
+
+async def test_a_controller_that_dies_does_not_take_the_console_down(cluster) -> None:
+    client = await KubeClient.connect(str(cluster.kubeconfig))
+    ctrl = FailsOnce(client, identity="console", clock=cluster.clock.now, schedule=False)
+    app = UsherApp(ctrl, speed=None)
+    try:
+        async with app.run_test(size=(140, 40)) as pilot:
+            await wait_for(lambda: "the controller stopped: a bug in the controller" in str(app.status_text), pilot)
+            assert "starting it again" in str(app.status_text)
+            await wait_for(lambda: ctrl.runs == 2 and ctrl.synced.is_set(), pilot)
+            await pilot.press("3")
+            table = app.query_one("#job-table", RowTable)
+            await wait_for(lambda: any(r.key.endswith("train") for r in table.rows), pilot)
+            assert app.is_running
+    finally:
+        await client.aclose()
