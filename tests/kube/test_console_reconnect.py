@@ -9,7 +9,6 @@ import asyncio
 
 import pytest
 from harness import Cluster, scenario_of
-
 from usher.console.app import UsherApp
 from usher.console.table import RowTable
 from usher.engine.backends.kube.client import KubeClient
@@ -80,7 +79,8 @@ async def test_console_shows_a_lost_api_server_and_resyncs_when_it_is_back(clust
             await wait_for(lambda: "reconnecting (" in bar() and dimmed(), pilot)
             assert " live " not in f"{bar()} "
             for informer in ctrl.informers:  # as if the outage had gone on for two minutes
-                informer.last_contact -= 120.0
+                if informer.disconnected_since is not None:
+                    informer.disconnected_since -= 120.0
             await wait_for(lambda: "stale since " in bar(), pilot)
             await pilot.pause(0.6)
             assert dimmed() and "stale since " in bar()

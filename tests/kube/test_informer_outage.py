@@ -23,10 +23,13 @@ from typing import Any
 import pytest
 import yaml
 from test_informer import PODS, QUICK, Recorder, lists, running, until, watches
-
 from usher.engine.backends.kube import client as client_module
 from usher.engine.backends.kube.client import ApiError, KubeClient, RetryPolicy
-from usher.engine.backends.kube.connection import Connection, ConnectionState, connection_of
+from usher.engine.backends.kube.connection import (
+    Connection,
+    ConnectionState,
+    connection_of,
+)
 from usher.engine.backends.kube.informer import DeltaType, Informer, object_key
 from usher.sandbox.apiserver import FakeApiServer, FaultKind
 from usher.sandbox.store import Store
@@ -106,11 +109,12 @@ async def test_an_outage_resumes_from_the_resource_version_and_reports_what_chan
     pod(store, "b")
     seen = Recorder()
     async with running(Informer(client, PODS, on_event=seen, backoff=QUICK)) as informer:
-        assert informer.connected and informer.since_disconnected() is None
+        assert informer.connected and informer.since_disconnected() is None and informer.disconnected_since is None
         contact = informer.last_contact
         await servers.stop()
         await until(lambda: not informer.connected)
-        assert informer.since_disconnected() is not None
+        assert informer.since_disconnected() is not None and informer.disconnected_since is not None
+        assert informer.disconnected_since >= informer.last_contact
         # meanwhile, in the cluster (etcd lives on; the API server is down)
         store.delete("pods", "a", "default")
         created = pod(store, "c")
@@ -261,17 +265,18 @@ async def test_a_watch_slightly_ahead_waits_for_the_store_to_catch_up(servers: S
 
 
 class Probe:
-    def __init__(self, connected: bool, last_contact: float) -> None:
-        self.connected = connected
+    def __init__(self, last_contact: float, disconnected_since: float | None = None) -> None:
+        self.connected = disconnected_since is None
         self.last_contact = last_contact
+        self.disconnected_since = disconnected_since
 
 
 def test_connection_of_informers() -> None:
     now = 1000.0
-    assert connection_of([Probe(True, 900.0), Probe(True, 990.0)], now) == Connection(ConnectionState.LIVE, 990.0, 990.0)
-    reconnecting = connection_of([Probe(True, 995.0), Probe(False, 990.0)], now, stale_after=30.0)
+    assert connection_of([Probe(900.0), Probe(990.0)], now) == Connection(ConnectionState.LIVE, 990.0, 990.0)
+    reconnecting = connection_of([Probe(995.0), Probe(985.0, disconnected_since=990.0)], now, stale_after=30.0)
     assert reconnecting == Connection(ConnectionState.RECONNECTING, 990.0, 995.0)
     assert reconnecting.seconds_without_contact(now) == 10.0
-    stale = connection_of([Probe(False, 960.0), Probe(False, 980.0)], now, stale_after=30.0)
+    stale = connection_of([Probe(950.0, 960.0), Probe(980.0, 985.0)], now, stale_after=30.0)
     assert stale.state is ConnectionState.STALE and stale.since == 960.0 and stale.last_contact == 980.0
     assert connection_of([], now).state is ConnectionState.LIVE

@@ -1,7 +1,8 @@
 """How well the controller is in touch with the API server, summed up over its informers.
 
 Each :class:`~usher.engine.backends.kube.informer.Informer` says whether its cache is being kept
-current (``connected``) and when it last was (``last_contact``, wall-clock seconds).
+current (``connected``), when it last was (``last_contact``) and, when not, since when it has
+known it lost contact (``disconnected_since``), all in wall-clock seconds.
 :func:`connection_of` turns those into one :class:`Connection` for the console's header and for
 ``/readyz``:
 
@@ -35,11 +36,14 @@ class HasContact(Protocol):
     @property
     def last_contact(self) -> float: ...
 
+    @property
+    def disconnected_since(self) -> float | None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Connection:
-    """``since``: when contact was lost (live: the latest contact); ``last_contact``: the latest
-    moment any informer was in contact."""
+    """``since``: when contact was found lost, the earliest over the informers that lost it (live:
+    the latest contact); ``last_contact``: the latest moment any informer was in contact."""
 
     state: ConnectionState
     since: float
@@ -58,9 +62,9 @@ def connection_of(informers: Iterable[HasContact], now: float, stale_after: floa
     """The connection as the informers see it, at wall-clock time ``now``."""
     informers = list(informers)
     latest = max((inf.last_contact for inf in informers), default=now)
-    lost = [inf.last_contact for inf in informers if not inf.connected]
+    lost = [inf for inf in informers if not inf.connected]
     if not lost:
         return Connection(ConnectionState.LIVE, latest, latest)
-    since = min(lost)
+    since = min(inf.last_contact if inf.disconnected_since is None else inf.disconnected_since for inf in lost)
     state = ConnectionState.STALE if now - since > stale_after else ConnectionState.RECONNECTING
     return Connection(state, since, latest)

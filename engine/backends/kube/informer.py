@@ -26,7 +26,7 @@ Outages and restarts of the API server:
   version``: the informer lists again (after the backoff), so objects of the old world are
   DELETED and those of the new one ADDED; an object under a known name with a new uid is a new
   object even if its resourceVersion happens to equal the cached one's;
-- after an outage longer than ``relist_after`` (no good answer from the server that long) the old
+- after an outage longer than ``relist_after`` (disconnected that long) the old
   resourceVersion is not trusted: the informer lists again instead of resuming (a wiped store
   may already have passed it, and the server's watch history is short anyway);
 - a stream that stalls (open but silent) is ended by the client's read timeout, a little past
@@ -35,8 +35,11 @@ Outages and restarts of the API server:
 Connection health, for the console and readiness: :attr:`Informer.connected` is true from a
 successful list, an accepted watch or an event until an attempt fails (or the server says the
 cache must be rebuilt); :attr:`Informer.last_contact` is the ``clock`` time the cache was last
-known current (a list, an accepted watch, an event, a stream ended in good order), and
-:meth:`Informer.since_disconnected` how long ago that was while not connected.
+known current (a list, an accepted watch, an event, a stream ended in good order);
+:attr:`Informer.disconnected_since` when the informer found it had lost contact (None while
+connected; its creation until it first connects), and :meth:`Informer.since_disconnected` how
+long ago that was. A stream that stalls counts as connected until the read timeout says
+otherwise: nothing can tell a quiet stream from a dead one sooner.
 :func:`usher.engine.backends.kube.connection.connection_of` sums these up over informers.
 
 Failures back off exponentially with jitter (capped), and a 429 waits its ``Retry-After``. A
@@ -121,8 +124,8 @@ class Informer:
     on the list counts as an empty list (so the informer still syncs) and is asked again later.
     ``watch_timeout`` is the server-side length of one watch, randomised up to twice as long.
     ``sleep`` is how the informer waits between attempts (injectable, so tests see the pauses).
-    ``clock`` (wall time by default) stamps :attr:`last_contact`; ``relist_after`` is how long
-    without contact makes it list again rather than resume.
+    ``clock`` (wall time by default) stamps :attr:`last_contact` and :attr:`disconnected_since`;
+    ``relist_after`` is how long disconnected makes it list again rather than resume.
     """
 
     def __init__(
@@ -160,6 +163,8 @@ class Informer:
         failed since."""
         self.last_contact = clock()
         """When the cache was last known current (``clock`` time); the informer's creation until then."""
+        self.disconnected_since: float | None = self.last_contact
+        """When contact was found lost (``clock`` time); None while connected."""
         self._cache: dict[str, Obj] = {}
         self._quiet = 0
         self._task: asyncio.Task[None] | None = None
@@ -170,12 +175,20 @@ class Informer:
         return MappingProxyType(self._cache)
 
     def since_disconnected(self) -> float | None:
-        """Seconds since the last contact while not connected; None while connected."""
-        return None if self.connected else max(0.0, self._clock() - self.last_contact)
+        """Seconds since contact was found lost; None while connected."""
+        if self.connected or self.disconnected_since is None:
+            return None
+        return max(0.0, self._clock() - self.disconnected_since)
 
     def _contact(self) -> None:
         self.last_contact = self._clock()
         self.connected = True
+        self.disconnected_since = None
+
+    def _lose(self) -> None:
+        if self.connected or self.disconnected_since is None:
+            self.disconnected_since = self._clock()
+        self.connected = False
 
     async def run(self) -> None:
         """List, then watch and re-watch until :meth:`stop` (or cancellation)."""
@@ -194,10 +207,11 @@ class Informer:
     async def _attempt(self) -> float | None:
         """List if needed, then watch until the stream ends. Returns how long to wait before the
         next attempt when that is not up to the backoff (a Retry-After; a resource not served)."""
-        if self.resource_version and not self.connected and self._clock() - self.last_contact > self._relist_after:
+        outage = self.since_disconnected()
+        if self.resource_version and outage is not None and outage > self._relist_after:
             log.info(
                 "%s: no contact with the API server for %.0fs; listing again rather than resuming from %s",
-                self.path, self._clock() - self.last_contact, self.resource_version,
+                self.path, outage, self.resource_version,
             )
             self.resource_version = ""
         try:
@@ -213,9 +227,9 @@ class Informer:
                 # another server); what we cached may be of another world, so list it again
                 log.warning("%s: %s; the API server's store was reset? listing again", self.path, exc)
                 self.resource_version = ""
-                self.connected = False
+                self._lose()
                 return None
-            self.connected = False
+            self._lose()
             # a stream that broke after delivering something is routine (proxies, restarts)
             log.log(logging.INFO if self._quiet == 0 else logging.WARNING, "%s: %s", self.path, exc)
             if isinstance(exc, TooManyRequests):
