@@ -102,6 +102,8 @@ class World:
         self.http = httpx.AsyncClient(base_url=base_url, timeout=30.0, headers={"User-Agent": "usher-sandbox"})
         self.jobs = {j.name: j for j in scenario.all_jobs()}
         self.running: dict[str, Running] = {}
+        #: the container names of each pod the World started (for its status when it ends)
+        self.containers: dict[str, list[str]] = {}
         self.finished: set[str] = set()
         #: the scenario job and the node of every pod seen
         self.pod_job: dict[str, str] = {}
@@ -207,14 +209,33 @@ class World:
         self.finished.add(name)
         await self._set_phase(name, Phase.SUCCEEDED)
 
-    async def _set_phase(self, name: str, phase: Phase) -> None:
+    async def _set_phase(self, name: str, phase: Phase, containers: list[dict[str, Any]] | None = None) -> None:
+        """The kubelet's status update: a strategic merge patch, so the conditions it does not
+        own (PodScheduled, usher's) stay, as they do on a cluster."""
+        now = format_time(utcnow())
+        running = phase == Phase.RUNNING
         status: dict[str, Any] = {"phase": str(phase)}
-        if phase == Phase.RUNNING:
-            status["startTime"] = format_time(utcnow())
-            status["conditions"] = [{"type": "Ready", "status": "True"}]
+        ready = "True" if running else "False"
+        reason = {} if running else {"reason": "PodCompleted"}
+        status["conditions"] = [
+            {"type": t, "status": ready, "lastTransitionTime": now, **reason} for t in ("Ready", "ContainersReady")
+        ]
+        if running:
+            status["startTime"] = now
+            status["conditions"].append({"type": "Initialized", "status": "True", "lastTransitionTime": now})
+            self.containers[name] = [c.get("name") for c in containers or []]
+            status["containerStatuses"] = [
+                {"name": c.get("name"), "image": c.get("image"), "imageID": "", "ready": True, "started": True,
+                 "restartCount": 0, "state": {"running": {"startedAt": now}}}
+                for c in containers or []
+            ]
         else:
-            status["conditions"] = [{"type": "Ready", "status": "False", "reason": "PodCompleted"}]
-        await self._req("PATCH", self._pod_path(name, "status"), {"status": status}, "application/merge-patch+json", ok=(404,))
+            status["containerStatuses"] = [
+                {"name": c, "ready": False, "started": False, "state": {"running": None, "terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": now}}}
+                for c in self.containers.pop(name, [])
+            ]
+        patch_type = "application/strategic-merge-patch+json"
+        await self._req("PATCH", self._pod_path(name, "status"), {"status": status}, patch_type, ok=(404,))
 
     # -- events ---------------------------------------------------------------------------
 
@@ -346,7 +367,7 @@ class World:
             gpus = (meta.get("annotations") or {}).get(Annotation.GPUS, "")
             self.starts.append((job, now, node, tuple(int(g) for g in gpus.split(",") if g)))
             self.pod_node[name] = node
-            await self._set_phase(name, Phase.RUNNING)
+            await self._set_phase(name, Phase.RUNNING, spec.get("containers"))
             self._changed.set()
 
     async def _requeue(self, name: str, job_name: str, run: Running | None) -> None:
