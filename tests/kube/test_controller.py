@@ -305,3 +305,41 @@ async def test_posted_commands_answer_and_rbac_denials_are_known_before_trying(c
     # and the server refuses what it says it refuses: a blind attempt fails with 403
     with pytest.raises(CommandError, match="forbidden"):
         await asyncio.wait_for(ctrl.post(Command(Action.SET_QUOTA, queue="research", quota={"gpu": 8_000})), 10)
+
+
+PREEMPTION = """
+name: preempt
+priorityClasses: {low: 0, high: 100}
+topology: {levels: [usher/rack, kubernetes.io/hostname]}
+nodes:
+  - {name: n1, gpus: 8, labels: {usher/rack: a}}
+  - {name: n2, gpus: 8, labels: {usher/rack: a}}
+  - {name: n3, gpus: 8, labels: {usher/rack: b}}
+  - {name: n4, gpus: 8, labels: {usher/rack: b}}
+  - {name: n5, gpus: 4, labels: {usher/rack: c}}
+queues: [{name: research, quota: {gpu: 40}, preemption: {withinQueue: LowerPriority}}]
+jobs:
+  - {name: sweep, queue: research, submit: 0, priority: low, duration: 900, pods: [{name: t, count: 4, gpu: 2}]}
+  - {name: side, queue: research, submit: 0, priority: low, duration: 900, pods: [{name: s, count: 1, gpu: 8}]}
+  - {name: filler, queue: research, submit: 0, priority: low, duration: 30, pods: [{name: f, count: 1, gpu: 4}]}
+  - {name: other, queue: research, submit: 1, priority: low, duration: 900, pods: [{name: o, count: 2, gpu: 2}]}
+  - {name: urgent, queue: research, submit: 60, priority: high, duration: 100,
+     pods: [{name: w, count: 2, gpu: 8, topology: {required: usher/rack}}]}
+"""
+
+
+async def test_a_preempted_gang_is_evicted_once_and_bound_again_once_when_recreated(cluster):
+    c = await cluster(PREEMPTION)
+    await c.controller()
+    await c.play()
+    evictions = Counter(r.path.split("/")[-2] for r in c.server.requests if r.path.endswith("/eviction") and r.method == "POST")
+    # urgent needs a whole rack: a victim is preempted (it fits on the other rack at once), and
+    # each of its pods is evicted once, never again as it comes back
+    assert evictions and all(n == 1 for n in evictions.values()), evictions
+    binds = successful_binds(c)
+    victims = {p.rsplit("-", 1)[0] for p in evictions}
+    for pod in evictions:
+        assert binds[f"/api/v1/namespaces/default/pods/{pod}/binding"] == 2  # before, and once recreated
+    assert len(victims) >= 1
+    total = sum(p.count for j in c.scenario.jobs for p in j.pods)
+    assert len(c.world.finished) == total

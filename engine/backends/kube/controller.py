@@ -599,9 +599,13 @@ class KubeController:
             return []
         pods = [v for v in gang.bound() if not v.terminating]
         gang.teardown = gang.teardown or why
+        # out of the engine's queue until its pods are gone: a later pass of this cycle must not
+        # admit it again onto pods that are being deleted
+        self.mirror.sync(gang, self.clock())
         failures = [f for f in await asyncio.gather(*(self._evict(v, why, reason) for v in pods)) if f]
         if pods and len(failures) == len(pods):
             gang.teardown = None  # nothing was evicted: the gang is still whole and running
+            self.mirror.sync(gang, self.clock())
         return failures
 
     async def _evict(self, view: PodView, why: str, reason: EventReason) -> str | None:
