@@ -1144,6 +1144,10 @@ class FakeApiServer:
             raise ApiError.conflict(
                 pods, name, f'pod {name} is already assigned to node "{bound}"', subresource="binding"
             )
+        if pod.obj["metadata"].get("deletionTimestamp"):
+            raise ApiError.conflict(
+                pods, name, f"pod {name} is being deleted, cannot be assigned to a host", subresource="binding"
+            )
         self.store.commit_update(pods, pod, self._bound(pod.copy(), node, meta.get("annotations") or {}))
         return _success(201)
 

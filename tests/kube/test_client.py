@@ -276,6 +276,22 @@ async def test_bind_repeated_to_the_same_node_succeeds(server: FakeApiServer, cl
     assert server.count("POST", "*/pods/p/binding", 409) == 2
 
 
+async def test_bind_with_a_uid_binds_only_that_pod_and_never_one_being_deleted(server: FakeApiServer, client: KubeClient) -> None:
+    make_pod(server, "p")
+    old_uid = server.store.get("pods", "p", "default")["metadata"]["uid"]
+    server.store.delete("pods", "p", "default")
+    make_pod(server, "p")  # created again under the name, as a Job or a StatefulSet does
+    with pytest.raises(Conflict):
+        await client.bind("default", "p", "n1", uid=old_uid)
+    assert not server.store.get("pods", "p", "default")["spec"].get("nodeName")
+    make_pod(server, "q")
+    server.store.patch("pods", "q", {"metadata": {"finalizers": ["test/hold"]}}, "default")
+    server.store.delete("pods", "q", "default")  # held by its finalizer: terminating, not gone
+    with pytest.raises(Conflict) as caught:
+        await client.bind("default", "q", "n1")
+    assert "being deleted" in caught.value.message
+
+
 async def test_bind_whose_answer_was_lost_is_retried_to_success(
     server: FakeApiServer, client: KubeClient, tmp_path: Path
 ) -> None:

@@ -617,21 +617,26 @@ class KubeClient:
     # --- helpers for the scheduler ---
 
     async def bind(
-        self, namespace: str, pod: str, node: str, annotations: Mapping[str, str] | None = None
+        self, namespace: str, pod: str, node: str, annotations: Mapping[str, str] | None = None, uid: str | None = None
     ) -> None:
         """Bind a pod to a node. Already bound to that node (a repeat) is success; already
-        bound elsewhere raises :class:`Conflict`."""
+        bound elsewhere raises :class:`Conflict`. With ``uid`` (as kube-scheduler sends it), only
+        that incarnation of the pod is bound: one created again under the name is a Conflict."""
+        metadata: Obj = {"name": pod, "namespace": namespace, "annotations": dict(annotations or {})}
+        if uid:
+            metadata["uid"] = uid
         binding: Obj = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": pod, "namespace": namespace, "annotations": dict(annotations or {})},
+            "metadata": metadata,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
             await self._call("POST", PODS.path(namespace, pod, "binding"), body=binding, retry_ambiguous=True)
         except Conflict:
             current = await self.get(PODS.path(namespace, pod))
-            if current.get("spec", {}).get("nodeName") != node:
+            same = not uid or current.get("metadata", {}).get("uid") == uid
+            if current.get("spec", {}).get("nodeName") != node or not same:
                 raise
 
     async def evict(self, namespace: str, pod: str, uid: str | None = None) -> bool:

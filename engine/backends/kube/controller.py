@@ -547,7 +547,7 @@ class KubeController:
             if not self.may_write():
                 return f"{view.name}: not bound, the leader lease was lost"
             try:
-                await self.client.bind(view.namespace, view.name, node, {Annotation.GPUS: ",".join(map(str, gpus))})
+                await self.client.bind(view.namespace, view.name, node, {Annotation.GPUS: ",".join(map(str, gpus))}, view.uid)
             except Exception as exc:  # noqa: BLE001 - API, transport and decoding errors alike
                 return f"{view.name}: {exc}"
             self.mirror.assume_bound(gang, view.name, node, gpus)
