@@ -212,6 +212,13 @@ async def test_taints_node_selectors_and_required_affinity_are_honoured(sb):
     where = await sb.until(placed, "the tolerating gang is bound")
     assert {where["tol-0"], where["tol-1"]} == {"gpu-1", "gpu-2"}
     assert not where.get("sel-0") and not where.get("sel-1")
+    # a pod with no tolerations at all respects taints too: gpu-3, the only node with room,
+    # is tainted now, so it waits
+    await sb.req("PATCH", "/api/v1/nodes/gpu-3", {"spec": {"taints": [{"key": "gpu", "value": "reserved", "effect": "NoSchedule"}]}})
+    await sb.usher.wait_idle()
+    await sb.create(PODS, gang_pod("plain", "plain", 1, 8))
+    c = await sb.until(lambda: _condition(sb, "plain"), "plain says why it waits")
+    assert c["reason"] == "Unschedulable" and "taint the pod does not tolerate" in c["message"], c["message"]
 
 
 async def test_a_pod_with_an_unsupported_constraint_waits_with_the_field_named(sb):

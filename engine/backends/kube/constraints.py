@@ -696,7 +696,9 @@ def group_constraints(constraints: NodeConstraints | None, nodes: Sequence[Engin
     the other nodes are excluded, for the pod's "why pending" message.
     """
     if constraints is None:
-        return GroupConstraints(eligible=None, preferred=(), exclusions=None)
+        if not any(n.taints for n in nodes):
+            return GroupConstraints(eligible=None, preferred=(), exclusions=None)
+        constraints = NodeConstraints()  # no tolerations: every NoSchedule/NoExecute taint excludes
     result, allowed, scores = _match(constraints, nodes)
     ids = [n.id for n in allowed]
     return GroupConstraints(
