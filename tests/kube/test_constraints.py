@@ -215,7 +215,9 @@ def test_eligible_node_ids_and_the_explanation():
     assert group_constraints(constraints, nodes)["exclusions"] == explain_exclusions(result)
     # nothing excluded: no restriction at all
     assert eligible_node_ids(parsed(tolerate({"operator": "Exists"})), nodes) is None
-    assert eligible_node_ids(None, nodes) is None
+    # a pod with no constraints tolerates no taint: it keeps off the tainted nodes
+    assert eligible_node_ids(None, nodes) == frozenset({3, 4, 5})
+    assert eligible_node_ids(None, nodes[3:]) is None
 
 
 # -- what usher does not do ---------------------------------------------------------------
