@@ -9,6 +9,7 @@ by commas (``jobs.preempt: ctrl+x``)::
     view.jobs: j,2
 
 An unknown id or a malformed file is reported with the file and the line; the defaults stay.
+The file is read within `CONFIG_LIMITS` (1 MiB, nesting, aliases) like every YAML usher reads.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from enum import StrEnum
 from pathlib import Path
 
 import yaml
+
+from usher.engine.scenario.limits import CONFIG_LIMITS
+from usher.engine.scenario.yamltree import YamlLimitError, compose_bounded, read_text_bounded
 
 
 class BindingId(StrEnum):
@@ -61,11 +65,14 @@ def default_keymap_path() -> Path:
 def load_keymap(path: Path) -> dict[str, str]:
     """Read a keymap file: ``{binding id: keys}``; ``ValueError`` naming the file and line."""
     try:
-        text = path.read_text()
+        text = read_text_bounded(path, CONFIG_LIMITS)
+        node = compose_bounded(text, CONFIG_LIMITS)
     except OSError as exc:
         raise ValueError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        node = yaml.compose(text)
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: cannot read: not UTF-8 text") from None
+    except YamlLimitError as exc:
+        raise ValueError(exc.describe(str(path))) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ValueError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML") from None

@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rich.color import Color, ColorParseError
 from textual.theme import Theme
 
+from usher.engine.scenario.limits import CONFIG_LIMITS
+from usher.engine.scenario.yamltree import YamlLimitError, load_bounded, read_text_bounded
+
 DEFAULT_THEME = "dark"
 
 
@@ -111,9 +114,14 @@ def _convert(spec: ThemeFile, source: str) -> UsherTheme:
 
 
 def load_theme_text(text: str, source: str) -> UsherTheme:
-    """Parse one theme file's text; ``ValueError`` naming ``source`` and the field when broken."""
+    """Parse one theme file's text; ``ValueError`` naming ``source`` and the field when broken.
+
+    The text is read within ``CONFIG_LIMITS`` (1 MiB, nesting, aliases), like every YAML usher reads.
+    """
     try:
-        data = yaml.safe_load(text)
+        data = load_bounded(text, CONFIG_LIMITS)
+    except YamlLimitError as exc:
+        raise ValueError(exc.describe(source)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
@@ -136,7 +144,14 @@ def load_themes(extra_dirs: list[Path] | None = None) -> tuple[dict[str, UsherTh
             files.append((f"themes/{entry.name}", entry.read_text()))
     for folder in extra_dirs or []:
         for path in sorted(folder.glob("*.yaml")):
-            files.append((str(path), path.read_text()))
+            try:  # no more than CONFIG_LIMITS.max_bytes of it, whatever it is
+                files.append((str(path), read_text_bounded(path, CONFIG_LIMITS)))
+            except YamlLimitError as exc:
+                errors.append(exc.describe(str(path)))
+            except OSError as exc:
+                errors.append(f"{path}: cannot read: {exc.strerror or exc}")
+            except UnicodeDecodeError:
+                errors.append(f"{path}: cannot read: not UTF-8 text")
     for source, text in files:
         try:
             theme = load_theme_text(text, source)

@@ -309,10 +309,16 @@ def decode_body(content_type: str, body: bytes) -> Any:
     if content_type == "application/yaml":
         import yaml
 
+        from usher.engine.scenario.limits import API_BODY_LIMITS
+        from usher.engine.scenario.yamltree import YamlLimitError, load_bounded
+
         if len(body) > MAX_YAML_BYTES:
             raise ApiError(413, Reason.BAD_REQUEST, "the request body is too large")
-        try:
-            return yaml.safe_load(body or b"null")
+        try:  # nesting and aliases bounded too: a deep or alias-bomb body is refused, not expanded
+            return load_bounded(body or b"null", API_BODY_LIMITS)
+        except YamlLimitError as exc:
+            where = f" (line {exc.line})" if exc.line is not None else ""
+            raise ApiError.bad_request(f"the request body is refused{where}: {exc.message}") from None
         except yaml.YAMLError as exc:
             raise ApiError.bad_request(f"the request body is not valid YAML: {exc}") from None
     try:

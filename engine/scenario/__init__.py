@@ -6,7 +6,7 @@ path and line. Quantity helpers live in `usher.engine.scenario.quantity`.
 """
 
 from .errors import Problem, ScenarioError
-from .loader import load_scenario, parse_queue_config, parse_scenario
+from .loader import load_scenario, parse_queue_config, parse_queue_config_async, parse_scenario
 from .models import (
     HOSTNAME_LABEL,
     Approval,
@@ -57,5 +57,6 @@ __all__ = [
     "WithinQueuePolicy",
     "load_scenario",
     "parse_queue_config",
+    "parse_queue_config_async",
     "parse_scenario",
 ]

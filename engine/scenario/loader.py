@@ -7,6 +7,7 @@ line. Schema errors are all reported at once; the cross-checks run once the sche
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import os
 import types
@@ -18,16 +19,22 @@ from pydantic import BaseModel, ValidationError
 
 from .checks import check_scenario
 from .errors import FieldIssues, Locator, PathSegment, Problem, ScenarioError, format_path
+from .limits import CONFIG_LIMITS, SCENARIO_LIMITS, size_problems
 from .models import Scenario
 from .traces import TraceImport, import_traces
-from .yamltree import YamlDocument, read_yaml
+from .yamltree import YamlDocument, YamlLimitError, read_text_bounded, read_yaml
 
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
-    """Read and check a scenario file; trace paths are relative to its folder."""
+    """Read and check a scenario file; trace paths are relative to its folder.
+
+    The file is read no further than `SCENARIO_LIMITS.max_bytes`; a larger one is a problem.
+    """
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_text_bounded(file, SCENARIO_LIMITS)
+    except YamlLimitError as exc:
+        raise ScenarioError([exc.problem(str(file))]) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ScenarioError([Problem(str(file), "", None, f"cannot read the file: {reason}")]) from None
@@ -35,8 +42,12 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
 
 
 def parse_scenario(text: str, file: str = "<string>", base_dir: Path | None = None) -> Scenario:
-    """Check a scenario given as YAML text; `file` names it in problems, `base_dir` anchors traces."""
-    doc = read_yaml(text)
+    """Check a scenario given as YAML text; `file` names it in problems, `base_dir` anchors traces.
+
+    The text must be within `limits.SCENARIO_LIMITS` (size, nesting, aliases) and its counts
+    within the `limits` module's (nodes, GPUs, jobs, pods ...); past one is a problem.
+    """
+    doc = read_yaml(text, SCENARIO_LIMITS)
     locator = Locator(file, doc.line_of)
     problems = [Problem(file, format_path(issue.path), issue.line, issue.message) for issue in doc.issues]
     if doc.data is None:
@@ -56,6 +67,9 @@ def parse_scenario(text: str, file: str = "<string>", base_dir: Path | None = No
         raise ScenarioError(_ordered(problems, file)) from None
     imported = import_traces(scenario.traces, base_dir if base_dir is not None else Path.cwd(), locator)
     problems.extend(imported.problems)
+    too_large = size_problems(scenario, imported, locator.problem)
+    if too_large:  # before the checks, which generate every node and pod
+        raise ScenarioError(_ordered([*problems, *too_large], file))
     checked = check_scenario(scenario, imported, locator)
     problems.extend(checked.errors)
     if problems:
@@ -73,9 +87,14 @@ def parse_queue_config(text: str, file: str = "<queues>", name: str = "cluster")
     """Check a cluster's queue configuration: a scenario's ``topology`` and ``queues`` only.
 
     Problems are reported like a scenario's (YAML path and line); the result is a ``Scenario``
-    named ``name`` with no nodes or jobs, so the engine builds its queues the same way.
+    named ``name`` with no nodes or jobs, so the engine builds its queues the same way. The text
+    must be within `limits.CONFIG_LIMITS` (1 MiB, nesting, aliases): a hostile edit of the
+    ConfigMap is refused as a problem, in bounded time and memory.
+
+    It takes a while for a large config (up to ~1 s for 1 MiB); in a coroutine, call
+    `parse_queue_config_async`, which runs it off the event loop.
     """
-    doc = read_yaml(text)
+    doc = read_yaml(text, CONFIG_LIMITS)
     problems = [Problem(file, format_path(issue.path), issue.line, issue.message) for issue in doc.issues]
     data = doc.data if doc.data is not None else {}
     if not isinstance(data, dict):
@@ -92,10 +111,21 @@ def parse_queue_config(text: str, file: str = "<queues>", name: str = "cluster")
         scenario = Scenario.model_validate({"name": name, **data})
     except ValidationError as exc:
         raise ScenarioError(_ordered(_schema_problems(exc, doc, locator), file)) from None
+    too_large = size_problems(scenario, None, locator.problem)
+    if too_large:
+        raise ScenarioError(_ordered(too_large, file))
     checked = check_scenario(scenario, TraceImport(), locator)
     if checked.errors:
         raise ScenarioError(_ordered(checked.errors, file))
     return scenario
+
+
+async def parse_queue_config_async(text: str, file: str = "<queues>", name: str = "cluster") -> Scenario:
+    """`parse_queue_config` in a worker thread, so the event loop keeps running meanwhile.
+
+    Same result and `ScenarioError`; the parse is bounded by `CONFIG_LIMITS` either way.
+    """
+    return await asyncio.to_thread(parse_queue_config, text, file, name)
 
 
 def _ordered(problems: list[Problem], file: str) -> list[Problem]:

@@ -35,6 +35,7 @@ from ..enums import (
     WithinQueue,
 )
 from .errors import FieldIssues, Problem
+from .limits import MAX_GPUS_PER_NODE, MAX_NODES, MAX_PODS_PER_JOB, too_large
 from .quantity import parse_cpu, parse_duration, parse_memory
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -82,6 +83,8 @@ def _gpu_amount(value: object) -> float:
 def _gpu_request(value: object) -> float:
     """A pod's GPUs: whole, or a share of one GPU rounded to 1/GPU_SHARE_STEP."""
     number = _gpu_amount(value)
+    if number > MAX_GPUS_PER_NODE:  # a pod runs on one node
+        raise ValueError(too_large(value, MAX_GPUS_PER_NODE))
     if number.is_integer():
         return number
     if number > 1:
@@ -90,6 +93,27 @@ def _gpu_request(value: object) -> float:
     if share == 0:
         raise ValueError(f"a GPU share must be at least {1 / GPU_SHARE_STEP} (got {value!r})")
     return share
+
+
+def _at_most(most: int) -> BeforeValidator:
+    """Refuses a count above `most`, naming the limit: counts size allocations.
+
+    Checked before the integer is parsed, so `count: 1e12` (a string to YAML 1.1) is refused
+    for its size rather than as "not an integer".
+    """
+
+    def check(value: object) -> object:
+        number = value
+        if isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                return value
+        if isinstance(number, int | float) and not isinstance(number, bool) and number > most:
+            raise ValueError(too_large(value, most))
+        return value
+
+    return BeforeValidator(check)
 
 
 def _positive_duration(value: object) -> float:
@@ -126,6 +150,9 @@ GpuAmount = Annotated[float, BeforeValidator(_gpu_amount)]
 ModelList = Annotated[list[str], BeforeValidator(_string_list)]
 LabelValue = Annotated[str, BeforeValidator(_label_value)]
 Priority = Annotated[int | str, BeforeValidator(_priority)]
+GpuCount = Annotated[int, Field(ge=0), _at_most(MAX_GPUS_PER_NODE)]
+NodeCount = Annotated[int, Field(ge=1), _at_most(MAX_NODES)]
+PodCount = Annotated[int, Field(ge=1), _at_most(MAX_PODS_PER_JOB)]
 
 
 class SchemaModel(BaseModel):
@@ -189,7 +216,7 @@ class NodeTemplate(SchemaModel):
     """A node's fields except its name (also a node group's `template`)."""
 
     labels: dict[str, LabelValue] = Field(default_factory=dict)
-    gpus: int = Field(default=0, ge=0)
+    gpus: GpuCount = 0
     gpu_model: str | None = None
     gpu_memory: Bytes | None = None
     nvlink: list[list[int]] | None = None
@@ -254,7 +281,7 @@ class NodeGroup(SchemaModel):
     """`count` nodes named `<prefix>-01`, ... from one template, labelled by `layout`."""
 
     prefix: str
-    count: int = Field(ge=1)
+    count: NodeCount
     layout: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
     """Label key -> consecutive nodes per domain; domains are `<prefix>-<last word><k>`."""
     template: NodeTemplate = Field(default_factory=NodeTemplate)
@@ -332,7 +359,7 @@ class PodSpec(SchemaModel):
 
     name: str = ""
     """Empty in the file: filled by the job (`pod`, or `pod<i>` when the job has several groups)."""
-    count: int = Field(default=1, ge=1)
+    count: PodCount = 1
     gpu: GpuRequest = 0.0
     """Whole GPUs per pod (2.0), or a share of one GPU in (0, 1) rounded to 1/1000."""
     gpu_model: ModelList = Field(default_factory=list)
@@ -367,7 +394,7 @@ class JobSpec(SchemaModel):
     preemptible: bool = True
     checkpoint_every: PositiveSeconds | None = None
     """None: all work since the start of the run is lost when preempted."""
-    min_count: int | None = Field(default=None, ge=1)
+    min_count: PodCount | None = None
     """Gang size; None: all pods must start together."""
     pods: list[PodSpec] = Field(min_length=1)
 

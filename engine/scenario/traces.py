@@ -15,12 +15,14 @@ so the 8,152-row default pod list loads in a few tens of milliseconds.
 from __future__ import annotations
 
 import csv
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from .errors import Locator, Problem
+from .limits import MAX_GPUS_PER_NODE, MAX_JOBS, MAX_NODES, too_large
 from .models import HOSTNAME_LABEL, JobSpec, NodeSpec, PodSpec, TraceSpec
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
@@ -80,9 +82,11 @@ def _import_file(
 ) -> None:
     path = base_dir / name
     shown = str(path)
+    # rows past the limit on nodes (jobs) are never read: a huge file costs no more than that
+    most = max(0, MAX_NODES - len(result.nodes)) if kind == "nodes" else max(0, MAX_JOBS - len(result.jobs))
     try:
         with path.open(newline="", encoding="utf-8") as handle:
-            rows = list(_rows(handle))
+            rows = list(itertools.islice(_rows(handle), most + 2))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         result.problems.append(locator.problem(("traces", index, kind), f"cannot read {shown}: {reason}"))
@@ -97,6 +101,12 @@ def _import_file(
     if missing:
         result.problems.append(
             Problem(shown, "", header_line, f"missing column(s) {', '.join(missing)} in the header row")
+        )
+        return
+    if len(rows) > most + 1:
+        limit, noun = (MAX_NODES, "nodes") if kind == "nodes" else (MAX_JOBS, "jobs")
+        result.problems.append(
+            Problem(shown, "", rows[-1][0], f"more than {limit:,} {noun} in all; usher refuses scenarios with more")
         )
         return
     bad_rows = 0
@@ -167,6 +177,8 @@ def _node(row: list[str], columns: dict[str, int], prefix: str) -> NodeSpec:
     cpu = _required(row, columns, "cpu_milli")
     memory = _required(row, columns, "memory_mib") * MIB
     gpus = _required(row, columns, "gpu")
+    if gpus > MAX_GPUS_PER_NODE:
+        raise _BadCell("gpu", too_large(gpus, MAX_GPUS_PER_NODE))
     model = _cell(row, columns, "model") or None
     return NodeSpec.model_construct(
         name=name,
@@ -185,6 +197,8 @@ def _job(row: list[str], columns: dict[str, int], prefix: str, queue: str) -> Jo
     cpu = _required(row, columns, "cpu_milli")
     memory = _required(row, columns, "memory_mib") * MIB
     num_gpu = _required(row, columns, "num_gpu")
+    if num_gpu > MAX_GPUS_PER_NODE:
+        raise _BadCell("num_gpu", too_large(num_gpu, MAX_GPUS_PER_NODE))
     gpu_milli = _required(row, columns, "gpu_milli")
     if num_gpu == 1 and gpu_milli > 1000:
         raise _BadCell("gpu_milli", f"must be 1000 or less for one GPU (got {gpu_milli})")

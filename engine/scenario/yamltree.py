@@ -1,26 +1,323 @@
 """YAML to plain Python data, remembering the line of every path and refusing duplicate keys.
 
-PyYAML's composer gives nodes with marks; we build the data from them ourselves so that each
-mapping key and sequence item gets its 1-based line under its path, e.g.
-`("jobs", 0, "pods", 0, "gpu") -> 14`. Merge keys (`<<`) and aliases work as usual.
+Every YAML document usher reads (scenarios, the queue ConfigMap, keymaps, themes, the sandbox's
+request bodies) goes through `compose_bounded`: it composes PyYAML's node tree from the parser's
+events without recursion, and refuses a document past its `YamlLimits` (size, nesting depth,
+values once aliases are expanded) while composing, before any value is built, so an alias bomb
+or `[[[[...` nesting is refused at once and in little memory (`YamlLimitError`).
+
+We build the data from the nodes ourselves so that each mapping key and sequence item gets its
+1-based line under its path, e.g. `("jobs", 0, "pods", 0, "gpu") -> 14`. Merge keys (`<<`) and
+aliases work as usual.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.events import (
+    AliasEvent,
+    MappingEndEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from .errors import PathSegment
+from .errors import PathSegment, Problem, format_path
+from .limits import MIB, SCENARIO_LIMITS, YamlLimits
 
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 YamlPath = tuple[PathSegment, ...]
+
+
+# --- bounded composition ------------------------------------------------------------------
+
+
+class YamlLimitError(Exception):
+    """A YAML document past one of its `YamlLimits`, with the line and path where it went past."""
+
+    def __init__(self, message: str, line: int | None = None, path: YamlPath = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.path = path
+
+    def problem(self, file: str) -> Problem:
+        """This error as a `Problem` of `file` (`demo.yaml:3: a.b: aliases expand past ...`)."""
+        return Problem(file, format_path(self.path), self.line, self.message)
+
+    def describe(self, file: str) -> str:
+        return str(self.problem(file))
+
+
+def _size(amount: int) -> str:
+    return f"{amount / MIB:g} MiB" if amount >= MIB else f"{amount:,} bytes"
+
+
+def check_size(text: str | bytes, limits: YamlLimits) -> None:
+    """`YamlLimitError` when `text` is over `limits.max_bytes` (UTF-8 bytes for a str)."""
+    most = limits.max_bytes
+    if isinstance(text, bytes):
+        size = len(text)
+    elif len(text) * 4 <= most:
+        return  # no character takes more than 4 bytes
+    else:
+        size = len(text.encode("utf-8", "surrogatepass"))
+    if size > most:
+        raise YamlLimitError(f"the document is over {_size(most)} ({size:,} bytes); usher refuses documents this large")
+
+
+def read_text_bounded(path: str | os.PathLike[str], limits: YamlLimits) -> str:
+    """The UTF-8 text of the file at `path`, reading no more than `limits.max_bytes` + 1 bytes.
+
+    `YamlLimitError` when the file is larger; `OSError`, `UnicodeDecodeError` as `read_text`.
+    A pipe or a device (`/dev/zero`) is read only as far as the limit, never to its end.
+    """
+    most = limits.max_bytes
+    with open(path, "rb") as handle:
+        data = handle.read(most + 1)
+    if len(data) > most:
+        raise YamlLimitError(f"the file is over {_size(most)}; usher refuses documents this large")
+    return data.decode("utf-8")
+
+
+class _Frame:
+    """A mapping or list being composed: its node, a pending key, and its expanded size."""
+
+    __slots__ = ("anchor", "height", "is_list", "items", "key", "node", "values")
+
+    def __init__(self, node: Node, anchor: str | None) -> None:
+        self.node = node
+        self.items: list[Any] = node.value
+        self.is_list = type(node) is SequenceNode
+        self.anchor = anchor
+        self.key: Node | None = None
+        self.values = 1
+        """Values in this subtree so far, aliases expanded (itself included)."""
+        self.height = 0
+        """The deepest nesting of its children so far (a scalar child: 0)."""
+
+
+class _BoundedComposer:
+    """PyYAML's `Composer.get_single_node` without recursion and with `YamlLimits` checked.
+
+    The nodes, tags, marks and errors are those of PyYAML's composer; in addition each anchor's
+    expanded size and height are kept, so an alias is charged for everything it repeats.
+    """
+
+    def __init__(self, loader: Any, limits: YamlLimits, cyclic_aliases: bool) -> None:
+        self.loader = loader
+        self.limits = limits
+        self.cyclic_aliases = cyclic_aliases
+        self.aliased = 0
+        self.tags: dict[tuple[bool, bool], dict[str, str]] = {}
+        """Resolved tags of plain scalars by `implicit` and value (no path resolvers in SafeLoader)."""
+
+    def single_node(self) -> Node | None:
+        loader = self.loader
+        loader.get_event()  # stream start
+        document = None
+        if not loader.check_event(StreamEndEvent):
+            loader.get_event()  # document start
+            document = self._compose()
+            loader.get_event()  # document end
+        if not loader.check_event(StreamEndEvent):
+            event = loader.get_event()
+            assert document is not None
+            raise ComposerError(
+                "expected a single document in the stream",
+                document.start_mark,
+                "but found another document",
+                event.start_mark,
+            )
+        loader.get_event()
+        return document
+
+    def _error(self, message: str, event: Any, stack: list[_Frame], *, shown: int | None = None) -> YamlLimitError:
+        path = _path(stack)
+        return YamlLimitError(message, event.start_mark.line + 1, path if shown is None else path[:shown])
+
+    def _too_many(self, event: Any, stack: list[_Frame]) -> YamlLimitError:
+        return self._error(
+            f"the document holds more than {self.limits.max_values:,} values"
+            + (" once aliases are expanded" if self.aliased else "")
+            + "; usher refuses documents this large",
+            event,
+            stack,
+        )
+
+    def _compose(self) -> Node:
+        """The root node of the document just started: one flat loop, as a scenario has millions of events."""
+        get = self.loader.get_event
+        resolve = self.loader.resolve
+        tags = self.tags
+        limits = self.limits
+        max_depth = limits.max_depth
+        budget = limits.max_values  # values left before the limit
+        anchors: dict[str, Node] = {}
+        sizes: dict[str, tuple[int, int]] = {}  # anchor -> (values, height), once its node is complete
+        stack: list[_Frame] = []
+        while True:
+            event = get()
+            kind = type(event)
+            if kind is ScalarEvent:
+                anchor = event.anchor
+                if anchor is not None:
+                    self._new_anchor(anchor, anchors, event)
+                tag = event.tag
+                value = event.value
+                if tag is None or tag == "!":
+                    implicit = event.implicit
+                    known = tags.get(implicit)
+                    if known is None:
+                        known = tags[implicit] = {}
+                    tag = known.get(value)
+                    if tag is None:
+                        tag = resolve(ScalarNode, value, implicit)
+                        if len(value) <= 64:
+                            known[value] = tag
+                node = ScalarNode(tag, value, event.start_mark, event.end_mark, event.style)
+                budget -= 1
+                if budget < 0:
+                    raise self._too_many(event, stack)
+                if anchor is not None:
+                    anchors[anchor] = node
+                    sizes[anchor] = (1, 0)
+                values = 1
+                height = 0
+            elif kind is SequenceEndEvent or kind is MappingEndEvent:
+                frame = stack.pop()
+                node = frame.node
+                node.end_mark = event.end_mark
+                values = frame.values
+                height = frame.height + 1
+                if frame.anchor is not None:
+                    sizes[frame.anchor] = (values, height)
+            elif kind is AliasEvent:
+                anchor = event.anchor
+                if anchor not in anchors:
+                    raise ComposerError(None, None, f"found undefined alias {anchor!r}", event.start_mark)
+                node = anchors[anchor]
+                size = sizes.get(anchor)
+                if size is None:  # an alias inside its own anchor: a cycle, never expanded
+                    if not self.cyclic_aliases:
+                        raise self._error("an alias refers to the mapping or list that contains it", event, stack)
+                    values, height = 1, 0
+                else:
+                    values, height = size
+                if len(stack) + height > max_depth:
+                    raise self._error(
+                        f"the alias *{anchor} nests lists and mappings more than {max_depth} levels deep; "
+                        "usher refuses documents nested this deep",
+                        event,
+                        stack,
+                        shown=2,
+                    )
+                self.aliased += values
+                if self.aliased > limits.max_alias_values:
+                    raise self._error(
+                        f"aliases expand past {limits.max_alias_values:,} values (an alias bomb?); "
+                        "usher refuses documents this large",
+                        event,
+                        stack,
+                    )
+                budget -= values
+                if budget < 0:
+                    raise self._too_many(event, stack)
+            else:  # the start of a list or mapping
+                anchor = event.anchor
+                if anchor is not None:
+                    self._new_anchor(anchor, anchors, event)
+                if len(stack) >= max_depth:
+                    raise self._error(
+                        f"lists and mappings nest more than {max_depth} levels deep; "
+                        "usher refuses documents nested this deep",
+                        event,
+                        stack,
+                        shown=2,
+                    )
+                node_class = SequenceNode if kind is SequenceStartEvent else MappingNode
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = resolve(node_class, None, event.implicit)
+                node = node_class(tag, [], event.start_mark, None, event.flow_style)
+                budget -= 1
+                if budget < 0:
+                    raise self._too_many(event, stack)
+                if anchor is not None:
+                    anchors[anchor] = node  # before its children, as PyYAML: an alias inside is a cycle
+                stack.append(_Frame(node, anchor))
+                continue
+            if not stack:
+                return node
+            parent = stack[-1]
+            parent.values += values
+            if height > parent.height:  # noqa: PLR1730 - no call per event
+                parent.height = height
+            if parent.is_list:
+                parent.items.append(node)
+            elif parent.key is None:
+                parent.key = node
+            else:
+                parent.items.append((parent.key, node))
+                parent.key = None
+
+    @staticmethod
+    def _new_anchor(anchor: str, anchors: dict[str, Node], event: Any) -> None:
+        if anchor in anchors:
+            raise ComposerError(
+                f"found duplicate anchor {anchor!r}; first occurrence",
+                anchors[anchor].start_mark,
+                "second occurrence",
+                event.start_mark,
+            )
+
+
+def _path(stack: list[_Frame]) -> YamlPath:
+    """The YAML path of the value being composed under `stack` (mapping keys as written)."""
+    path: list[PathSegment] = []
+    for frame in stack:
+        if frame.is_list:
+            path.append(len(frame.node.value))
+        elif isinstance(frame.key, ScalarNode):
+            path.append(frame.key.value)
+        else:
+            break  # composing a key
+    return tuple(path)
+
+
+def compose_bounded(text: str | bytes, limits: YamlLimits, *, cyclic_aliases: bool = False) -> Node | None:
+    """The node tree of the one YAML document in `text` (None when empty), within `limits`.
+
+    Raises `YamlLimitError` past a limit, `yaml.YAMLError` for bad YAML (PyYAML's messages).
+    An alias inside the mapping or list it names is refused unless `cyclic_aliases` (then the
+    tree has a cycle, as PyYAML's composer makes it).
+    """
+    check_size(text, limits)
+    loader = _Loader(text)
+    try:
+        return _BoundedComposer(loader, limits, cyclic_aliases).single_node()
+    finally:
+        loader.dispose()
+
+
+def load_bounded(text: str | bytes, limits: YamlLimits) -> Any:
+    """`yaml.safe_load` within `limits`: plain data, `YamlLimitError` or `yaml.YAMLError`."""
+    node = compose_bounded(text, limits)
+    if node is None:
+        return None
+    return SafeConstructor().construct_document(node)
 
 
 @dataclass
@@ -51,10 +348,12 @@ class YamlDocument:
         return self.lines.get(())
 
 
-def read_yaml(text: str) -> YamlDocument:
-    """Parse one YAML document; syntax errors become a single issue with its line."""
+def read_yaml(text: str, limits: YamlLimits = SCENARIO_LIMITS) -> YamlDocument:
+    """Parse one YAML document; a syntax error or a limit passed becomes a single issue."""
     try:
-        root = yaml.compose(text, Loader=_Loader)
+        root = compose_bounded(text, limits, cyclic_aliases=True)
+    except YamlLimitError as exc:
+        return YamlDocument(None, issues=[YamlIssue(exc.path, exc.line, exc.message)])
     except yaml.MarkedYAMLError as exc:
         return YamlDocument(None, issues=[_syntax_issue(exc)])
     except yaml.YAMLError as exc:
@@ -106,6 +405,13 @@ class _Builder:
             return self.scalars.construct_object(node)
         except ConstructorError as exc:
             self._issue(path, node, f"cannot read this value: {exc.problem}")
+            return None
+        except ValueError as exc:  # Python refuses int("1" * 5000)
+            digits = sys.get_int_max_str_digits()
+            if node.tag == "tag:yaml.org,2002:int" and digits and len(str(node.value)) > digits:
+                self._issue(path, node, f"cannot read this value: a whole number of more than {digits:,} digits")
+            else:
+                self._issue(path, node, f"cannot read this value: {exc}")
             return None
 
     def _sequence(self, node: SequenceNode, path: YamlPath) -> list[Any]:
