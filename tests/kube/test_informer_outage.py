@@ -174,6 +174,7 @@ async def test_an_outage_longer_than_relist_after_lists_again(servers: Servers, 
         await servers.stop()
         await until(lambda: not informer.connected)
         clock.t += 31.0
+        await until(lambda: informer.resource_version == "")  # the next attempt gives up on it
         fresh = Store()
         for name in ("p", "q", "r"):
             pod(fresh, name)  # resourceVersions 1..3: past the informer's 1, so a watch would go on
