@@ -29,21 +29,31 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
-
 from usher.engine.backends.kube.client import format_time, utcnow
-from usher.engine.backends.kube.rbac import QUEUES_CONFIGMAP, QUEUES_CONFIG_KEY, USHER_NAMESPACE
 from usher.engine.backends.kube.objects import (
+    LIMIT_FIELDS,
     SCHEDULER_NAME,
     Annotation,
     Phase,
-    LIMIT_FIELDS,
     edit_queue_limits,
+)
+from usher.engine.backends.kube.rbac import (
+    QUEUES_CONFIG_KEY,
+    QUEUES_CONFIGMAP,
+    USHER_NAMESPACE,
 )
 from usher.engine.enums import Action
 from usher.engine.scenario import EventSpec, JobSpec, Scenario
 from usher.engine.scenario.quantity import parse_duration
 
-from .objects import JOB_LABEL, JOB_NAMESPACE, node_object, pod_objects, queue_configmap, seconds
+from .objects import (
+    JOB_LABEL,
+    JOB_NAMESPACE,
+    node_object,
+    pod_objects,
+    queue_configmap,
+    seconds,
+)
 
 log = logging.getLogger("usher.sandbox")
 
@@ -297,7 +307,11 @@ class World:
                 for field_name, res in zip(LIMIT_FIELDS, (ev.quota, ev.borrowing_limit, ev.lending_limit))
                 if res is not None
             }
-            text = edit_queue_limits(cm["data"][QUEUES_CONFIG_KEY], ev.queue or "", limits)
+            try:
+                text = edit_queue_limits(cm["data"][QUEUES_CONFIG_KEY], ev.queue or "", limits)
+            except ValueError as exc:
+                log.warning("scenario event setQuota on %s not applied: %s", ev.queue, exc)
+                return
             if text is None:
                 return
             cm["data"][QUEUES_CONFIG_KEY] = text

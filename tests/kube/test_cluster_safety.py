@@ -430,3 +430,32 @@ async def test_a_failed_node_reports_ready_unknown_and_keeps_its_other_condition
         assert conditions()["Ready"]["status"] == "True" and len(conditions()) == 4
     finally:
         await c.stop()
+
+
+# ---------------------------------------------------------------- 5. a hostile queue config
+
+ALIAS_BOMB = "\n".join(
+    ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    + [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]" for i in range(8)]
+    + ["queues: *i"]
+)
+
+
+@pytest.mark.timeout(120)
+async def test_a_hostile_queue_config_is_refused_and_scheduling_goes_on(sb):
+    await two_nodes(sb)
+    usher = await sb.start_usher(sb.tmp)
+    for text, what in ((ALIAS_BOMB, "alias"), ("queues: " + "[" * 20_000 + "]" * 20_000, "nest")):
+        await sb.req("PATCH", "/api/v1/namespaces/usher-system/configmaps/usher-queues", {"data": {"queues.yaml": text}})
+        await sb.until(lambda: _config_error_mentions(usher, what), f"usher refuses the {what} document")
+        # the last good config (queue research) is still in force: a new gang is scheduled
+        name = f"after-{what}"
+        await sb.create(PODS, gang_pod(name, name, 1, 8))
+        await sb.until(lambda: _bound(sb, name), f"{name} runs under the last good config")
+        await sb.req("DELETE", f"{PODS}/{name}")
+        await sb.until(lambda: _gone(sb, name), f"{name} is gone")
+    assert not sb.task.done()
+
+
+async def _config_error_mentions(usher: KubeController, what: str) -> bool:
+    return what in (usher.mirror.config_error or "").lower()

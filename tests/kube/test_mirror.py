@@ -263,3 +263,14 @@ def test_two_workloads_under_one_gang_label_wait_and_say_so():
     assert gang.reason == PendingReason.INVALID_REQUEST
     assert "2 owners (Job/other, bare pods)" in gang.message
     assert m.engine.cycle(0.0).decisions == []
+
+
+def test_a_job_bound_by_the_leader_is_one_job_for_a_watching_console():
+    m = mirror_with()
+    m.rebuild(0.0)
+    add(m, pod("solo"))
+    pending = m.gangs["ml/solo"].job
+    add(m, pod("solo", node_name="n0", annotations={"usher/gpus": "0,1,2,3,4,5,6,7"}, phase="Running"))
+    assert m.gangs["ml/solo"].job is pending and pending.state == JobState.RUNNING
+    assert [j.name for j in m.state.jobs] == ["ml/solo"]
+    assert m.state.audit[-1].action == "started"

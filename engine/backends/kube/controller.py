@@ -38,7 +38,7 @@ from ...cycle import Decision
 from ...enums import Action, DecisionKind, EndReason, PendingReason
 from ...explain import explain_all
 from ...policy.registry import Policy
-from ...scenario import ScenarioError, parse_queue_config
+from ...scenario import ScenarioError, parse_queue_config_async
 from ...state import MILLI, AuditEntry
 from ...telemetry import TelemetryStore
 from .client import (
@@ -440,7 +440,7 @@ class KubeController:
             self._config_error(f"{where} has no {QUEUES_CONFIG_KEY!r} key; keeping the last good queue config")
             return
         try:
-            config = await asyncio.to_thread(parse_queue_config, text, f"{where}[{QUEUES_CONFIG_KEY}]", self.mirror.name)
+            config = await parse_queue_config_async(text, f"{where}[{QUEUES_CONFIG_KEY}]", self.mirror.name)
         except ScenarioError as exc:
             self._config_error(f"invalid queue config, keeping the last good one:\n{exc}")
             return
@@ -790,11 +790,14 @@ class KubeController:
                 for field_name, values in zip(LIMIT_FIELDS, (cmd.quota, cmd.borrowing_limit, cmd.lending_limit))
                 if values
             }
-            new_text = edit_queue_limits(text, cmd.queue or "", limits)
+            try:
+                new_text = edit_queue_limits(text, cmd.queue or "", limits)
+            except ValueError as exc:
+                raise CommandError(f"setQuota: {exc}; fix {self.namespace}/{QUEUES_CONFIGMAP} first") from None
             if new_text is None:
                 raise CommandError(f"setQuota: unknown queue {cmd.queue!r}")
             try:
-                parse_queue_config(new_text, "the edited queue config")
+                await parse_queue_config_async(new_text, "the edited queue config")
             except ScenarioError as exc:
                 raise CommandError(f"setQuota: the result would be invalid: {exc}") from None
             obj.setdefault("data", {})[QUEUES_CONFIG_KEY] = new_text

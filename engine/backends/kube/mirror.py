@@ -200,7 +200,7 @@ class Mirror:
                     engine.withdraw(job)
                 self._explain_leftovers(gang)
                 return
-            self._adopt_or_roll_back(gang, bound, now)
+            self._adopt(gang, bound, now)
             return
         gang.teardown = None
         ready, reason, message = self._readiness(gang)
@@ -344,27 +344,38 @@ class Mirror:
         self.gang_of_job[job.id] = gang
         return job
 
-    def _adopt_or_roll_back(self, gang: Gang, bound: list[PodView], now: float) -> None:
-        """A gang with bound pods and no run in the engine: a running job found on (re)start.
+    def _adopt(self, gang: Gang, bound: list[PodView], now: float) -> None:
+        """A gang with bound pods and no run in the engine: a job found running (on a restart,
+        or bound by the leader while this replica or console watches).
 
-        Its pods hold their nodes whatever happens next, so it is adopted; one found partly
-        bound (fewer pods on nodes than the gang needs) is torn down from there.
+        Its pods hold their nodes whatever happens next, so it is adopted, as the same engine job
+        when that job stands for exactly these pods; one found partly bound (fewer pods on nodes
+        than the gang needs) is torn down from there.
         """
-        if gang.job is not None and gang.job.submitted:
-            self.engine.withdraw(gang.job)
+        job = gang.job
+        if job is not None and job.submitted:
+            self.engine.withdraw(job)
         if len(bound) + len(gang.completed) < gang.required:
             gang.teardown = f"found partly bound: {len(bound)} of its {gang.required} pods on nodes"
-        job = self._new_job(gang, bound)
+        names = sorted(p.name for p in bound)
+        same = job is not None and job.state != JobState.FINISHED and names == sorted(n for g in gang.group_pods for n in g)
+        if not same:
+            if job is not None:
+                job.state = JobState.FINISHED
+                self.gang_of_job.pop(job.id, None)
+            job = self._new_job(gang, bound)
         self._refresh_flags(gang, job)
         placements = []
-        for gi, names in enumerate(gang.group_pods):
+        for gi, group_names in enumerate(gang.group_pods):
             group = job.groups[gi]
-            for name in names:
+            for name in group_names:
                 placement = self._placement_of(gang.pods[name], group)
                 if placement is not None:
                     placements.append(placement)
         self.engine.adopt(job, placements, min(p.created for p in bound))
-        self.state.audit.append(AuditEntry(now, "scheduler", "adopt", job.name, f"found running on {len({p.node for p in bound})} node(s)"))
+        nodes = len({p.node for p in bound})
+        what = ("started", f"on {nodes} node(s)") if same else ("adopt", f"found running on {nodes} node(s)")
+        self.state.audit.append(AuditEntry(now, "scheduler", what[0], job.name, what[1]))
         gang.teardown = gang.teardown or self._lost_member(gang, placements)
         self._explain_leftovers(gang)
 

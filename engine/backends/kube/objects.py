@@ -36,7 +36,9 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from ...scenario.limits import CONFIG_LIMITS
 from ...scenario.quantity import parse_cpu, parse_duration, parse_memory
+from ...scenario.yamltree import YamlLimitError, load_bounded
 from ...state import MILLI, UNLIMITED
 from .constraints import NodeConstraints, Taint, node_taints, parse_constraints
 
@@ -101,9 +103,17 @@ LIMIT_FIELDS = ("quota", "borrowingLimit", "lendingLimit")
 
 def edit_queue_limits(text: str, queue: str, limits: dict[str, dict[str, Any]]) -> str | None:
     """The queue config ``text`` with ``limits`` (field -> resource -> amount in spec units,
-    None to drop it) merged into ``queue``'s entry; None when the config has no such queue."""
-    doc = yaml.safe_load(text) or {}
-    entry = next((q for q in doc.get("queues") or [] if q.get("name") == queue), None)
+    None to drop it) merged into ``queue``'s entry; None when the config has no such queue.
+    Raises ``ValueError`` when ``text`` is not a queue config that can be edited (broken YAML, a
+    document past the ConfigMap's limits, no list of queues)."""
+    try:
+        doc = load_bounded(text, CONFIG_LIMITS) or {}
+    except (YamlLimitError, yaml.YAMLError) as exc:
+        raise ValueError(f"the queue config cannot be read: {str(exc).splitlines()[0]}") from None
+    queues = doc.get("queues") if isinstance(doc, dict) else None
+    if not isinstance(queues, list):
+        raise ValueError("the queue config has no list of queues")
+    entry = next((q for q in queues if isinstance(q, dict) and q.get("name") == queue), None)
     if entry is None:
         return None
     for field_name, values in limits.items():
