@@ -571,6 +571,9 @@ def _json_body(request: Request) -> Any:
         return json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError.bad_request(f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        # kube-apiserver's decoder stops at a depth of 10,000 with a 400 as well
+        raise ApiError.bad_request("the request body is not valid JSON: exceeded max depth") from None
 
 
 _FIELD_VALIDATION_OPERATIONS = {

@@ -93,9 +93,13 @@ def _pairs(items: list[tuple[str, Any]]) -> _Pairs:
 def decode_json(body: bytes) -> tuple[Any, list[str]]:
     """The JSON ``body`` (the last of duplicate fields wins, as in Go) and the paths of the
     fields it repeats (``spec.replicas``); plain dicts and lists come back."""
-    decoded = json.loads(body or b"null", object_pairs_hook=_pairs)
-    duplicates: list[str] = []
-    return _plain(decoded, "", duplicates), duplicates
+    try:
+        decoded = json.loads(body or b"null", object_pairs_hook=_pairs)
+        duplicates: list[str] = []
+        return _plain(decoded, "", duplicates), duplicates
+    except RecursionError:
+        # kube-apiserver's decoder refuses deep nesting with a 400 too (its limit is 10,000)
+        raise ValueError("exceeded max depth") from None
 
 
 def _plain(value: Any, path: str, duplicates: list[str]) -> Any:

@@ -1094,3 +1094,10 @@ async def test_a_watcher_that_falls_behind_is_closed_and_resumes(clock: Clock) -
     assert [e.object["metadata"]["name"] for e in received] == ["p0", "p1"]
     resumed = store.watch("pods", resource_version=received[-1].resource_version)
     assert [(await resumed.get(GUARD)).object["metadata"]["name"] for _ in range(3)] == ["p2", "p3", "p4"]
+
+
+async def test_a_body_nested_too_deep_is_a_400_not_a_crash(client: httpx.AsyncClient) -> None:
+    body = b'{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "deep"}, "data": {"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+    response = await client.post("/api/v1/namespaces/default/configmaps", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400 and "exceeded max depth" in response.json()["message"]
+    assert (await client.get("/api/v1/namespaces/default/configmaps/deep")).status_code == 404
