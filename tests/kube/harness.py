@@ -133,3 +133,22 @@ def per_job(starts: list[Start]) -> dict[str, Counter]:
     for job, t, node, gpus in starts:
         out.setdefault(job, Counter())[(t, node, gpus)] += 1
     return out
+
+
+async def wait_for(condition, pilot, seconds: float = 30.0) -> None:
+    """Pause a Textual pilot until ``condition()`` holds (a generous deadline, not a timing)."""
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition not met in time")
+
+
+async def running_cluster(text: str, tmp: Path) -> Cluster:
+    """A cluster with the scheduler running and the scenario's first moment played."""
+    c = Cluster(scenario_of(text), tmp)
+    await c.start()
+    await c.controller()
+    await c.world.step(0.0)
+    await c.settle()
+    return c

@@ -90,10 +90,15 @@ class Sandbox:
         r = await self.http.get(path)
         return r.json() if r.status_code == 200 else None
 
+    #: step the controller stand-ins on every poll of ``until`` (time-driven work stays the test's)
+    steps = False
+
     async def until(self, fn, what: str, deadline: float = 15.0) -> Any:
         loop = asyncio.get_running_loop()
         end = loop.time() + deadline
         while True:
+            if self.steps:
+                self.server.controllers.step()
             value = await fn()
             if value:
                 return value

@@ -37,6 +37,8 @@ PODS = "/api/v1/namespaces/default/pods"
 class UsherOnSandbox(Sandbox):
     """The sandbox with usher's namespace and queue config, and a running controller."""
 
+    steps = True
+
     async def start_usher(self, tmp: Path) -> KubeController:
         await self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "usher-system"}})
         await self.create("/api/v1/namespaces/usher-system/configmaps", {
@@ -57,19 +59,6 @@ class UsherOnSandbox(Sandbox):
             await asyncio.gather(self.task, return_exceptions=True)
             await self.usher.client.aclose()
         await super().stop()
-
-    async def until(self, fn, what: str, deadline: float = 20.0) -> Any:
-        """Poll ``fn`` (stepping the sandbox's controllers) until it returns something true."""
-        loop = asyncio.get_running_loop()
-        end = loop.time() + deadline
-        while True:
-            self.server.controllers.step()
-            value = await fn()
-            if value:
-                return value
-            if loop.time() > end:
-                raise AssertionError(f"never happened: {what}")
-            await asyncio.sleep(0.02)
 
     async def all_pods(self) -> list[dict]:
         return (await self.req("GET", "/api/v1/pods"))["items"]
@@ -325,7 +314,7 @@ async def test_kubectl_drain_of_one_node_of_a_gang_stops_the_whole_gang_and_rest
     broken = await sb.until(lambda: _events(sb, survivor, "GangBroken"), "usher stops the rest of the gang")
     assert "is being stopped" in broken[0]["message"]
     # the Job recreates both pods; they start together on the two nodes left, never one alone
-    again = await sb.until(running, "the gang runs again, whole", deadline=40)
+    again = await sb.until(running, "the gang runs again, whole", deadline=40.0)
     assert {p["metadata"]["uid"] for p in again}.isdisjoint({p["metadata"]["uid"] for p in first})
     assert drained not in {p["spec"]["nodeName"] for p in again}
     pods = await sb.all_pods()
@@ -447,13 +436,13 @@ async def test_a_hostile_queue_config_is_refused_and_scheduling_goes_on(sb):
     usher = await sb.start_usher(sb.tmp)
     for text, what in ((ALIAS_BOMB, "alias"), ("queues: " + "[" * 20_000 + "]" * 20_000, "nest")):
         await sb.req("PATCH", "/api/v1/namespaces/usher-system/configmaps/usher-queues", {"data": {"queues.yaml": text}})
-        await sb.until(lambda: _config_error_mentions(usher, what), f"usher refuses the {what} document")
+        await sb.until(lambda what=what: _config_error_mentions(usher, what), f"usher refuses the {what} document")
         # the last good config (queue research) is still in force: a new gang is scheduled
         name = f"after-{what}"
         await sb.create(PODS, gang_pod(name, name, 1, 8))
-        await sb.until(lambda: _bound(sb, name), f"{name} runs under the last good config")
+        await sb.until(lambda name=name: _bound(sb, name), f"{name} runs under the last good config")
         await sb.req("DELETE", f"{PODS}/{name}")
-        await sb.until(lambda: _gone(sb, name), f"{name} is gone")
+        await sb.until(lambda name=name: _gone(sb, name), f"{name} is gone")
     assert not sb.task.done()
 
 

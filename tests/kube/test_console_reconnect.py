@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from harness import Cluster, scenario_of
+from harness import running_cluster, wait_for
 from usher.console.app import UsherApp
 from usher.console.table import RowTable
 from usher.engine.backends.kube.client import KubeClient
@@ -31,22 +31,10 @@ jobs:
 """
 
 
-async def wait_for(condition, pilot, seconds: float = 30.0) -> None:
-    for _ in range(int(seconds / 0.05)):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not met in time")
-
-
 @pytest.fixture
 async def cluster(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    c = Cluster(scenario_of(SCENARIO), tmp_path)
-    await c.start()
-    await c.controller()
-    await c.world.step(0.0)
-    await c.settle()
+    c = await running_cluster(SCENARIO, tmp_path)
     yield c
     await c.stop()
 

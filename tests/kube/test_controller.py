@@ -90,6 +90,16 @@ def successful_binds(c: Cluster) -> Counter[str]:
     return Counter(r.path for r in c.server.requests if r.path.endswith("/binding") and r.status in (200, 201))
 
 
+async def play_checking_every_step(c: Cluster) -> None:
+    """Play the scenario to its end; at every moment, no gang is partly bound, no GPU used twice."""
+    while (t := c.world.next_time()) is not None:
+        c.clock.t = t
+        await c.world.step(t)
+        await c.settle()
+        assert_no_partial_gang(c)
+        assert_no_gpu_twice(c)
+
+
 async def test_bind_failures_dropped_watches_and_410s_lose_nothing(cluster):
     c = await cluster()
     # a quarter of the binds conflict (not retried: the gang is rolled back and retried later),
@@ -101,12 +111,7 @@ async def test_bind_failures_dropped_watches_and_410s_lose_nothing(cluster):
     c.server.inject(FaultKind.DELAY, method="GET", path="/api/v1/pods", watch=False, delay=0.05, times=5)
     await c.controller()
     await c.settle()
-    while (t := c.world.next_time()) is not None:
-        c.clock.t = t
-        await c.world.step(t)
-        await c.settle()
-        assert_no_partial_gang(c)
-        assert_no_gpu_twice(c)
+    await play_checking_every_step(c)
     total = sum(p.count for j in c.scenario.jobs for p in j.pods)
     assert len(c.world.finished) == total  # every pod ran to completion
     # the only conflicts were the injected ones: usher never tried to bind a bound pod again
@@ -129,12 +134,7 @@ async def test_cut_connections_and_5xx_on_binds_and_evictions_lose_nothing(clust
     ctrl = await c.controller()
     ctrl.eviction_retry = 0.0
     await c.settle()
-    while (t := c.world.next_time()) is not None:
-        c.clock.t = t
-        await c.world.step(t)
-        await c.settle()
-        assert_no_partial_gang(c)
-        assert_no_gpu_twice(c)
+    await play_checking_every_step(c)
     total = sum(p.count for j in c.scenario.jobs for p in j.pods)
     assert len(c.world.finished) == total
     assert binds.fired > 0 and cut.fired + busy.fired > 0

@@ -664,20 +664,11 @@ def _nodes(n: int, noun: bool = True) -> str:
 # -- for the engine -----------------------------------------------------------------------
 
 
-class EngineNode(Protocol):
+class EngineNode(NodeLike, Protocol):
     """The engine's ``Node`` as seen here: an id besides what matching needs."""
 
     @property
     def id(self) -> int: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def labels(self) -> Mapping[str, str]: ...
-
-    @property
-    def taints(self) -> Sequence[tuple[str, str, str]]: ...
 
 
 class GroupConstraints(TypedDict):
