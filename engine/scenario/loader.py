@@ -114,6 +114,16 @@ def parse_queue_config(text: str, file: str = "<queues>", name: str = "cluster")
     too_large = size_problems(scenario, None, locator.problem)
     if too_large:
         raise ScenarioError(_ordered(too_large, file))
+    claimed: dict[str, str] = {}
+    for i, queue in enumerate(scenario.queues):
+        for j, namespace in enumerate(queue.namespaces):
+            if namespace in claimed:
+                path = ("queues", i, "namespaces", j)
+                message = f"namespace {namespace!r} is already the default of queue {claimed[namespace]!r}"
+                problems.append(Problem(file, format_path(path), doc.line_of(path), message))
+            claimed.setdefault(namespace, queue.name)
+    if problems:
+        raise ScenarioError(_ordered(problems, file))
     checked = check_scenario(scenario, TraceImport(), locator)
     if checked.errors:
         raise ScenarioError(_ordered(checked.errors, file))

@@ -349,6 +349,9 @@ class QueueSpec(SchemaModel):
     weight: float = Field(default=1.0, gt=0)
     approval: Approval = Approval.AUTO
     preemption: Preemption = Field(default_factory=Preemption)
+    namespaces: list[str] = Field(default_factory=list)
+    """On a cluster: the namespaces whose pods land in this queue when they name no queue (as
+    Kueue's LocalQueue per namespace); a replay's jobs always name their queue."""
 
 
 # --- jobs -----------------------------------------------------------------------------------

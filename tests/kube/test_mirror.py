@@ -274,3 +274,15 @@ def test_a_job_bound_by_the_leader_is_one_job_for_a_watching_console():
     assert m.gangs["ml/solo"].job is pending and pending.state == JobState.RUNNING
     assert [j.name for j in m.state.jobs] == ["ml/solo"]
     assert m.state.audit[-1].action == "started"
+
+
+def test_a_namespace_default_queue_takes_pods_without_a_queue_label():
+    m = Mirror("t")
+    m.set_config(parse_queue_config(CONFIG.replace("{name: team-a, cohort: lab,", "{name: team-a, cohort: lab, namespaces: [ml],"), "q"), None)
+    for name in ("n0", "n1"):
+        m.node_changed(node_view(node(name)), name, 0.0)
+    m.rebuild(0.0)
+    add(m, pod("nolabel", queue=None))
+    assert m.gangs["ml/nolabel"].job.queue == "team-a"
+    add(m, pod("labelled", queue="team-b"))  # the label still wins
+    assert m.gangs["ml/labelled"].job.queue == "team-b"

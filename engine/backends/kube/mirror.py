@@ -265,12 +265,15 @@ class Mirror:
                 f"Pods of {len(owners)} owners ({', '.join(owners)}) share the gang {gang.key}; "
                 "give each workload its own usher/gang label."
             )
-        queue = unbound[0].queue or DEFAULT_QUEUE
+        queue = self.queue_of(unbound[0])
         if queue not in self.state.queues:
             known = ", ".join(sorted(self.state.queues)) or "none"
             where = f"usher-system/usher-queues (queues: {known})"
             if unbound[0].queue is None:
-                return False, PendingReason.UNKNOWN_QUEUE, f"The pod has no usher/queue label and there is no queue named {DEFAULT_QUEUE!r} in {where}."
+                return False, PendingReason.UNKNOWN_QUEUE, (
+                    f"The pod has no usher/queue label, no queue lists its namespace {unbound[0].namespace!r} "
+                    f"in namespaces:, and there is no queue named {DEFAULT_QUEUE!r} in {where}."
+                )
             return False, PendingReason.UNKNOWN_QUEUE, f"Queue {queue!r} is not in {where}."
         levels = self.state.levels
         for p in unbound:
@@ -286,6 +289,15 @@ class Mirror:
                 f"{len(unbound)} of the gang's {gang.required} pods exist; usher starts a gang only when all of them can start together."
             )
         return True, None, None
+
+    def queue_of(self, pod: PodView) -> str:
+        """The pod's queue: its label, else its namespace's default queue, else ``default``."""
+        if pod.queue:
+            return pod.queue
+        for spec in self.config.queues:
+            if pod.namespace in spec.namespaces:
+                return spec.name
+        return DEFAULT_QUEUE
 
     def _shape_changed(self, gang: Gang, job: Job) -> bool:
         names = sorted((p.name for p in gang.unbound()), key=natural_key)
@@ -325,7 +337,7 @@ class Mirror:
         job = Job(
             id=len(state.jobs),
             name=gang.key,
-            queue=first.queue or DEFAULT_QUEUE,
+            queue=self.queue_of(first),
             submit=min(p.created for p in views),
             priority=max(p.priority for p in views),
             duration=None,
