@@ -112,6 +112,9 @@ class _Checker:
         for job, where in jobs:
             self.check_job(job, where, queue_names, capacity, gpu_models)
         self.check_events(node_names, job_names, queue_names)
+        for i, queue in enumerate(self.scenario.queues):
+            if queue.namespaces and (self.scenario.nodes or self.scenario.node_groups or self.scenario.jobs):
+                self.warn(("queues", i, "namespaces"), "used on a cluster only (pods without a queue label); a replay's jobs name their queue")
         for i, trace in enumerate(self.scenario.traces):
             if trace.queue is not None and trace.pods is not None and trace.queue not in queue_names:
                 self.error(_Where(("traces", i, "queue")), _unknown("queue", trace.queue, queue_names))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from usher.engine.scenario import Problem, Scenario, ScenarioError, load_scenario, parse_scenario
+from usher.engine.scenario import Problem, Scenario, ScenarioError, load_scenario, parse_queue_config, parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC_EXAMPLE = REPO / "fixtures" / "examples" / "spec-example.yaml"
@@ -424,3 +424,9 @@ def test_merge_keys_and_anchors() -> None:
     text = HEAD + ("jobs:\n  - &base {name: j1, queue: q, submit: 1h, pods: [{gpu: 1}]}\n  - {<<: *base, name: j2}\n")
     scenario = parse_scenario(text)
     assert [(j.name, j.submit) for j in scenario.jobs] == [("j1", 3600.0), ("j2", 3600.0)]
+
+
+def test_queue_namespaces_in_a_replay_are_a_warning_and_in_a_queue_config_fine() -> None:
+    text = "name: x\nnodes: [{name: a, gpus: 1}]\nqueues: [{name: q, namespaces: [research]}]\njobs: []\n"
+    assert [(w.path, w.line) for w in parse_scenario(text).warnings] == [("queues[0].namespaces", 3)]
+    assert parse_queue_config("queues: [{name: q, namespaces: [research]}]\n").queues[0].namespaces == ["research"]
