@@ -45,6 +45,8 @@ class Gang:
     seq: int
     pods: dict[str, PodView] = field(default_factory=dict)
     size: int | None = None
+    #: the fewest pods that may start (an elastic workload's minimum); None: all ``size`` of them
+    minimum: int | None = None
     job: Job | None = None
     #: pod names per engine pod group, in the order the job's groups were built
     group_pods: list[list[str]] = field(default_factory=list)
@@ -344,7 +346,7 @@ class Mirror:
             estimate=first.estimate,
             preemptible=all(p.preemptible for p in views),
             checkpoint_every=first.checkpoint_every,
-            min_count=min(gang.required, len(views)),
+            min_count=min(gang.minimum or gang.required, gang.required, len(views)),
             groups=tuple(pod_groups),
             seq=gang.seq,
         )
@@ -367,8 +369,9 @@ class Mirror:
         job = gang.job
         if job is not None and job.submitted:
             self.engine.withdraw(job)
-        if len(bound) + len(gang.completed) < gang.required:
-            gang.teardown = f"found partly bound: {len(bound)} of its {gang.required} pods on nodes"
+        needed = min(gang.minimum or gang.required, gang.required)
+        if len(bound) + len(gang.completed) < needed:
+            gang.teardown = f"found partly bound: {len(bound)} of the {needed} pods it needs on nodes"
         names = sorted(p.name for p in bound)
         same = job is not None and job.state != JobState.FINISHED and names == sorted(n for g in gang.group_pods for n in g)
         if not same:
@@ -415,6 +418,12 @@ class Mirror:
             gang.reason = PendingReason.WAITING_FOR_GANG
             gang.message = (
                 f"The gang is being stopped ({gang.teardown}); usher starts it again whole once its old pods are gone."
+            )
+        elif gang.unbound() and gang.job is not None and gang.job.min_count < gang.job.total_pods:
+            gang.reason = PendingReason.WAITING_FOR_GANG
+            gang.message = (
+                f"The gang runs at its minimum of {gang.job.min_count} pods; usher does not grow a running gang yet, "
+                "so this pod waits for the gang's next run."
             )
         elif gang.unbound():
             gang.reason = PendingReason.WAITING_FOR_GANG
