@@ -68,6 +68,7 @@ from .objects import (
     node_view,
     pod_view,
 )
+from .owners import OWNER_RESOURCES, GroupSpec, OwnerKey, OwnerResource, infer_group
 from .rbac import LEADER_LEASE, QUEUES_CONFIG_KEY, QUEUES_CONFIGMAP, USHER_NAMESPACE
 
 log = logging.getLogger("usher.controller")
@@ -91,7 +92,8 @@ class Source(StrEnum):
     #: every assigned, unfinished pod on any node, whoever placed it (what usher must not overcommit)
     ASSIGNED_PODS = "assigned-pods"
     CONFIG = "config"
-    POD_GROUPS = "podgroups"
+    #: the workloads that own pods (Jobs, JobSets, PyTorchJobs, ...) and PodGroups: gang sizes
+    OWNERS = "owners"
 
 
 class EventReason(StrEnum):
@@ -178,6 +180,12 @@ class KubeController:
         self._bind_slots = asyncio.Semaphore(BIND_CONCURRENCY)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_status = 0.0
+        #: owner informers by resource key (``batch/Job``); both MPIJob versions share one key
+        self._owner_informers: dict[str, list[Informer]] = {}
+        self._pods: Informer | None = None
+        #: the owners each usher pod's gang was read from, and the pods read from each owner
+        self._depends: dict[str, tuple[OwnerKey, ...]] = {}
+        self._dependents: dict[OwnerKey, set[str]] = {}
         #: the newest queue ConfigMap seen (None inside: it was deleted), not yet parsed
         self._pending_config: tuple[dict[str, Any] | None] | None = None
         #: live GPU telemetry, filled by the sources given with ``--telemetry`` (see usher.cluster)
@@ -273,10 +281,22 @@ class KubeController:
 
             return put
 
+        def feed_owner(resource: OwnerResource):
+            def put(kind: DeltaType, obj: dict[str, Any]) -> None:
+                self.deltas.put_nowait((Source.OWNERS, kind, {"resource": resource.key, "object": obj}))
+                self._wake.set()
+
+            return put
+
         client = self.client
+        self._owner_informers = {}
+        for resource in OWNER_RESOURCES:
+            informer = Informer(client, resource.path, on_event=feed_owner(resource), optional=True)
+            self._owner_informers.setdefault(resource.key, []).append(informer)
+        self._pods = Informer(client, "/api/v1/pods", field_selector=f"spec.schedulerName={SCHEDULER_NAME}", on_event=feed(Source.PODS))
         return [
             Informer(client, "/api/v1/nodes", on_event=feed(Source.NODES)),
-            Informer(client, "/api/v1/pods", field_selector=f"spec.schedulerName={SCHEDULER_NAME}", on_event=feed(Source.PODS)),
+            self._pods,
             Informer(client, "/api/v1/pods", field_selector=ASSIGNED_PODS, on_event=feed(Source.ASSIGNED_PODS)),
             Informer(
                 client,
@@ -284,7 +304,7 @@ class KubeController:
                 field_selector=f"metadata.name={QUEUES_CONFIGMAP}",
                 on_event=feed(Source.CONFIG),
             ),
-            Informer(client, "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", on_event=feed(Source.POD_GROUPS), optional=True),
+            *(inf for informers in self._owner_informers.values() for inf in informers),
         ]
 
     async def run(self, speed: float | None = None) -> None:
@@ -404,7 +424,9 @@ class KubeController:
                 mirror.holding_changed(key_of(obj), None if deleted else holding_of(obj))
         elif source == Source.PODS:
             key = key_of(obj)
-            view = None if deleted else pod_view(obj)
+            view = None if deleted else pod_view(obj, self._group_of(key, obj))
+            if deleted:
+                self._forget_depends(key)
             mirror.pod_changed(view, key, now)
             uid = obj.get("metadata", {}).get("uid", "")
             if deleted or (view is not None and not view.live):
@@ -418,12 +440,41 @@ class KubeController:
         elif source == Source.NODES:
             name = obj["metadata"]["name"]
             mirror.node_changed(None if deleted else node_view(obj), name, now)
-        elif source == Source.POD_GROUPS:
-            spec = obj.get("spec") or {}
-            mm = spec.get("minMember")
-            mirror.pod_group_changed(key_of(obj), None if deleted or not isinstance(mm, int) else mm, now)
+        elif source == Source.OWNERS:
+            owned = obj["object"]
+            meta = owned.get("metadata") or {}
+            for pod_key in sorted(self._dependents.get((obj["resource"], meta.get("namespace", ""), meta.get("name", "")), ())):
+                pod = self._pods.cache.get(pod_key)
+                if pod is not None:  # its gang may be another now: its size, its owner's annotations
+                    mirror.pod_changed(pod_view(pod, self._group_of(pod_key, pod)), pod_key, now)
         else:
             self._pending_config = (None if deleted else obj,)
+
+    def _group_of(self, key: str, pod: dict[str, Any]) -> GroupSpec:
+        """The pod's gang from its labels and its owners, remembering which owners it read."""
+        served = {k for k, informers in self._owner_informers.items() if any(i.served for i in informers)}
+        group = infer_group(pod, self._owner, served=served)
+        self._forget_depends(key)
+        self._depends[key] = group.depends
+        for owner in group.depends:
+            self._dependents.setdefault(owner, set()).add(key)
+        return group
+
+    def _forget_depends(self, key: str) -> None:
+        for owner in self._depends.pop(key, ()):
+            pods = self._dependents.get(owner)
+            if pods is not None:
+                pods.discard(key)
+                if not pods:
+                    del self._dependents[owner]
+
+    def _owner(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """An owner as its informer last saw it (the lookup of ``owners.infer_group``)."""
+        for informer in self._owner_informers.get(resource, ()):
+            obj = informer.cache.get(f"{namespace}/{name}")
+            if obj is not None:
+                return obj
+        return None
 
     async def _load_config(self) -> None:
         """Parse the queue ConfigMap's newest version, if one arrived (off the event loop: a
@@ -743,7 +794,12 @@ class KubeController:
         return text
 
     def _gang_named(self, name: str | None) -> Gang:
+        """The gang a command names: by its key, its job's name (``PyTorchJob ns/x``), or its
+        key without the namespace."""
         gang = self.mirror.gangs.get(name or "")
+        job_id = self.state.job_by_name.get(name or "")
+        if gang is None and job_id is not None:
+            gang = self.mirror.gang_of_job.get(job_id)
         if gang is None:
             gang = next((g for g in self.mirror.gangs.values() if g.key.split("/", 1)[1] == name), None)
         if gang is None or not gang.pods:

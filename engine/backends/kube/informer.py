@@ -65,6 +65,7 @@ from .client import (
     Backoff,
     Gone,
     KubeClient,
+    Forbidden,
     KubeError,
     NotFound,
     Obj,
@@ -146,6 +147,9 @@ class Informer:
     ) -> None:
         self.path = path
         self.has_synced = asyncio.Event()
+        #: whether the server serves the collection (and lets us list it): None until the first
+        #: list; an ``optional`` one answered 404 or 403 is False, and asked again later
+        self.served: bool | None = None
         self.resource_version = ""
         self._client = client
         self._on_event = on_event
@@ -250,13 +254,17 @@ class Informer:
                 field_selector=self._field_selector,
                 limit=self._page_size,
             )
-        except NotFound:
+        except (NotFound, Forbidden) as exc:
             if not self._optional:
                 raise
-            log.info("%s is not served; treating it as empty and asking again later", self.path)
+            if self.served is not False:
+                what = "is not served" if isinstance(exc, NotFound) else "may not be listed by this identity"
+                log.info("%s %s; treating it as empty and asking again later", self.path, what)
+            self.served = False
             self._replace([])
             self._contact()
             return False
+        self.served = True
         self._replace(listed.items)
         self.resource_version = listed.resource_version
         self._contact()

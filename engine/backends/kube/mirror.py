@@ -47,6 +47,10 @@ class Gang:
     size: int | None = None
     #: the fewest pods that may start (an elastic workload's minimum); None: all ``size`` of them
     minimum: int | None = None
+    #: how the gang is shown (``PyTorchJob research/llama-ft``); None: by its key
+    title: str | None = None
+    #: what the gang's size waits for (its owner not seen yet); None: nothing
+    waiting_for: str | None = None
     job: Job | None = None
     #: pod names per engine pod group, in the order the job's groups were built
     group_pods: list[list[str]] = field(default_factory=list)
@@ -87,7 +91,6 @@ class Mirror:
         self.nodes: dict[str, NodeView] = {}
         self.gangs: dict[str, Gang] = {}
         self.pod_gang: dict[str, str] = {}
-        self.min_members: dict[str, int] = {}
         self.config: Scenario = Scenario(name=name)
         self.config_error: str | None = None
         self.engine = Engine(ClusterState(name, [], {}), policy)
@@ -124,31 +127,16 @@ class Mirror:
             node = self.state.node(name)
             self.state.set_schedulable(node, cordoned=view.unschedulable, failed=not view.ready)
 
-    def pod_group_changed(self, key: str, min_member: int | None, now: float) -> None:
-        if min_member is None:
-            self.min_members.pop(key, None)
-        else:
-            self.min_members[key] = min_member
-        gang = self.gangs.get(key)
-        if gang is not None:
-            gang.size = min_member
-            self.sync(gang, now)
-
     def pod_changed(self, view: PodView | None, key: str, now: float) -> None:
-        gang_key = self.pod_gang.get(key) if view is None else view.gang
-        if gang_key is None:
-            return
-        gang = self.gangs.get(gang_key)
+        """A pod appeared, changed or went away; a pod whose gang changed (its owner came to be
+        known, a label was edited) leaves its old gang first."""
+        previous = self.pod_gang.get(key)
+        if previous is not None and (view is None or view.gang != previous):
+            self._leave(previous, key, now, "was deleted from" if view is None else "left the gang on")
         if view is None:
-            self.pod_gang.pop(key, None)
-            if gang is not None:
-                last = gang.pods.pop(key.split("/", 1)[1], None)
-                if last is not None and last.bound and last.live:
-                    gang.departed[last.name] = f"pod {last.name} was deleted from {last.node}"
-                self.sync(gang, now)
-                if not gang.pods and gang.job is None:
-                    del self.gangs[gang_key]
             return
+        gang_key = view.gang
+        gang = self.gangs.get(gang_key)
         if gang is None:
             self._seq += 1
             gang = self.gangs[gang_key] = Gang(gang_key, self._seq)
@@ -160,19 +148,26 @@ class Mirror:
         if view.phase == Phase.SUCCEEDED:
             gang.completed.add(view.name)
         self.pod_gang[key] = gang_key
-        gang.size = self._size(view)
+        gang.size, gang.minimum, gang.title, gang.waiting_for = view.gang_size, view.gang_minimum, view.gang_title, view.waiting_for
         self.sync(gang, now)
+
+    def _leave(self, gang_key: str, key: str, now: float, how: str) -> None:
+        self.pod_gang.pop(key, None)
+        gang = self.gangs.get(gang_key)
+        if gang is None:
+            return
+        last = gang.pods.pop(key.split("/", 1)[1], None)
+        if last is not None and last.bound and last.live:
+            gang.departed[last.name] = f"pod {last.name} {how} {last.node}"
+        self.sync(gang, now)
+        if not gang.pods and gang.job is None:
+            del self.gangs[gang_key]
 
     def assume_bound(self, gang: Gang, pod: str, node: str, gpus: list[int]) -> None:
         """Record a bind that the API accepted, before its watch event arrives."""
         view = gang.pods.get(pod)
         if view is not None:
             view.node, view.gpus = node, gpus
-
-    def _size(self, view: PodView) -> int | None:
-        if view.pod_group is not None:
-            return self.min_members.get(view.pod_group)
-        return view.gang_size
 
     # -- gangs and the engine -------------------------------------------------------------
 
@@ -284,8 +279,8 @@ class Mirror:
                 return False, PendingReason.INVALID_REQUEST, (
                     f"Pod {p.name} asks for topology level {level!r}, which is not one of the cluster's levels ({', '.join(levels) or 'none configured'})."
                 )
-        if gang.size is None and unbound[0].pod_group is not None:
-            return False, PendingReason.WAITING_FOR_GANG, f"Waiting for PodGroup {unbound[0].pod_group} (its minMember gives the gang's size)."
+        if gang.waiting_for is not None:
+            return False, PendingReason.WAITING_FOR_GANG, f"Waiting to learn the gang's size: {gang.waiting_for}."
         if len(unbound) < gang.required:
             return False, PendingReason.WAITING_FOR_GANG, (
                 f"{len(unbound)} of the gang's {gang.required} pods exist; usher starts a gang only when all of them can start together."
@@ -338,7 +333,7 @@ class Mirror:
         first = views[0]
         job = Job(
             id=len(state.jobs),
-            name=gang.key,
+            name=gang.title or gang.key,
             queue=self.queue_of(first),
             submit=min(p.created for p in views),
             priority=max(p.priority for p in views),

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import yaml
 
@@ -41,6 +41,9 @@ from ...scenario.quantity import parse_cpu, parse_duration, parse_memory
 from ...scenario.yamltree import YamlLimitError, load_bounded
 from ...state import MILLI, UNLIMITED
 from .constraints import NodeConstraints, Taint, node_taints, parse_constraints
+
+if TYPE_CHECKING:
+    from .owners import GroupSpec
 
 SCHEDULER_NAME = "usher"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -71,6 +74,10 @@ class Annotation(StrEnum):
     GPU_HEALTH = "usher/gpu-health"
     #: the sandbox's kubelet stand-in: how long the pod runs before it succeeds
     DURATION = "usher/duration"
+
+
+#: gang kinds that are not a workload owner worth naming (a pod alone, usher's own labels)
+_POD_KINDS = ("Pod", "Gang")
 
 
 class Phase(StrEnum):
@@ -146,9 +153,9 @@ class PodView:
     phase: Phase
     node: str | None
     queue: str | None
+    #: the gang's key (``ns/<usher/gang>``, ``ns/<Kind>/<owner>``, ``ns/<pod>`` for a pod alone)
     gang: str
     gang_size: int | None
-    pod_group: str | None
     priority: int
     gpu_milli: int
     cpu: int
@@ -166,8 +173,14 @@ class PodView:
     problem: str | None = None
     #: a deletion is under way (``metadata.deletionTimestamp``): the pod still holds its node
     terminating: bool = False
-    #: the controller that owns the pod (``Job/train``), None for a bare pod
+    #: the gang's top owner (``PyTorchJob/llama-ft``), else the pod's controller; None for a bare pod
     owner: str | None = None
+    #: the fewest pods of the gang that may start (an elastic workload's minimum); None: all
+    gang_minimum: int | None = None
+    #: how the gang is shown (``PyTorchJob research/llama-ft``); None: by its key
+    gang_title: str | None = None
+    #: what the gang's size waits for (an owner not seen yet); None: nothing
+    waiting_for: str | None = None
     #: nodeSelector, node affinity and tolerations (``constraints``); None when it has none
     constraints: NodeConstraints | None = None
 
@@ -239,14 +252,25 @@ def pod_requests(spec: dict[str, Any], problems: list[str] | None = None) -> Req
     return Requests(cpu, memory, gpus)
 
 
-def pod_view(obj: dict[str, Any]) -> PodView:
-    """Parse one pod; never raises for user mistakes (they land in ``problem``)."""
+def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
+    """Parse one pod; never raises for user mistakes (they land in ``problem``).
+
+    ``group`` is the pod's gang as ``owners.infer_group`` found it through the owner caches;
+    without it, only what the pod itself says counts (usher's labels; otherwise a pod alone).
+    The gang's owner's usher annotations win over the pod's.
+    """
+    from .owners import infer_group  # owners reads this module's labels
+
     meta = obj.get("metadata", {})
     spec = obj.get("spec", {})
     status = obj.get("status", {})
     labels = meta.get("labels") or {}
-    ann = meta.get("annotations") or {}
+    if group is None:
+        group = infer_group(obj, lambda *_: None, served=())
+    ann = {**(meta.get("annotations") or {}), **group.annotations}
     problems: list[str] = []
+    if group.problem and not group.waiting:
+        problems.append(group.problem)
     ns = meta.get("namespace", "default")
     name = meta["name"]
 
@@ -265,11 +289,6 @@ def pod_view(obj: dict[str, Any]) -> PodView:
         problems.append(f"annotation {Annotation.GPU_FRACTION} asks for a share of one GPU but the pod requests {whole} GPUs")
     gpu_milli = round(fraction * MILLI) if fraction is not None else whole * MILLI
 
-    gang = labels.get(Label.GANG)
-    pod_group = labels.get(Label.POD_GROUP)
-    size = parse(f"label {Label.GANG_SIZE}", labels.get(Label.GANG_SIZE), _positive_int)
-    if gang is None and pod_group is not None:
-        gang = pod_group
     constraints, constraint_problems = parse_constraints(spec)
     problems.extend(constraint_problems)
     models = ann.get(Annotation.GPU_MODEL)
@@ -284,9 +303,11 @@ def pod_view(obj: dict[str, Any]) -> PodView:
         phase=Phase(status.get("phase", "Pending")) if status.get("phase") in Phase.__members__.values() else Phase.UNKNOWN,
         node=spec.get("nodeName") or None,
         queue=labels.get(Label.QUEUE) or labels.get(Label.KUEUE_QUEUE),
-        gang=f"{ns}/{gang}" if gang else f"{ns}/{name}",
-        gang_size=size if gang else 1,
-        pod_group=f"{ns}/{pod_group}" if pod_group and not labels.get(Label.GANG) else None,
+        gang=group.key,
+        gang_size=group.size,
+        gang_minimum=group.minimum,
+        gang_title=_title(group),
+        waiting_for=group.problem if group.waiting else None,
         priority=int(spec.get("priority") or 0),
         gpu_milli=gpu_milli,
         cpu=cpu,
@@ -306,9 +327,21 @@ def pod_view(obj: dict[str, Any]) -> PodView:
         },
         problem="; ".join(problems) or None,
         terminating=bool(meta.get("deletionTimestamp")),
-        owner=next((f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or [] if o.get("controller")), None),
+        owner=f"{group.kind}/{group.name}" if group.owner is not None else next(
+            (f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or [] if o.get("controller")), None
+        ),
         constraints=constraints,
     )
+
+
+def _title(group: GroupSpec) -> str | None:
+    """``PyTorchJob research/llama-ft`` for the gang keyed ``research/PyTorchJob/llama-ft`` (and
+    ``LeaderWorkerSet research/serve/1`` for one group of it); None for a pod alone or usher's labels."""
+    namespace, _, rest = group.key.partition("/")
+    kind, _, name = rest.partition("/")
+    if group.owner is None or group.kind in _POD_KINDS or kind != group.kind:
+        return None
+    return f"{kind} {namespace}/{name}"
 
 
 def _int(text: str) -> int:

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from .owners import OWNER_RESOURCES
+
 USHER_NAMESPACE = "usher-system"
 """Where the controller runs, holds its leader Lease and reads its queue config."""
 
@@ -81,7 +83,8 @@ def _grants(
 
 _READ = (Verb.GET, Verb.LIST, Verb.WATCH)
 _COORDINATION = "coordination.k8s.io"
-_POD_GROUPS = "scheduling.x-k8s.io"
+#: (group, plural) of every owner kind usher reads, once (both MPIJob versions are one resource)
+_OWNER_RESOURCES = tuple(dict.fromkeys((r.group, r.plural) for r in OWNER_RESOURCES))
 
 _LIST_WATCH = (Verb.LIST, Verb.WATCH)
 
@@ -95,8 +98,9 @@ CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
     *_grants("", "pods/status", (Verb.PATCH,), Scope.CLUSTER),
     # Events on pods and nodes: why a job waits, what was preempted and by whom (created, never patched).
     *_grants("", "events", (Verb.CREATE,), Scope.CLUSTER),
-    # Gangs declared through the coscheduling plugin's PodGroup (informer: list and watch only).
-    *_grants(_POD_GROUPS, "podgroups", _LIST_WATCH, Scope.CLUSTER),
+    # The workloads that own pods (Job, JobSet, PyTorchJob, RayCluster, LeaderWorkerSet, ...) and
+    # PodGroups: a gang's size and minimum (informers: list and watch only, never written).
+    *(p for group, plural in _OWNER_RESOURCES for p in _grants(group, plural, _LIST_WATCH, Scope.CLUSTER)),
     # The queue config, read and (for setQuota) written back; never created.
     *_grants("", "configmaps", (*_READ, Verb.UPDATE), Scope.NAMESPACE, (QUEUES_CONFIGMAP,)),
     # Leader election.
@@ -109,7 +113,7 @@ OPERATOR_PERMISSIONS: tuple[Permission, ...] = (
     # Read what the controller reads (the Lease: to show which replica leads).
     *_grants("", "nodes", _READ, Scope.CLUSTER),
     *_grants("", "pods", _READ, Scope.CLUSTER),
-    *_grants(_POD_GROUPS, "podgroups", _READ, Scope.CLUSTER),
+    *(p for group, plural in _OWNER_RESOURCES for p in _grants(group, plural, _LIST_WATCH, Scope.CLUSTER)),
     *_grants("", "configmaps", _READ, Scope.CLUSTER, (QUEUES_CONFIGMAP,)),
     *_grants(_COORDINATION, "leases", _READ, Scope.CLUSTER, (LEADER_LEASE,)),
     # Act: cordon/drain nodes, approve/hold pods, evict (preempt), set quotas, record why.
