@@ -11,61 +11,18 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubectl import Kubectl
-from sandboxes import Sandbox, node, pod
-
-from usher.engine.backends.kube.client import KubeClient
+from sandboxes import UsherOnSandbox, node, pod
 from usher.engine.backends.kube.controller import KubeController
 from usher.engine.controller import Command
 from usher.engine.core import CommandError
 from usher.engine.enums import Action
 from usher.sandbox.apiserver import FaultKind
 
-QUEUES = """
-queues:
-  - {name: research, quota: {gpu: 32}}
-  - {name: small, quota: {gpu: 4}}
-"""
 PODS = "/api/v1/namespaces/default/pods"
-
-
-class UsherOnSandbox(Sandbox):
-    """The sandbox with usher's namespace and queue config, and a running controller."""
-
-    steps = True
-
-    async def start_usher(self, tmp: Path) -> KubeController:
-        await self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "usher-system"}})
-        await self.create("/api/v1/namespaces/usher-system/configmaps", {
-            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "usher-queues"}, "data": {"queues.yaml": QUEUES},
-        })
-        path = tmp / "kubeconfig"
-        path.write_text(yaml.safe_dump(self.server.kubeconfig()))
-        self.kubeconfig = path
-        client = await KubeClient.connect(str(path))
-        self.usher = KubeController(client, identity="usher-0", clock=self.clock.now, elect=False, status_interval=0.0)
-        self.task = asyncio.create_task(self.usher.run())
-        await asyncio.wait_for(self.usher.synced.wait(), 10)
-        return self.usher
-
-    async def stop(self) -> None:
-        if hasattr(self, "task"):
-            self.task.cancel()
-            await asyncio.gather(self.task, return_exceptions=True)
-            await self.usher.client.aclose()
-        await super().stop()
-
-    async def all_pods(self) -> list[dict]:
-        return (await self.req("GET", "/api/v1/pods"))["items"]
-
-    async def events_of(self, name: str) -> list[dict]:
-        items = (await self.req("GET", "/api/v1/namespaces/default/events"))["items"]
-        return [e for e in items if e["involvedObject"]["name"] == name]
 
 
 @pytest.fixture
