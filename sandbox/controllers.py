@@ -1,8 +1,12 @@
 """The in-process stand-ins for a cluster's own controllers, run beside the fake API server.
 
 ``Controllers(store)`` owns a kubelet for every node (:mod:`usher.sandbox.kubelet`, with the
-taint manager), the default scheduler (:mod:`usher.sandbox.default_scheduler`) and the workload
-controllers (:mod:`usher.sandbox.workloads`: Job, ReplicaSet, Deployment, DaemonSet). They work
+taint manager), the default scheduler (:mod:`usher.sandbox.default_scheduler`), the workload
+controllers (:mod:`usher.sandbox.workloads`: Job, ReplicaSet, Deployment, DaemonSet) and, with
+``operators`` (the default), a StatefulSet controller and the stand-ins for the JobSet,
+Kubeflow (PyTorchJob, TFJob, MPIJob), KubeRay (RayCluster, RayJob) and LeaderWorkerSet operators
+(:mod:`usher.sandbox.operators`), whose CRDs (:mod:`usher.sandbox.crds`) are created in the
+store at once, as a cluster with the operators installed serves them. They work
 on the :class:`~usher.sandbox.store.Store` directly, as the real ones work on the API: a store
 listener marks what changed (synchronously, nothing else), and the work is done on the server's
 event loop, after the write that caused it, until nothing is left to do.
@@ -53,10 +57,18 @@ class Controllers:
         kubelet: bool = True,
         scheduler: bool = True,
         workloads: bool = True,
+        operators: bool = True,
     ) -> None:
+        from .crds import install as install_crds
         from .default_scheduler import DefaultScheduler
         from .kubelet import Kubelet
-        from .workloads import DaemonSetController, DeploymentController, JobController, ReplicaSetController
+        from .operators import operator_parts
+        from .workloads import (
+            DaemonSetController,
+            DeploymentController,
+            JobController,
+            ReplicaSetController,
+        )
 
         self.store = store
         self.skip = skip or (lambda pod: False)
@@ -73,10 +85,15 @@ class Controllers:
         self.replicasets = ReplicaSetController(self) if workloads else None
         self.deployments = DeploymentController(self) if workloads else None
         self.daemonsets = DaemonSetController(self) if workloads else None
+        self.operators: list[Part] = operator_parts(self) if operators else []
+        """The StatefulSet controller and the operator stand-ins (:mod:`usher.sandbox.operators`)."""
         self.parts = [
-            p for p in (self.deployments, self.replicasets, self.daemonsets, self.jobs, self.scheduler, self.kubelet)
+            p for p in (self.deployments, self.replicasets, self.daemonsets, *self.operators, self.jobs, self.scheduler,
+                        self.kubelet)
             if p is not None
         ]
+        if operators:
+            install_crds(store)
         store.add_listener(self._on_change)
 
     # ------------------------------------------------------------------ clock and timers

@@ -331,6 +331,9 @@ class Catalogue:
         if found is not None:
             return found
         candidates = self._by_plural.get(str(resource), [])
+        if len(candidates) > 1:
+            # a CRD's plural a built-in has too (Volcano's podgroups beside scheduler-plugins'): the built-in
+            candidates = [c for c in candidates if any(c is b for b in BUILTIN_TYPES)] or candidates
         if len(candidates) != 1:
             raise UnknownResource(str(resource))
         return candidates[0]

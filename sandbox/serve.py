@@ -4,8 +4,10 @@ It starts the fake API server, creates the scenario's nodes and queue config, wr
 that points at it, and plays the scenario in wall time (``--speed`` scenario seconds per second):
 pods appear at their submit times, bound pods run for their duration and succeed, the events
 happen. The cluster's own controllers run beside (:mod:`usher.sandbox.controllers`): a kubelet on
-every node, the taint manager, the default scheduler, and the Job, ReplicaSet/Deployment and
-DaemonSet controllers, so ``kubectl apply -f deploy/`` and the examples behave as on a cluster.
+every node, the taint manager, the default scheduler, the Job, ReplicaSet/Deployment, DaemonSet
+and StatefulSet controllers, and stand-ins for the JobSet, Kubeflow (PyTorchJob, TFJob, MPIJob),
+KubeRay and LeaderWorkerSet operators with their CRDs (:mod:`usher.sandbox.operators`), so
+``kubectl apply -f deploy/`` and the examples behave as on a cluster.
 Then, in other terminals::
 
     usher --no-ui --kubeconfig usher-sandbox.kubeconfig    # schedule it
