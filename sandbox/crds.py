@@ -13,6 +13,7 @@ real CRD where they are plain paths. The schema is ``x-kubernetes-preserve-unkno
 - ``rayclusters``, ``rayjobs.ray.io`` v1 (KubeRay v1.1/v1.2)
 - ``leaderworkersets.leaderworkerset.x-k8s.io`` v1 (LWS v0.5/v0.6)
 - ``podgroups.scheduling.volcano.sh`` v1beta1 (Volcano v1.9; served only, no controller)
+- ``trainjobs.trainer.kubeflow.org`` v1alpha1 (Kubeflow Trainer v2; served only, no controller)
 
 ``podgroups.scheduling.x-k8s.io`` (scheduler-plugins' coscheduling) is a built-in of the sandbox
 already (:data:`usher.sandbox.kinds.BUILTIN_TYPES`), so it is not created again.
@@ -108,6 +109,8 @@ OPERATOR_CRDS: tuple[JsonObject, ...] = (
         _AGE,
     )),
     crd("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets", short_names=("lws",)),
+    # served only: no stand-in runs it (its JobSet would be made by the Kubeflow Trainer)
+    crd("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs"),
     crd("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups", short_names=("pg", "podgroup-v1beta1"), columns=(
         _column("STATUS", ".status.phase"),
         _column("minMember", ".spec.minMember", "integer"),

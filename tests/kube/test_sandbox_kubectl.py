@@ -10,12 +10,10 @@ from typing import Any
 
 import pytest
 import yaml
-
-from usher.sandbox.apiserver import ServerThread
-
 from kubectl import Kubectl
 from sandboxes import two_node_sandbox
-
+from usher.sandbox import crds
+from usher.sandbox.apiserver import ServerThread
 
 
 @pytest.fixture
@@ -162,7 +160,8 @@ def test_drain_under_a_disruption_budget_retries_until_the_budget_allows(sandbox
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_apply_every_manifest_with_validation_then_again_and_a_typo_is_refused(kubectl: Kubectl) -> None:
+def test_apply_every_manifest_with_validation_then_again_and_a_typo_is_refused(sandbox: ServerThread, kubectl: Kubectl) -> None:
+    sandbox.call(crds.install, sandbox.server.store)  # the examples' operators are installed, as they must be on a cluster
     first = kubectl.ok("apply", "-f", str(REPO / "deploy"))
     assert "deployment.apps/usher-controller created" in first and "daemonset.apps/usher-agent created" in first
     examples = kubectl.ok("apply", "-f", str(REPO / "deploy" / "examples"))

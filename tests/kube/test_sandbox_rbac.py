@@ -24,10 +24,15 @@ import pytest
 import yaml
 from harness import Cluster, scenario_of
 from kubernetes.client import ApiClient, ApiException, Configuration, CoreV1Api
-
 from usher.engine.controller import Command
 from usher.engine.enums import Action
-from usher.sandbox.apiserver import FakeApiServer, FaultKind, RequestRecord, ServerThread
+from usher.sandbox import crds
+from usher.sandbox.apiserver import (
+    FakeApiServer,
+    FaultKind,
+    RequestRecord,
+    ServerThread,
+)
 from usher.sandbox.auth import Access, granted_by, service_account_user
 from usher.sandbox.objects import queue_configmap
 from usher.sandbox.serve import kubeconfig
@@ -132,7 +137,7 @@ def test_denials_name_the_user_verb_resource_group_and_scope(sandbox):
         f'pods is forbidden: User "{BOT}" cannot list resource "pods" in API group "" at the cluster scope'
     )
     r = bot.get("/api/v1/namespaces/team/pods", params={"watch": "true"})
-    assert f'cannot watch resource "pods" in API group "" in the namespace "team"' in r.json()["message"]
+    assert 'cannot watch resource "pods" in API group "" in the namespace "team"' in r.json()["message"]
     r = bot.put("/apis/coordination.k8s.io/v1/namespaces/team/leases/l", json={})
     assert r.json()["message"].startswith('leases.coordination.k8s.io "l" is forbidden: ')
     assert r.json()["details"] == {"name": "l", "group": "coordination.k8s.io", "kind": "leases"}
@@ -330,6 +335,7 @@ async def _start(tmp: Path) -> tuple[Cluster, httpx.AsyncClient]:
     for doc in MANIFESTS:
         r = await admin.post(_path(c.server, doc), json=doc)
         assert r.status_code == 201, (doc["kind"], doc["metadata"]["name"], r.text)
+    crds.install(c.server.store)  # the operators AI teams run: usher watches their workloads
     # the scenario's nodes and pods (the world plays the cluster's other users, as the admin);
     # its queue config replaces the example queues of deploy/30-configmap-queues.yaml
     c.world = World(c.scenario, c.url, c.clock)
