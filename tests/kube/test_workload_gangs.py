@@ -90,3 +90,120 @@ async def test_a_batch_job_is_a_gang_of_its_parallelism(sb):
     assert job.total_pods == 3 and job.estimate == 7200.0  # the Job's annotation is the gang's
     await sb.create("/api/v1/nodes", node("gpu-3"))
     await running_whole(sb, "job-name=train", 3)
+
+
+async def eight_gpu_nodes(sb: UsherOnSandbox, n: int, first: int = 1) -> None:
+    for i in range(first, first + n):
+        await sb.create("/api/v1/nodes", node(f"gpu-{i}"))
+
+
+async def test_a_jobset_is_one_gang_of_all_its_jobs_pods(sb):
+    # modelled on JobSet v1alpha2's documented example: replicatedJobs with replicas x parallelism
+    await eight_gpu_nodes(sb, 4)
+    await sb.start_usher(sb.tmp, QUEUES)
+    job = {"parallelism": 2, "completions": 2, "backoffLimit": 0, "template": gpu_template(8)}
+    await sb.create("/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets", {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "jax"},
+        "spec": {"replicatedJobs": [{"name": "workers", "replicas": 3, "template": {"spec": job}}]},
+    })
+    # 3 Jobs x 2 pods x 8 GPUs = 48 GPUs on 32: the six pods wait together
+    await waiting_whole(sb, "jobset.sigs.k8s.io/jobset-name=jax", 6, "InsufficientCapacity")
+    await eight_gpu_nodes(sb, 2, first=5)
+    pods = await running_whole(sb, "jobset.sigs.k8s.io/jobset-name=jax", 6)
+    assert len({p["metadata"]["labels"]["job-name"] for p in pods}) == 3
+
+
+async def test_a_pytorchjob_is_one_gang_and_an_elastic_one_starts_at_its_minimum(sb):
+    # modelled on the Kubeflow Training Operator's kubeflow.org/v1 PyTorchJob (elasticPolicy)
+    await eight_gpu_nodes(sb, 3)
+    usher = await sb.start_usher(sb.tmp, QUEUES)
+    replica = {"restartPolicy": "OnFailure", "template": gpu_template(8)}
+    await sb.create("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs", {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "ft"},
+        "spec": {
+            "elasticPolicy": {"minReplicas": 2, "maxReplicas": 4, "rdzvBackend": "c10d"},
+            "pytorchReplicaSpecs": {"Master": {**replica, "replicas": 1}, "Worker": {**replica, "replicas": 4}},
+        },
+    })
+    # 5 pods of 8 GPUs on 3 nodes: the whole job does not fit, its minimum (master + 2 workers) does
+    pods = await running_whole(sb, "training.kubeflow.org/job-name=ft", 3)
+    roles = sorted(p["metadata"]["labels"]["training.kubeflow.org/replica-type"] for p in pods)
+    assert roles == ["master", "worker", "worker"]
+    job = next(j for j in usher.state.jobs if j.name == "PyTorchJob default/ft")
+    assert (job.total_pods, job.min_count) == (5, 3)
+
+    async def rest_say_why() -> bool:
+        waiting = [p for p in await pods_of(sb, "training.kubeflow.org/job-name=ft") if not p["spec"].get("nodeName")]
+        return len(waiting) == 2 and all("minimum of 3 pods" in (condition(p) or {}).get("message", "") for p in waiting)
+
+    await sb.until(rest_say_why, "the two workers beyond the minimum say why they wait")
+
+
+async def test_a_raycluster_is_head_and_workers_and_a_lost_worker_restarts_the_whole_gang(sb):
+    # modelled on KubeRay's ray.io/v1 RayCluster samples (headGroupSpec + workerGroupSpecs)
+    await eight_gpu_nodes(sb, 3)
+    usher = await sb.start_usher(sb.tmp, QUEUES)
+    await sb.create("/apis/ray.io/v1/namespaces/default/rayclusters", {
+        "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "sweep"},
+        "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": gpu_template(0)},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "minReplicas": 2, "maxReplicas": 2,
+                                  "rayStartParams": {}, "template": gpu_template(8)}],
+        },
+    })
+    first = await running_whole(sb, "ray.io/cluster=sweep", 3)
+    assert any(j.name == "RayCluster default/sweep" and j.total_pods == 3 for j in usher.state.jobs)
+    worker = next(p for p in first if p["metadata"]["labels"]["ray.io/node-type"] == "worker")
+    await sb.req("DELETE", f"/api/v1/namespaces/default/pods/{worker['metadata']['name']}")
+    # usher stops the rest (a gang is whole or stopped); KubeRay recreates them; they start together
+    head = next(p for p in first if p["metadata"]["labels"]["ray.io/node-type"] == "head")["metadata"]["name"]
+    await sb.until(lambda: _gone(sb, head), "the head of the broken gang is evicted")
+
+    async def all_new() -> list[dict] | None:
+        pods = await running_whole(sb, "ray.io/cluster=sweep", 3)
+        old = {p["metadata"]["uid"] for p in first}
+        return pods if not old & {p["metadata"]["uid"] for p in pods} else None
+
+    await sb.until(all_new, "a whole new RayCluster gang runs", deadline=30.0)
+
+
+async def _gone(sb: UsherOnSandbox, name: str) -> bool:
+    return await sb.get(f"/api/v1/namespaces/default/pods/{name}") is None
+
+
+async def test_a_leaderworkerset_is_one_gang_per_group(sb):
+    # modelled on LeaderWorkerSet leaderworkerset.x-k8s.io/v1 (leader StatefulSet, a worker
+    # StatefulSet per leader pod)
+    await eight_gpu_nodes(sb, 3)
+    usher = await sb.start_usher(sb.tmp, QUEUES)
+    await sb.create("/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets", {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "serve"},
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "leaderTemplate": gpu_template(8), "workerTemplate": gpu_template(8)}},
+    })
+    # two groups of 2 x 8 GPUs on 3 nodes: one group runs whole, the other waits whole
+    pods = await running_whole(sb, "leaderworkerset.sigs.k8s.io/name=serve", 2)
+    assert len({p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"] for p in pods}) == 1
+    names = sorted(j.name for j in usher.state.jobs if j.name.startswith("LeaderWorkerSet"))
+    assert names == ["LeaderWorkerSet default/serve/0", "LeaderWorkerSet default/serve/1"]
+    await eight_gpu_nodes(sb, 1, first=4)
+    await running_whole(sb, "leaderworkerset.sigs.k8s.io/name=serve", 4)
+
+
+async def test_kueue_and_volcano_pod_groups_are_gangs(sb):
+    await eight_gpu_nodes(sb, 2)
+    await sb.start_usher(sb.tmp, QUEUES)
+    await sb.create("/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups", {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "vc"}, "spec": {"minMember": 3},
+    })
+    for i in range(3):  # Volcano: the annotation names the PodGroup, whose minMember is the gang
+        await create_pod(sb, f"vc-{i}", gpu_template(8, labels={"app": "vc"}, annotations={"scheduling.k8s.io/group-name": "vc"}))
+    await waiting_whole(sb, "app=vc", 3, "InsufficientCapacity")
+    for i in range(2):  # Kueue's plain pod groups: a label names the group, an annotation its size
+        await create_pod(sb, f"kq-{i}", gpu_template(4, labels={"kueue.x-k8s.io/pod-group-name": "kq", "app": "kq"},
+                                                     annotations={"kueue.x-k8s.io/pod-group-total-count": "2"}))
+    await running_whole(sb, "app=kq", 2)
+
+
+async def create_pod(sb: UsherOnSandbox, name: str, template: dict[str, Any]) -> None:
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **template["metadata"]}, "spec": template["spec"]}
+    await sb.create("/api/v1/namespaces/default/pods", body)

@@ -26,6 +26,7 @@ import asyncio
 import logging
 import math
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -726,7 +727,8 @@ class KubeController:
                         current is not None and current[2].split(":", 1)[0] == reason
                     )
                     if same_reason and (
-                        (current is not None and current[2] == condition_message) or (last is not None and now - last.at < MESSAGE_REFRESH)
+                        (current is not None and current[2] == condition_message)
+                        or (last is not None and now - last.at < MESSAGE_REFRESH and _same_but_numbers(last.message, condition_message))
                     ):
                         continue
                     writes.append(self._write_one(view, reason, condition_reason, condition_message, message, same_reason))
@@ -902,6 +904,12 @@ def pod_scheduled_condition(reason: PendingReason, message: str) -> tuple[str, s
     """The reason and message of a waiting pod's ``PodScheduled=False`` condition; the message
     always starts with usher's own reason."""
     return (UNSCHEDULABLE if reason in CAPACITY_REASONS else str(reason)), f"{reason}: {message}"
+
+
+def _same_but_numbers(a: str, b: str) -> bool:
+    """Whether two messages say the same thing with other figures (such an update can wait for
+    ``MESSAGE_REFRESH``; one that says something else cannot)."""
+    return re.sub(r"\d+(\.\d+)?", "#", a) == re.sub(r"\d+(\.\d+)?", "#", b)
 
 
 def _nodes_of(state: Any, placements: list[Any]) -> str:
