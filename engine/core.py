@@ -2,17 +2,38 @@
 
 Backends and the controller speak to the engine only through these methods: ``submit`` a job,
 ``finish`` one, apply an operator or node ``command``, run a ``cycle``, ``unbind`` a bind that a
-backend could not carry out. Every operator action and every preemption lands in the audit trail.
+backend could not carry out, ``grow`` and ``shrink`` an elastic job on a cluster. Every operator action and every preemption lands in the audit trail.
 The engine does no I/O and reads no clock: the caller passes ``now``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 from .cycle import Admitter, CycleResult, Decision, run_cycle
-from .enums import Action, DecisionKind, EndReason, JobState
+from .enums import Action, DecisionKind, EndReason, JobState, PendingReason
+from .policy import quota
+from .policy.placement import Placer, observe_job
 from .policy.registry import Policy, get_policy
-from .policy.placement import observe_job
-from .state import INF, AuditEntry, ClusterState, Job, PodPlacement, Run, Vec, vadd
+from .state import (
+    INF,
+    AuditEntry,
+    ClusterState,
+    Job,
+    PodPlacement,
+    Run,
+    Vec,
+    vadd,
+    vsub,
+)
+
+#: why a waiting job needs free capacity (growing an elastic job must not take it first)
+_NEEDS_ROOM = frozenset({
+    PendingReason.INSUFFICIENT_CAPACITY,
+    PendingReason.TOPOLOGY_UNSATISFIABLE,
+    PendingReason.RESERVED_FOR_HIGHER_PRIORITY,
+})
 
 
 class CommandError(ValueError):
@@ -154,6 +175,83 @@ class Engine(Admitter):
         job.state = JobState.PENDING
         state.enqueue(job)
         state.audit.append(AuditEntry(now, "scheduler", "bind", job.name, f"failed: {why}"))
+
+    # -- elastic jobs (on a cluster) -------------------------------------------------------
+
+    def grow(self, now: float, missing: Callable[[Job], list[tuple[int, str]]]) -> CycleResult:
+        """Running jobs admitted below their size (``minCount`` < pods) take more of their pods
+        where capacity and quota allow, higher priority first: each becomes a BIND decision that
+        does not start work (the job is working already). ``missing(job)`` names the pods it
+        may still take, with their group's index. Called by the cluster backend once its cycle
+        has nothing else to do; a waiting job that needs room at the same or a higher priority
+        stops all growing below it.
+        """
+        result = CycleResult()
+        state = self.state
+        elastic = [state.jobs[i] for i in state.running if state.jobs[i].min_count < state.jobs[i].total_pods]
+        if not elastic:
+            return result
+        starved = max(
+            (state.jobs[entry[-1]].priority for q in state.queues.values() for entry in q.pending
+             if state.jobs[entry[-1]].pending_reason in _NEEDS_ROOM),
+            default=None,
+        )
+        placer = Placer(state, scoring=self.policy.scoring)
+        for job in sorted(elastic, key=lambda j: (-j.priority, j.admitted_seq)):
+            run = job.current_run
+            if run is None or not run.placements or (starved is not None and job.priority <= starved):
+                continue
+            before = len(run.placements)
+            queue = state.queues[job.queue]
+            anchor = state.nodes[run.placements[0].node_id]
+            for gi, name in missing(job):
+                group = job.groups[gi]
+                amount = (group.gpu_milli, group.cpu, group.memory)
+                if not quota.check(state, queue, amount, self.policy.borrowing).fits:
+                    break
+                within = None
+                if group.topology_level is not None:
+                    level = group.topology_level
+                    within = state.domains[level][anchor.domains[level]].node_ids
+                node = placer.choose_node(group, within)
+                if node is None:
+                    continue
+                with self._resizing(job, run):
+                    self.bind_pod(job, placer.put(job, group, node, name), amount, now, False, result)
+            if len(run.placements) > before:
+                state.audit.append(AuditEntry(now, "scheduler", "grow", job.name, f"{before} -> {len(run.placements)} of {job.total_pods} pods"))
+        return result
+
+    def shrink(self, job: Job, pods: set[str], now: float) -> None:
+        """Give back the placements of ``pods`` (pods beyond an elastic job's minimum that went
+        away, or whose binds failed); the job runs on with the rest."""
+        run = job.current_run
+        if run is None:
+            return
+        state = self.state
+        q = state.queues[job.queue]
+        with self._resizing(job, run):
+            gone = [p for p in run.placements if p.pod in pods]
+            run.placements[:] = [p for p in run.placements if p.pod not in pods]
+            for p in gone:
+                state.release(state.nodes[p.node_id], p.gpus, p.share, p.cpu, p.memory)
+                if not any(o.node_id == p.node_id for o in run.placements):
+                    state.nodes[p.node_id].jobs.discard(job.id)
+                amount = (p.gpu_milli, p.cpu, p.memory)
+                for r in range(3):
+                    q.usage[r] -= amount[r]
+                job.charged = vsub(job.charged, amount)
+        if gone:
+            state.audit.append(AuditEntry(now, "scheduler", "shrink", job.name, f"gave back {len(gone)} pod(s); runs on {len(run.placements)}"))
+
+    @contextmanager
+    def _resizing(self, job: Job, run: Run) -> Iterator[None]:
+        """Change a running job's placements with its preemptible totals kept in step."""
+        if job.preemptible:
+            self.state._count_preemptible(job, run, -1)
+        yield
+        if job.preemptible:
+            self.state._count_preemptible(job, run, +1)
 
     # -- cycles ---------------------------------------------------------------------------
 

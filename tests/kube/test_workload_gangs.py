@@ -113,7 +113,7 @@ async def test_a_jobset_is_one_gang_of_all_its_jobs_pods(sb):
     assert len({p["metadata"]["labels"]["job-name"] for p in pods}) == 3
 
 
-async def test_a_pytorchjob_is_one_gang_and_an_elastic_one_starts_at_its_minimum(sb):
+async def test_a_pytorchjob_is_one_gang_and_an_elastic_one_starts_at_its_minimum_and_grows(sb):
     # modelled on the Kubeflow Training Operator's kubeflow.org/v1 PyTorchJob (elasticPolicy)
     await eight_gpu_nodes(sb, 3)
     usher = await sb.start_usher(sb.tmp, QUEUES)
@@ -134,9 +134,34 @@ async def test_a_pytorchjob_is_one_gang_and_an_elastic_one_starts_at_its_minimum
 
     async def rest_say_why() -> bool:
         waiting = [p for p in await pods_of(sb, "training.kubeflow.org/job-name=ft") if not p["spec"].get("nodeName")]
-        return len(waiting) == 2 and all("minimum of 3 pods" in (condition(p) or {}).get("message", "") for p in waiting)
+        return len(waiting) == 2 and all("runs with 3 of its 5 pods (its minimum is 3)" in (condition(p) or {}).get("message", "") for p in waiting)
 
     await sb.until(rest_say_why, "the two workers beyond the minimum say why they wait")
+    # room for the rest: the running gang grows to its full size, without a restart
+    await eight_gpu_nodes(sb, 2, first=4)
+    grown = await running_whole(sb, "training.kubeflow.org/job-name=ft", 5)
+    assert {p["metadata"]["uid"] for p in pods} <= {p["metadata"]["uid"] for p in grown}
+    assert len(running_job(usher, "PyTorchJob default/ft").current_run.placements) == 5
+    # a worker beyond the minimum is lost: the gang runs on with 4 (not stopped whole), and the
+    # operator's new pod joins it again
+    extra = next(p for p in grown if p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in pods})
+    await sb.req("DELETE", f"/api/v1/namespaces/default/pods/{extra['metadata']['name']}")
+    again = await sb.until(lambda: _recreated_and_running(sb, extra), "the recreated worker joins the gang")
+    assert {p["metadata"]["uid"] for p in pods} <= {p["metadata"]["uid"] for p in again}
+    current = running_job(usher, "PyTorchJob default/ft")
+    assert len(current.runs) == 1 and len(current.current_run.placements) == 5
+    assert [e.action for e in usher.state.audit if e.target == current.name][-2:] == ["shrink", "grow"]
+
+
+def running_job(usher, name: str):
+    """The engine's running job of that name (a rebuild, for a new node, makes a new object)."""
+    return next(j for j in usher.state.jobs if j.name == name and j.current_run is not None)
+
+
+async def _recreated_and_running(sb: UsherOnSandbox, lost: dict) -> list[dict] | None:
+    pods = [p for p in await pods_of(sb, "training.kubeflow.org/job-name=ft") if p.get("status", {}).get("phase") == "Running"]
+    fresh = [p for p in pods if p["metadata"]["name"] == lost["metadata"]["name"] and p["metadata"]["uid"] != lost["metadata"]["uid"]]
+    return pods if len(pods) == 5 and fresh else None
 
 
 async def test_a_raycluster_is_head_and_workers_and_a_lost_worker_restarts_the_whole_gang(sb):

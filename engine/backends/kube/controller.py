@@ -35,12 +35,12 @@ from typing import Any
 
 from ...controller import Command, Snapshot, settle_reply, snapshot_of
 from ...core import CommandError
-from ...cycle import Decision
+from ...cycle import CycleResult, Decision
 from ...enums import Action, DecisionKind, EndReason, PendingReason
 from ...explain import explain_all
 from ...policy.registry import Policy
 from ...scenario import ScenarioError, parse_queue_config_async
-from ...state import MILLI, AuditEntry
+from ...state import MILLI, AuditEntry, Job, PodPlacement
 from ...telemetry import TelemetryStore
 from .client import (
     ApiError,
@@ -528,7 +528,45 @@ class KubeController:
             await self._carry_out(result.decisions, now)
             if not result.evicted:
                 break
+        self._grow(engine.grow(self.clock(), self.mirror.missing_pods))
 
+    def _grow(self, result: CycleResult) -> None:
+        """Bind the pods that elastic gangs grew by (one task per gang)."""
+        by_job: dict[int, list[Decision]] = {}
+        for d in result.decisions:
+            by_job.setdefault(d.job.id, []).append(d)
+        for job_id, decisions in by_job.items():
+            gang = self.mirror.gang_of_job.get(job_id)
+            if gang is not None and not gang.binding:
+                placements = [p for d in decisions for p in d.placements]
+                self._spawn(self._bind_extra(gang, decisions[0].job, placements))
+
+    async def _bind_extra(self, gang: Gang, job: Job, placements: list[PodPlacement]) -> None:
+        """Bind pods an elastic gang grew by; one that fails is given back, the gang runs on."""
+        self._busy += 1
+        gang.binding = True
+        failed: set[str] = set()
+        try:
+            pairs = self.mirror.pods_of(gang, placements)
+            jobs = [(view, self.state.nodes[p.node_id].name, p.gpus) for view, p in pairs]
+            if not await self._wait_for_evictions({node for _, node, _ in jobs}):
+                failed = {view.name for view, _, _ in jobs}
+            else:
+                results = await asyncio.gather(*(self._bind_one(gang, *j) for j in jobs))
+                failed = {view.name for (view, _, _), error in zip(jobs, results) if error}
+                self.stats.binds += len(jobs) - len(failed)
+                bound = sorted({n for (v, n, _), e in zip(jobs, results) if not e}, key=natural_key)
+                if bound:
+                    log.info("grow %s: %d more pod(s) on %s", gang.key, len(jobs) - len(failed), ", ".join(bound))
+        except Exception:
+            log.exception("growing gang %s failed", gang.key)
+            failed = {p.pod for p in placements}
+        finally:
+            if failed and job.current_run is not None and gang.job is job:
+                self.mirror.engine.shrink(job, failed, self.clock())
+            gang.binding = False
+            self._busy -= 1
+            self.mirror.sync(gang, self.clock())
     async def _carry_out(self, decisions: list[Decision], now: float) -> None:
         evictions = [d for d in decisions if d.kind == DecisionKind.EVICT]
         binds = [d for d in decisions if d.kind == DecisionKind.BIND]

@@ -186,7 +186,7 @@ class Mirror:
                 self.sync(gang, now)  # pods recreated meanwhile may form a new run
                 return
             if gang.teardown is None:
-                gang.teardown = self._lost_member(gang, job.current_run.placements)
+                gang.teardown = self._lost_member(gang, job.current_run.placements, now)
             self._explain_leftovers(gang)
             return
         if bound:
@@ -229,20 +229,31 @@ class Mirror:
         gang.completed.clear()
         gang.departed.clear()
 
-    def _lost_member(self, gang: Gang, placements: list[PodPlacement]) -> str | None:
-        """Why a running gang is no longer whole (a member deleted, failed or being deleted), or None."""
+    def _lost_member(self, gang: Gang, placements: list[PodPlacement], now: float | None = None) -> str | None:
+        """Why a running gang is no longer whole (a member deleted, failed or being deleted), or
+        None. An elastic job that keeps at least its minimum is still whole: the placements of
+        the members it lost are given back once those pods are gone (with ``now``)."""
+        lost: list[tuple[str, str, bool]] = []  # (pod, why, gone for good)
         for name in sorted({p.pod for p in placements}, key=natural_key):
             view = gang.pods.get(name)
             if name in gang.completed:
                 continue
             if view is None:
-                return gang.departed.get(name, f"pod {name} is gone")
-            if view.phase == Phase.FAILED:
-                return f"pod {name} failed on {view.node}"
-            if view.terminating:
-                return f"pod {name} is being deleted from {view.node}"
-            if not view.bound:
-                return f"pod {name} is no longer bound"
+                lost.append((name, gang.departed.get(name, f"pod {name} is gone"), True))
+            elif view.phase == Phase.FAILED:
+                lost.append((name, f"pod {name} failed on {view.node}", True))
+            elif view.terminating:
+                lost.append((name, f"pod {name} is being deleted from {view.node}", False))
+            elif not view.bound:
+                lost.append((name, f"pod {name} is no longer bound", True))
+        if not lost:
+            return None
+        job = gang.job
+        if job is None or len(placements) - len(lost) < job.min_count or now is None:
+            return lost[0][1]
+        gone = {name for name, _, for_good in lost if for_good}
+        if gone:
+            self.engine.shrink(job, gone, now)
         return None
 
     def teardowns(self) -> list[Gang]:
@@ -365,20 +376,25 @@ class Mirror:
         if job is not None and job.submitted:
             self.engine.withdraw(job)
         needed = min(gang.minimum or gang.required, gang.required)
+        # an elastic gang's job is all its pods, those still waiting too (it may grow by them)
+        members = bound + (gang.unbound()[: max(0, gang.required - len(bound))] if gang.minimum else [])
         if len(bound) + len(gang.completed) < needed:
             gang.teardown = f"found partly bound: {len(bound)} of the {needed} pods it needs on nodes"
-        names = sorted(p.name for p in bound)
+        names = sorted(p.name for p in members)
         same = job is not None and job.state != JobState.FINISHED and names == sorted(n for g in gang.group_pods for n in g)
         if not same:
             if job is not None:
                 job.state = JobState.FINISHED
                 self.gang_of_job.pop(job.id, None)
-            job = self._new_job(gang, bound)
+            job = self._new_job(gang, members)
         self._refresh_flags(gang, job)
         placements = []
+        on_nodes = {p.name for p in bound}
         for gi, group_names in enumerate(gang.group_pods):
             group = job.groups[gi]
             for name in group_names:
+                if name not in on_nodes:
+                    continue
                 placement = self._placement_of(gang.pods[name], group)
                 if placement is not None:
                     placements.append(placement)
@@ -386,7 +402,7 @@ class Mirror:
         nodes = len({p.node for p in bound})
         what = ("started", f"on {nodes} node(s)") if same else ("adopt", f"found running on {nodes} node(s)")
         self.state.audit.append(AuditEntry(now, "scheduler", what[0], job.name, what[1]))
-        gang.teardown = gang.teardown or self._lost_member(gang, placements)
+        gang.teardown = gang.teardown or self._lost_member(gang, placements, now)
         self._explain_leftovers(gang)
 
     def _placement_of(self, pod: PodView, group: PodGroup) -> PodPlacement | None:
@@ -416,15 +432,27 @@ class Mirror:
             )
         elif gang.unbound() and gang.job is not None and gang.job.min_count < gang.job.total_pods:
             gang.reason = PendingReason.WAITING_FOR_GANG
+            run = gang.job.current_run
+            running = len(run.placements) if run is not None else 0
             gang.message = (
-                f"The gang runs at its minimum of {gang.job.min_count} pods; usher does not grow a running gang yet, "
-                "so this pod waits for the gang's next run."
+                f"The gang runs with {running} of its {gang.job.total_pods} pods (its minimum is {gang.job.min_count}); "
+                "this pod joins it when capacity and its queue's quota allow."
             )
         elif gang.unbound():
             gang.reason = PendingReason.WAITING_FOR_GANG
             gang.message = "The rest of this gang is already running; usher starts a gang whole, so this pod waits for the next run."
         else:
             gang.reason = gang.message = None
+
+    def missing_pods(self, job: Job) -> list[tuple[int, str]]:
+        """The pods an elastic job may still grow by: its gang's waiting pods, with their group."""
+        gang = self.gang_of_job.get(job.id)
+        run = job.current_run
+        if gang is None or run is None or gang.teardown is not None or gang.binding:
+            return []
+        placed = {p.pod for p in run.placements}
+        waiting = {p.name for p in gang.unbound()}
+        return [(gi, name) for gi, names in enumerate(gang.group_pods) for name in names if name in waiting and name not in placed]
 
     def pods_of(self, gang: Gang, placements: list[PodPlacement]) -> list[tuple[PodView, PodPlacement]]:
         """The pod each placement of a decision stands for (placement names are ``g<i>-<k>``)."""
