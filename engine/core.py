@@ -18,6 +18,7 @@ from .policy.placement import Placer, observe_job
 from .policy.registry import Policy, get_policy
 from .state import (
     INF,
+    MILLI,
     AuditEntry,
     ClusterState,
     Job,
@@ -221,6 +222,42 @@ class Engine(Admitter):
             if len(run.placements) > before:
                 state.audit.append(AuditEntry(now, "scheduler", "grow", job.name, f"{before} -> {len(run.placements)} of {job.total_pods} pods"))
         return result
+
+    def shrink_for_waiting(self, now: float) -> list[tuple[Job, set[str]]]:
+        """Make room for the most urgent job that waits for capacity by taking back the pods that
+        lower-priority elastic jobs grew by (beyond their minimum), lowest priority and latest
+        grown first, before any whole gang is preempted. Only when those pods would free enough
+        GPUs for it (counted in GPUs, not shapes); the caller evicts the pods given back.
+        """
+        state = self.state
+        waiting = [
+            state.jobs[entry[-1]] for q in state.queues.values() for entry in q.pending
+            if state.jobs[entry[-1]].pending_reason in _NEEDS_ROOM
+        ]
+        if not waiting:
+            return []
+        urgent = max(waiting, key=lambda j: (j.priority, -j.submit))
+        extras: list[tuple[Job, PodPlacement]] = []
+        for i in state.running:
+            job = state.jobs[i]
+            run = job.current_run
+            if job.preemptible and job.priority < urgent.priority and run is not None and len(run.placements) > job.min_count:
+                extras.extend((job, p) for p in run.placements[job.min_count:][::-1])
+        free = state.schedulable_gpu_count * MILLI - state.schedulable_used_milli
+        if not extras or free + sum(p.gpu_milli for _, p in extras) < urgent.request[0]:
+            return []
+        taken: dict[int, set[str]] = {}
+        for job, p in sorted(extras, key=lambda e: (e[0].priority, -e[0].admitted_seq)):
+            if free >= urgent.request[0]:
+                break
+            taken.setdefault(job.id, set()).add(p.pod)
+            free += p.gpu_milli
+        out = []
+        for job_id, pods in taken.items():
+            job = state.jobs[job_id]
+            self.shrink(job, pods, now)
+            out.append((job, pods))
+        return out
 
     def shrink(self, job: Job, pods: set[str], now: float) -> None:
         """Give back the placements of ``pods`` (pods beyond an elastic job's minimum that went

@@ -158,6 +158,27 @@ def running_job(usher, name: str):
     return next(j for j in usher.state.jobs if j.name == name and j.current_run is not None)
 
 
+async def test_a_job_of_higher_priority_takes_an_elastic_gangs_extra_pods_before_any_whole_gang(sb):
+    await eight_gpu_nodes(sb, 3)
+    usher = await sb.start_usher(sb.tmp, QUEUES)
+    replica = {"restartPolicy": "OnFailure", "template": gpu_template(8)}
+    await sb.create("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs", {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "ft"},
+        "spec": {"elasticPolicy": {"minReplicas": 1, "maxReplicas": 2},
+                 "pytorchReplicaSpecs": {"Master": {**replica, "replicas": 1}, "Worker": {**replica, "replicas": 2}}},
+    })
+    first = await running_whole(sb, "training.kubeflow.org/job-name=ft", 3)  # grown to its size
+    urgent = gpu_template(8, labels={"app": "urgent"})
+    urgent["spec"]["priority"] = 1000
+    await create_pod(sb, "urgent", urgent)
+    # one worker beyond the minimum makes room; the gang runs on with 2 of its 3 pods
+    await running_whole(sb, "app=urgent", 1)
+    ft = [p for p in await pods_of(sb, "training.kubeflow.org/job-name=ft") if p.get("status", {}).get("phase") == "Running"]
+    assert len(ft) == 2 and {p["metadata"]["uid"] for p in ft} <= {p["metadata"]["uid"] for p in first}
+    current = running_job(usher, "PyTorchJob default/ft")
+    assert len(current.runs) == 1 and current.min_count == 2
+
+
 async def _recreated_and_running(sb: UsherOnSandbox, lost: dict) -> list[dict] | None:
     pods = [p for p in await pods_of(sb, "training.kubeflow.org/job-name=ft") if p.get("status", {}).get("phase") == "Running"]
     fresh = [p for p in pods if p["metadata"]["name"] == lost["metadata"]["name"] and p["metadata"]["uid"] != lost["metadata"]["uid"]]

@@ -515,6 +515,12 @@ class KubeController:
 
     async def _schedule(self) -> None:
         engine = self.mirror.engine
+        for job, pods in engine.shrink_for_waiting(self.clock()):
+            gang = self.mirror.gang_of_job.get(job.id)
+            views = [gang.pods[name] for name in sorted(pods) if gang is not None and name in gang.pods]
+            log.info("shrink %s: evicting %s to make room for a job of higher priority", job.name, ", ".join(v.name for v in views))
+            for view in views:
+                await self._evict(view, f"{job.name} gives back a pod beyond its minimum to a job of higher priority", EventReason.PREEMPTED)
         for _ in range(MAX_PASSES):
             now = self.clock()
             started = time.perf_counter()
