@@ -890,6 +890,14 @@ class UsherApp(App[int]):
                 t.append(f"  expected to start {when}\n")
             elif expl.reason:
                 t.append("  no start time can be planned yet\n", Style(dim=True))
+        pods_of_job = getattr(self.controller, "pods_of_job", None)
+        pods = pods_of_job(job.name) if pods_of_job is not None else []
+        if pods:
+            t.append("\nPods\n", Style(bold=True, underline=True))
+            for pod, phase, node in pods[:24]:
+                t.append(f"  {pod:<40} {phase:<12} {node or '-'}\n")
+            if len(pods) > 24:
+                t.append(f"  … {len(pods) - 24} more pods\n")
         t.append("\nRuns\n", Style(bold=True, underline=True))
         if not job.runs:
             t.append("  none yet\n", Style(dim=True))

@@ -253,3 +253,34 @@ async def test_kueue_and_volcano_pod_groups_are_gangs(sb):
 async def create_pod(sb: UsherOnSandbox, name: str, template: dict[str, Any]) -> None:
     body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **template["metadata"]}, "spec": template["spec"]}
     await sb.create("/api/v1/namespaces/default/pods", body)
+
+
+async def test_the_console_shows_a_workload_by_its_owner_with_its_pods(sb, tmp_path, monkeypatch):
+    from harness import wait_for
+
+    from usher.console.app import UsherApp
+    from usher.console.table import RowTable
+    from usher.engine.backends.kube.client import KubeClient
+    from usher.engine.backends.kube.controller import KubeController
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    await eight_gpu_nodes(sb, 1)
+    await sb.start_usher(sb.tmp, QUEUES)
+    await sb.create("/apis/ray.io/v1/namespaces/default/rayclusters", {
+        "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "sweep"},
+        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": gpu_template(0)},
+                 "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "rayStartParams": {}, "template": gpu_template(8)}]},
+    })
+    await waiting_whole(sb, "ray.io/cluster=sweep", 3, "InsufficientCapacity")
+    client = await KubeClient.connect(str(sb.kubeconfig))
+    console = KubeController(client, identity="console", clock=sb.clock.now, schedule=False)
+    app = UsherApp(console, speed=None)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await pilot.press("3")
+            table = app.query_one("#job-table", RowTable)
+            await wait_for(lambda: any(r.key == "RayCluster default/sweep" for r in table.rows), pilot)
+            details = str(app.job_details("RayCluster default/sweep"))
+            assert "Pods" in details and details.count("default/sweep-") == 3 and "Pending" in details
+    finally:
+        await client.aclose()

@@ -213,6 +213,17 @@ class KubeController:
         """How current the mirror is: live, reconnecting or stale (from the informers)."""
         return connection_of(self.informers, time.time())
 
+    def pods_of_job(self, name: str) -> list[tuple[str, str, str | None]]:
+        """The pods of the job called ``name`` (``PyTorchJob ns/x``): name, phase, node; for the console."""
+        job_id = self.state.job_by_name.get(name)
+        gang = self.mirror.gang_of_job.get(job_id) if job_id is not None else None
+        if gang is None:
+            return []
+        return [
+            (view.key, "Terminating" if view.terminating else str(view.phase), view.node)
+            for view in sorted(gang.pods.values(), key=lambda v: natural_key(v.name))
+        ]
+
     def _leadership_changed(self, leading: bool) -> None:
         log.info("%s %s the lease", self.identity, "holds" if leading else "lost")
         self.metrics.set_leader(leading)
