@@ -187,6 +187,8 @@ class KubeController:
         #: the owners each usher pod's gang was read from, and the pods read from each owner
         self._depends: dict[str, tuple[OwnerKey, ...]] = {}
         self._dependents: dict[OwnerKey, set[str]] = {}
+        #: each usher pod's gang as last inferred (an owner's status change that alters none is skipped)
+        self._groups: dict[str, GroupSpec] = {}
         #: the newest queue ConfigMap seen (None inside: it was deleted), not yet parsed
         self._pending_config: tuple[dict[str, Any] | None] | None = None
         #: live GPU telemetry, filled by the sources given with ``--telemetry`` (see usher.cluster)
@@ -457,8 +459,12 @@ class KubeController:
             meta = owned.get("metadata") or {}
             for pod_key in sorted(self._dependents.get((obj["resource"], meta.get("namespace", ""), meta.get("name", "")), ())):
                 pod = self._pods.cache.get(pod_key)
-                if pod is not None:  # its gang may be another now: its size, its owner's annotations
-                    mirror.pod_changed(pod_view(pod, self._group_of(pod_key, pod)), pod_key, now)
+                before = self._groups.get(pod_key)
+                if pod is None:
+                    continue
+                group = self._group_of(pod_key, pod)
+                if group != before:  # its gang is another now, or its size, or its owner's annotations
+                    mirror.pod_changed(pod_view(pod, group), pod_key, now)
         else:
             self._pending_config = (None if deleted else obj,)
 
@@ -467,12 +473,14 @@ class KubeController:
         served = {k for k, informers in self._owner_informers.items() if any(i.served for i in informers)}
         group = infer_group(pod, self._owner, served=served)
         self._forget_depends(key)
+        self._groups[key] = group
         self._depends[key] = group.depends
         for owner in group.depends:
             self._dependents.setdefault(owner, set()).add(key)
         return group
 
     def _forget_depends(self, key: str) -> None:
+        self._groups.pop(key, None)
         for owner in self._depends.pop(key, ()):
             pods = self._dependents.get(owner)
             if pods is not None:
