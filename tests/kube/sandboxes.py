@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.controller import KubeController
@@ -160,3 +161,13 @@ class UsherOnSandbox(Sandbox):
     async def events_of(self, name: str) -> list[dict]:
         items = (await self.req("GET", "/api/v1/namespaces/default/events"))["items"]
         return [e for e in items if e["involvedObject"]["name"] == name]
+
+
+@pytest.fixture(name="sb")
+async def usher_sandbox(tmp_path: Path) -> AsyncIterator[UsherOnSandbox]:
+    """The ``sb`` fixture of the tests that run usher on the sandbox (import it to use it)."""
+    s = UsherOnSandbox()
+    await s.start()
+    s.tmp = tmp_path
+    yield s
+    await s.stop()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from kubectl import Kubectl
-from sandboxes import UsherOnSandbox, node, pod
+from sandboxes import UsherOnSandbox, node, pod, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
 from usher.engine.backends.kube.controller import KubeController
 from usher.engine.controller import Command
 from usher.engine.core import CommandError
@@ -23,15 +23,6 @@ from usher.engine.enums import Action
 from usher.sandbox.apiserver import FaultKind
 
 PODS = "/api/v1/namespaces/default/pods"
-
-
-@pytest.fixture
-async def sb(tmp_path):
-    s = UsherOnSandbox()
-    await s.start()
-    s.tmp = tmp_path
-    yield s
-    await s.stop()
 
 
 def gang_pod(name: str, gang: str, size: int, gpus: int, queue: str = "research", **extra: Any) -> dict:

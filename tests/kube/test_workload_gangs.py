@@ -10,23 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from sandboxes import UsherOnSandbox, node
+from sandboxes import UsherOnSandbox, node, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
 
 QUEUES = """
 queues:
   - {name: research, quota: {gpu: 64}, namespaces: [default]}
 """
 PODS = "/api/v1/pods"
-
-
-@pytest.fixture
-async def sb(tmp_path):
-    s = UsherOnSandbox()
-    await s.start()
-    s.tmp = tmp_path
-    yield s
-    await s.stop()
 
 
 def gpu_template(gpus: int, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -257,7 +247,6 @@ async def create_pod(sb: UsherOnSandbox, name: str, template: dict[str, Any]) ->
 
 async def test_the_console_shows_a_workload_by_its_owner_with_its_pods(sb, tmp_path, monkeypatch):
     from harness import wait_for
-
     from usher.console.app import UsherApp
     from usher.console.table import RowTable
     from usher.engine.backends.kube.client import KubeClient
