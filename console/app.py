@@ -179,7 +179,9 @@ class UsherApp(App[int]):
         self.speed = speed
         self.readonly = readonly
         self.live = live
-        self.model = ConsoleModel(lambda: self.controller.state, borrowing=self._policy_borrows)
+        self.model = ConsoleModel(
+            lambda: self.controller.state, borrowing=self._policy_borrows, verdicts=getattr(controller, "verdicts", None)
+        )
         self.is_replay = hasattr(controller, "backend")
         self.view = View.OVERVIEW
         self.history: list[View] = []

@@ -213,9 +213,12 @@ def lent_by_queue(state: ClusterState) -> dict[str, float]:
 class ConsoleModel:
     """The rows every screen needs, cached per state version."""
 
-    def __init__(self, state_of, min_interval: float = 2.0, clock=time.monotonic, borrowing=lambda: True) -> None:
+    def __init__(self, state_of, min_interval: float = 2.0, clock=time.monotonic, borrowing=lambda: True, verdicts=None) -> None:
         #: a callable giving the current ``ClusterState`` (the kube mirror replaces its state on rebuild)
         self._state_of = state_of
+        #: on a cluster: the scheduler's own verdict per waiting job id, (reason, message), as its
+        #: pods' PodScheduled condition says; it wins over what the console works out itself
+        self._verdicts = verdicts
         #: whether the running policy lets queues borrow (the quota messages depend on it)
         self._borrowing = borrowing
         #: wall seconds between two runs of the ETA planner while the state keeps changing
@@ -247,7 +250,17 @@ class ConsoleModel:
                 self._explanations = explain_all(state, now, self._borrowing())
                 self._version = version
                 self._computed_at = wall
+        if self._verdicts is not None:
+            return {**self._explanations, **self._controller_verdicts()}
         return self._explanations
+
+    def _controller_verdicts(self) -> dict[int, Explanation]:
+        """The scheduler's verdicts, with the console's own position and ETA beside them."""
+        out = {}
+        for job_id, (reason, message) in self._verdicts().items():
+            own = self._explanations.get(job_id)
+            out[job_id] = Explanation(reason, message, own.queue_position if own else None, own.estimated_start if own else None)
+        return out
 
     def job_rows(self, now: float) -> list[JobRow]:
         """A row per submitted job. Running and finished jobs' rows do not change with time, so

@@ -110,3 +110,47 @@ async def test_a_controller_that_dies_does_not_take_the_console_down(cluster) ->
             assert app.is_running
     finally:
         await client.aclose()
+
+
+VERDICTS = """
+name: verdicts
+nodeGroups:
+  - {prefix: n, count: 2, template: {gpus: 8, cpu: 64, memory: 512Gi}}
+queues:
+  - {name: research, quota: {gpu: 8}}
+  - {name: product, quota: {gpu: 8}, approval: manual}
+jobs:
+  - {name: train, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 2, gpu: 4}]}
+  - {name: more, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 1, gpu: 4}]}
+  - {name: nb, queue: product, submit: 0, duration: 100, pods: [{gpu: 1}]}
+"""
+
+
+async def test_the_console_shows_the_schedulers_verdict_of_every_waiting_job(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    c = await running_cluster(VERDICTS, tmp_path)
+    client = await KubeClient.connect(str(c.kubeconfig))
+    console = KubeController(client, identity="console", clock=c.clock.now, schedule=False)
+    app = UsherApp(console, speed=None)
+    try:
+        async with app.run_test(size=(160, 40)) as pilot:
+            await wait_for(lambda: console.synced.is_set(), pilot)
+
+            def conditions() -> dict[str, str]:
+                """The engine reason each waiting job's pods carry (its PodScheduled message's head)."""
+                out = {}
+                for p in c.server.store.list("pods", "default").objects():
+                    cond = next((x for x in p["status"].get("conditions") or [] if x["type"] == "PodScheduled"), None)
+                    if cond is not None and cond["status"] == "False":
+                        out[p["metadata"]["labels"]["sandbox.usher/job"]] = cond["message"].split(":", 1)[0]
+                return out
+
+            def rows() -> dict[str, str]:
+                now = console.now
+                return {r.name.split("/", 1)[1]: r.reason for r in app.model.job_rows(now) if str(r.state) == "Pending"}
+
+            await wait_for(lambda: len(conditions()) == 2 and rows() == conditions(), pilot)
+            assert conditions() == {"more": "WaitingForQuota", "nb": "AwaitingApproval"}
+    finally:
+        await client.aclose()
+        await c.stop()

@@ -215,6 +215,24 @@ class KubeController:
         """How current the mirror is: live, reconnecting or stale (from the informers)."""
         return connection_of(self.informers, time.time())
 
+    def verdicts(self) -> dict[int, tuple[PendingReason, str]]:
+        """Why each waiting job waits, as the scheduler (the lease holder) wrote it in its pods'
+        ``PodScheduled`` condition (``<reason>: <message>``): what a console shows, so it never
+        contradicts ``kubectl describe``. Jobs whose pods carry no such condition yet are left out."""
+        out: dict[int, tuple[PendingReason, str]] = {}
+        for gang in self.mirror.waiting_gangs():
+            if gang.job is None or gang.job.current_run is not None:
+                continue
+            for view in gang.unbound():
+                condition = view.conditions.get("PodScheduled")
+                if condition is None or condition[0] != "False":
+                    continue
+                head, _, text = condition[2].partition(": ")
+                if head in PendingReason.__members__.values():
+                    out[gang.job.id] = (PendingReason(head), text)
+                    break
+        return out
+
     def pods_of_job(self, name: str) -> list[tuple[str, str, str | None]]:
         """The pods of the job called ``name`` (``PyTorchJob ns/x``): name, phase, node; for the console."""
         job_id = self.state.job_by_name.get(name)
