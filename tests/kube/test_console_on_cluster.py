@@ -154,3 +154,26 @@ async def test_the_console_shows_the_schedulers_verdict_of_every_waiting_job(tmp
     finally:
         await client.aclose()
         await c.stop()
+
+
+async def test_the_console_lists_the_schedulers_decisions(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    c = await running_cluster(VERDICTS, tmp_path)
+    client = await KubeClient.connect(str(c.kubeconfig))
+    console = KubeController(client, identity="console", clock=c.clock.now, schedule=False)
+    app = UsherApp(console, speed=None)
+    try:
+        async with app.run_test(size=(160, 40)) as pilot:
+            await wait_for(lambda: console.synced.is_set(), pilot)
+            # the scheduler bound train's two pods (nb waits for approval, more for quota)
+            def decided() -> list:
+                return [e for e in console.state.audit if e.actor == "scheduler" and e.action == "Scheduled"]
+
+            await wait_for(lambda: len(decided()) == 2, pilot)
+            assert all(e.target.startswith("default/train-") and "Successfully assigned" in e.result for e in decided())
+            await pilot.press("6")  # the Events view lists them beside the operators' own actions
+            table = app.query_one("#event-table", RowTable)
+            await wait_for(lambda: sum("Scheduled" in r.cells for r in table.rows) == 2, pilot)
+    finally:
+        await client.aclose()
+        await c.stop()

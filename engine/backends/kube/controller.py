@@ -23,6 +23,7 @@ ConfigMap update with a resourceVersion precondition for quotas; each is recorde
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import math
 import random
@@ -43,6 +44,7 @@ from ...scenario import ScenarioError, parse_queue_config_async
 from ...state import MILLI, AuditEntry, Job, PodPlacement
 from ...telemetry import TelemetryStore
 from .client import (
+    COMPONENT,
     ApiError,
     ConditionStatus,
     DisruptionBudgetBlocked,
@@ -67,6 +69,7 @@ from .objects import (
     key_of,
     natural_key,
     node_view,
+    parse_time,
     pod_view,
 )
 from .owners import OWNER_RESOURCES, GroupSpec, OwnerKey, OwnerResource, infer_group
@@ -95,11 +98,15 @@ class Source(StrEnum):
     CONFIG = "config"
     #: the workloads that own pods (Jobs, JobSets, PyTorchJobs, ...) and PodGroups: gang sizes
     OWNERS = "owners"
+    #: usher's Events (for a console: the scheduler's decisions)
+    DECISIONS = "decisions"
 
 
 class EventReason(StrEnum):
     """The reasons of the Events usher records on pods and on its ConfigMap."""
 
+    #: a pod bound to its node (kube-scheduler's reason and wording)
+    SCHEDULED = "Scheduled"
     PREEMPTED = "Preempted"
     GANG_ROLLBACK = "GangRollback"
     GANG_BROKEN = "GangBroken"
@@ -244,6 +251,60 @@ class KubeController:
             for view in sorted(gang.pods.values(), key=lambda v: natural_key(v.name))
         ]
 
+    async def pod_yaml(self, job_name: str) -> str:
+        """The pods of the job called ``job_name`` as ``kubectl get pod -o yaml`` shows them (one
+        YAML document each, ``managedFields`` left out as kubectl does), read from the API server
+        now, not from the mirror; ``CommandError`` for an unknown job."""
+        import yaml
+
+        gang = self._gang_named(job_name)
+        docs = []
+        for view in sorted(gang.pods.values(), key=lambda v: natural_key(v.name)):
+            try:
+                pod = await self.client.get(f"/api/v1/namespaces/{view.namespace}/pods/{view.name}")
+            except NotFound:
+                continue  # deleted since the mirror saw it
+            pod.get("metadata", {}).pop("managedFields", None)
+            docs.append(pod)
+        if not docs:
+            raise CommandError(f"the pods of {job_name} are gone")
+        return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+    async def pod_logs(
+        self, job_name: str, tail_lines: int = 100, max_pods: int = 8
+    ) -> list[tuple[str, str, str | None]]:
+        """The last ``tail_lines`` lines of each container of the job's first ``max_pods`` pods,
+        from ``GET .../pods/{name}/log`` (the kubelet's log through the API server): (``pod`` or
+        ``pod/container``, the text, the API server's refusal or None) each, so a pod that has
+        not started says why (``container "w" in pod "p" is waiting to start: ...``)."""
+        import httpx
+
+        from .client import _response_error
+
+        gang = self._gang_named(job_name)
+        out: list[tuple[str, str, str | None]] = []
+        for view in sorted(gang.pods.values(), key=lambda v: natural_key(v.name))[:max_pods]:
+            path = f"/api/v1/namespaces/{view.namespace}/pods/{view.name}"
+            try:
+                pod = await self.client.get(path)
+            except NotFound:
+                continue
+            containers = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
+            for container in containers:
+                title = view.name if len(containers) == 1 else f"{view.name}/{container}"
+                params = {"container": container, "tailLines": str(tail_lines)}
+                try:
+                    response = await self.client._send("GET", f"{path}/log", params=params)
+                except httpx.TransportError as exc:
+                    out.append((title, "", f"cannot reach the API server: {exc}"))
+                    continue
+                if response.is_success:
+                    out.append((title, response.text, None))
+                else:
+                    error = _response_error(response)
+                    out.append((title, "", f"{error.code} {error.reason}: {error.message}"))
+        return out
+
     def _leadership_changed(self, leading: bool) -> None:
         log.info("%s %s the lease", self.identity, "holds" if leading else "lost")
         self.metrics.set_leader(leading)
@@ -321,6 +382,12 @@ class KubeController:
             return put
 
         client = self.client
+        decisions = (
+            # a console shows what the scheduler decided: usher's Events on pods (binds, preemptions, teardowns)
+            [Informer(client, "/api/v1/events", field_selector=f"source={COMPONENT}", on_event=feed(Source.DECISIONS), optional=True)]
+            if not self.schedules
+            else []
+        )
         self._owner_informers = {}
         for resource in OWNER_RESOURCES:
             informer = Informer(client, resource.path, on_event=feed_owner(resource), optional=True)
@@ -337,6 +404,7 @@ class KubeController:
                 on_event=feed(Source.CONFIG),
             ),
             *(inf for informers in self._owner_informers.values() for inf in informers),
+            *decisions,
         ]
 
     async def run(self, speed: float | None = None) -> None:
@@ -472,6 +540,9 @@ class KubeController:
         elif source == Source.NODES:
             name = obj["metadata"]["name"]
             mirror.node_changed(None if deleted else node_view(obj), name, now)
+        elif source == Source.DECISIONS:
+            if not deleted and obj.get("reason") in DECISION_REASONS:
+                self._decision(obj)
         elif source == Source.OWNERS:
             owned = obj["object"]
             meta = owned.get("metadata") or {}
@@ -485,6 +556,18 @@ class KubeController:
                     mirror.pod_changed(pod_view(pod, group), pod_key, now)
         else:
             self._pending_config = (None if deleted else obj,)
+
+    def _decision(self, event: dict[str, Any]) -> None:
+        """One of the scheduler's Events, into this (console's) audit trail, in time order."""
+        about = event.get("involvedObject") or {}
+        target = f"{about.get('namespace')}/{about.get('name')}" if about.get("namespace") else str(about.get("name"))
+        when = parse_time(event.get("lastTimestamp") or event.get("eventTime") or (event.get("metadata") or {}).get("creationTimestamp"))
+        entry = AuditEntry(when, "scheduler", str(event.get("reason")), target, str(event.get("message", "")))
+        audit = self.state.audit
+        if audit and audit[-1].time > when:
+            bisect.insort(audit, entry, key=lambda e: e.time)
+        else:
+            audit.append(entry)
 
     def _group_of(self, key: str, pod: dict[str, Any]) -> GroupSpec:
         """The pod's gang from its labels and its owners, remembering which owners it read."""
@@ -668,6 +751,9 @@ class KubeController:
                 await self._undo_binds(gang, jobs, errors)
             else:
                 log.info("bind %s: %s", gang.key, ", ".join(sorted({n for _, n, _ in jobs}, key=natural_key)))
+                for view, node, _ in jobs:
+                    message = f"Successfully assigned {view.key} to {node} with gang {gang.title or gang.key}"
+                    self._spawn(self._event(_pod_ref(view), EventReason.SCHEDULED, message))
                 if decision.starts_work:
                     self.metrics.job_started(decision.job.queue, self.clock() - queued_since(decision.job))
         finally:
@@ -968,6 +1054,11 @@ class KubeController:
             await asyncio.sleep(0.01)
             quiet = quiet + 1 if self.idle else 0
 
+
+#: the Events that are the scheduler's decisions (what a console shows in its Events view)
+DECISION_REASONS = frozenset({
+    EventReason.SCHEDULED, EventReason.PREEMPTED, EventReason.GANG_ROLLBACK, EventReason.GANG_BROKEN, EventReason.EVICTION_BLOCKED,
+})
 
 #: Engine reasons that mean "no node can take it now": more nodes would help, so the pod carries
 #: reason ``Unschedulable``, the one Cluster Autoscaler and Karpenter act on. A pod that waits

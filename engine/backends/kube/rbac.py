@@ -121,7 +121,7 @@ OPERATOR_PERMISSIONS: tuple[Permission, ...] = (
     *_grants("", "pods", (Verb.PATCH,), Scope.CLUSTER),
     *_grants("", "pods/eviction", (Verb.CREATE,), Scope.CLUSTER),
     *_grants("", "configmaps", (Verb.UPDATE,), Scope.CLUSTER, (QUEUES_CONFIGMAP,)),
-    *_grants("", "events", (Verb.CREATE,), Scope.CLUSTER),
+    *_grants("", "events", (Verb.CREATE, *_LIST_WATCH), Scope.CLUSTER),
     # The console asks the API server which actions the user may take (to grey out the rest).
     *_grants("authorization.k8s.io", "selfsubjectaccessreviews", (Verb.CREATE,), Scope.CLUSTER),
 )
