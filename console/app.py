@@ -7,10 +7,15 @@ result. It redraws twice a second, and only the view on screen, and only when th
 clock or the telemetry changed.
 
 Keys follow k9s: ``:`` command mode (``:queues``, ``:jobs``, ``:nodes``, ``:topology``,
-``:events``), ``/`` filter (``!`` inverts), ``esc`` back, ``?`` help, single letters act on the
-selected row. Every binding has an id (``keys.BindingId``) and can be remapped in
-``~/.config/usher/keys.yaml``. ``--readonly`` removes every action that changes anything; on a
-cluster, actions the operator's RBAC forbids are shown disabled with the reason.
+``:events``, ``:q`` quits; Tab completes), ``/`` filter (``!`` inverts), ``esc`` back (closes a
+dialog or the prompt, leaves a detail, clears the filter, returns to the previous view), ``?``
+help, single letters act on the selected row (``y`` its pods' YAML, ``l`` their logs, ``ctrl+d``
+preempts as ``p`` does). The header shows where you are (``jobs › llm-pretrain``); an error on
+the status line stays until the view changes or the next action succeeds. ``ctrl+p`` lists our
+views, actions (those unavailable here with the reason) and themes. Every binding has an id
+(``keys.BindingId``) and can be remapped in ``~/.config/usher/keys.yaml``. ``--readonly``
+removes every action that changes anything; on a cluster, actions the operator's RBAC forbids
+are shown disabled with the reason.
 
 On a cluster the header says ``live`` while every informer is in touch with the API server;
 when contact is lost it says ``reconnecting (12s)``, then, past ``connection.STALE_AFTER``,
@@ -41,6 +46,7 @@ from usher.engine.state import INF, MILLI
 from usher.engine.backends.kube.connection import Connection, ConnectionState, connection_of
 from usher.engine.whatif import drain_impact, preempt_impact, quota_preview
 
+from .heatmap import scope_title
 from .dialogs import ConfirmDialog, QuotaDialog, QuotaEdit, TextScreen
 from .keys import BindingId, default_keymap_path, load_keymap
 from .model import (
@@ -56,6 +62,8 @@ from .model import (
     state_version,
 )
 from .palette import UsherCommands
+from .pods import NO_LOGS_ON_A_REPLAY, logs_text, replay_job_yaml, yaml_text
+from .prompt import HINT, QUIT_WORDS, CommandPrompt, completions
 from .table import Row, RowTable
 from .themes import DEFAULT_THEME, UsherTheme, load_themes, user_theme_dir
 from .views import HeatmapPane, TextPane, render_overview
@@ -77,7 +85,7 @@ class View(StrEnum):
 
 VIEW_ALIASES = {
     "o": View.OVERVIEW, "overview": View.OVERVIEW, "home": View.OVERVIEW,
-    "q": View.QUEUES, "queue": View.QUEUES, "queues": View.QUEUES, "cq": View.QUEUES,
+    "queue": View.QUEUES, "queues": View.QUEUES, "cq": View.QUEUES,
     "j": View.JOBS, "job": View.JOBS, "jobs": View.JOBS, "po": View.JOBS, "pods": View.JOBS,
     "n": View.NODES, "no": View.NODES, "node": View.NODES, "nodes": View.NODES,
     "t": View.TOPOLOGY, "topo": View.TOPOLOGY, "topology": View.TOPOLOGY, "heatmap": View.TOPOLOGY,
@@ -95,10 +103,20 @@ MUTATING = {
     "drain": Action.DRAIN,
     "edit_quota": Action.SET_QUOTA,
 }
-JOB_ACTIONS = {"approve", "hold", "release", "preempt", "details"}
+JOB_ACTIONS = {"approve", "hold", "release", "preempt", "details", "pod_yaml", "pod_logs"}
 NODE_ACTIONS = {"cordon", "uncordon", "drain"}
 REPLAY_ACTIONS = {"toggle_pause", "faster", "slower"}
 TABLE_ACTIONS = {"filter", "invert", "sort", "sort_reverse"}
+#: why an action cannot be used in the view on screen (the palette and help say it)
+WHERE = {
+    **{a: "select a job in the Jobs or Queues view" for a in JOB_ACTIONS},
+    **{a: "select a node in the Nodes view" for a in NODE_ACTIONS},
+    "edit_quota": "select a queue in the Queues view",
+    "sort": "only the Jobs view sorts",
+    "sort_reverse": "only the Jobs view sorts",
+    "filter": "this view has no table to filter",
+    "invert": "this view has no table to filter",
+}
 
 #: jobs view: sort keys per column (the row's typed values, not its text)
 JOB_SORT = (
@@ -130,7 +148,8 @@ class UsherApp(App[int]):
         opacity: 55%;
     }
     """
-    COMMANDS = App.COMMANDS | {UsherCommands}
+    #: ours only: no Textual system commands (its themes, keys panel, screenshot, maximize)
+    COMMANDS = {UsherCommands}
     ENABLE_COMMAND_PALETTE = True
     AUTO_FOCUS = None
 
@@ -151,7 +170,9 @@ class UsherApp(App[int]):
         Binding("a", "approve", "Approve", id=str(BindingId.APPROVE)),
         Binding("h", "hold", "Hold", id=str(BindingId.HOLD)),
         Binding("r", "release", "Release", id=str(BindingId.RELEASE)),
-        Binding("p", "preempt", "Preempt", id=str(BindingId.PREEMPT)),
+        Binding("p,ctrl+d", "preempt", "Preempt", id=str(BindingId.PREEMPT)),
+        Binding("y", "pod_yaml", "YAML", show=False, id=str(BindingId.YAML)),
+        Binding("l", "pod_logs", "Logs", show=False, id=str(BindingId.LOGS)),
         Binding("c", "cordon", "Cordon", id=str(BindingId.CORDON)),
         Binding("u", "uncordon", "Uncordon", id=str(BindingId.UNCORDON)),
         Binding("d", "drain", "Drain", id=str(BindingId.DRAIN)),
@@ -189,6 +210,7 @@ class UsherApp(App[int]):
         self.job_sort: tuple[int, bool] | None = None
         self.forbidden: dict[Action, str] = {}
         self.status_text = Text("")
+        self.status_tone = ""
         self.prompt_mode: str | None = None
         self._drawn: dict[View, tuple] = {}
         self._bar: Text | None = None
@@ -222,7 +244,7 @@ class UsherApp(App[int]):
                 yield HeatmapPane(id="heatmap")
             with Vertical(id=str(View.EVENTS)):
                 yield RowTable(("time", "actor", "action", "target", "result"), id="event-table")
-        yield Input(id="prompt")
+        yield CommandPrompt(id="prompt")
         yield Static(id="status")
         yield Footer()
 
@@ -325,6 +347,21 @@ class UsherApp(App[int]):
             return "read-only console"
         return self.forbidden.get(MUTATING[action])
 
+    def unavailable_reason(self, action: str) -> str | None:
+        """Why ``action`` cannot be used now, in words, None when it can: read-only, RBAC, or
+        the view it needs (``select a node in the Nodes view``)."""
+        if self.check_action(action, ()):
+            return None
+        if reason := self.disabled_reason(action):
+            return reason
+        if action in REPLAY_ACTIONS:
+            return "only a replay has a speed" if not self.is_replay else "this replay is stopped"
+        return WHERE.get(action, "not here")
+
+    def get_system_commands(self, screen):
+        """None: the palette offers the console's own views, actions and themes only."""
+        return iter(())
+
     # -- the header, the status line -------------------------------------------------------
 
     def connection(self) -> Connection | None:
@@ -361,7 +398,8 @@ class UsherApp(App[int]):
             t.append(f" {link_text(rs, connection.since, time.time())} ", Style(bold=True, reverse=True, color=colour))
         else:
             t.append(str(rs) + (f" ×{speed:g}" if rs == RunState.RUNNING and speed else ""))
-        t.append(f"   view: {self.view}")
+        t.append("   ")
+        t.append_text(self.breadcrumbs())
         flt = self.filters.get(self.view)
         if flt:
             t.append(f"   filter: {flt}", Style(italic=True))
@@ -379,7 +417,40 @@ class UsherApp(App[int]):
         theme = self.current_theme
         colour = {"error": theme.error, "warning": theme.warning, "success": theme.success}.get(tone)
         self.status_text = Text(text, Style(color=colour) if colour else Style())
+        self.status_tone = tone
         self.query_one("#status", Static).update(self.status_text)
+
+    def clear_error(self) -> None:
+        """Take an error or warning off the status line (the view changed, or something worked)."""
+        if self.status_tone in ("error", "warning"):
+            self.set_status("")
+
+    def breadcrumbs(self) -> Text:
+        """Where the operator is: the view, then what is selected in it (``queues › research ›
+        llm-pretrain``, ``topology › block-a › rack-2``)."""
+        t = Text(str(self.view), Style(bold=True))
+        trail: list[str] = []
+        if self.view == View.QUEUES:
+            queue = self.query_one("#queue-table", RowTable).current_key
+            trail = [queue] if queue else []
+            if queue and self.focused is self.query_one("#queue-jobs", RowTable):
+                job = self.query_one("#queue-jobs", RowTable).current_key
+                trail += [job] if job else []
+        elif self.view in (View.JOBS, View.NODES):
+            key = self.selected_job() if self.view == View.JOBS else self.selected_node()
+            trail = [key] if key else []
+        elif self.view == View.TOPOLOGY:
+            trail = scope_title(self.controller.state, self.query_one("#heatmap", HeatmapPane).hm).split(" › ")[1:]
+        for crumb in trail:
+            t.append(" › ", Style(dim=True))
+            t.append(crumb if len(crumb) <= 40 else crumb[:39] + "…")
+        return t
+
+    def _refresh_bar(self) -> None:
+        bar = self.bar_text()
+        if bar != self._bar:
+            self._bar = bar
+            self.query_one("#bar", Static).update(bar)
 
     # -- drawing -------------------------------------------------------------------------
 
@@ -529,6 +600,7 @@ class UsherApp(App[int]):
         if event.table.id == "queue-table":
             self._drawn.pop(View.QUEUES, None)
             self.redraw(force=True)
+        self._refresh_bar()
 
     # -- views and modes -----------------------------------------------------------------
 
@@ -536,9 +608,11 @@ class UsherApp(App[int]):
         self.switch_to(View(view))
 
     def switch_to(self, view: View, remember: bool = True) -> None:
-        if view != self.view and remember:
-            self.history.append(self.view)
-            del self.history[:-20]
+        if view != self.view:
+            self.clear_error()
+            if remember:
+                self.history.append(self.view)
+                del self.history[:-20]
         self.view = view
         self.query_one("#views", ContentSwitcher).current = str(view)
         self.redraw()
@@ -554,6 +628,16 @@ class UsherApp(App[int]):
         else:
             self.set_focus(None)
         self.refresh_bindings()
+        self._refresh_bar()
+
+    async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
+        """Run an action; one of the app's that worked and said nothing takes an earlier error
+        off the status line (a view change does too, in ``switch_to``)."""
+        before = self.status_text
+        handled = await super().run_action(action, default_namespace, namespaces)
+        if handled and default_namespace in (None, self) and self.status_text is before:
+            self.clear_error()
+        return handled
 
     def action_command_mode(self) -> None:
         self._open_prompt("command", ":")
@@ -562,16 +646,22 @@ class UsherApp(App[int]):
         self._open_prompt("filter", self.filters.get(self.view, ""))
 
     def _open_prompt(self, mode: str, value: str) -> None:
-        prompt = self.query_one("#prompt", Input)
+        prompt = self.query_one("#prompt", CommandPrompt)
         self.prompt_mode = mode
-        prompt.placeholder = ":queues  :jobs  :nodes  :topology  :events  :theme NAME  :quit" if mode == "command" else "filter (start with ! to invert)"
+        prompt.placeholder = HINT if mode == "command" else "filter (start with ! to invert)"
+        prompt.completer = self.complete_command if mode == "command" else None
         prompt.value = value
         prompt.display = True
         prompt.focus()
         prompt.cursor_position = len(value)
 
+    def complete_command(self, text: str) -> list[str]:
+        """What Tab completes ``text`` (typed after ``:``) to: commands, then theme names."""
+        return completions(text, self._themes, replay=self.is_replay)
+
     def _close_prompt(self) -> None:
-        prompt = self.query_one("#prompt", Input)
+        prompt = self.query_one("#prompt", CommandPrompt)
+        prompt.completer = None
         prompt.display = False
         self.prompt_mode = None
         self.switch_to(self.view, remember=False)
@@ -598,13 +688,19 @@ class UsherApp(App[int]):
         if not words:
             return
         head, rest = words[0].lower(), words[1:]
-        if head in VIEW_ALIASES:
-            self.switch_to(VIEW_ALIASES[head])
-        elif head in ("quit", "q!", "exit"):
+        if head in QUIT_WORDS:
             self.exit(0)
+        elif head in VIEW_ALIASES:
+            self.switch_to(VIEW_ALIASES[head])
         elif head == "theme" and rest:
             self.use_theme(rest[0])
-        elif head == "speed" and rest and self.is_replay:
+        elif head == "theme":
+            self.set_status(f":theme needs a name: {', '.join(sorted(self._themes))}", "error")
+        elif head == "speed" and not self.is_replay:
+            self.set_status(":speed: only a replay has a speed", "error")
+        elif head == "speed" and not rest:
+            self.set_status(":speed needs a number (×1 is real time)", "error")
+        elif head == "speed":
             try:
                 self.controller.speed = max(1.0, float(rest[0]))
                 self.set_status(f"speed ×{self.controller.speed:g}")
@@ -613,7 +709,7 @@ class UsherApp(App[int]):
         elif head == "help":
             self.action_help()
         else:
-            self.set_status(f"unknown command :{text}  (try :queues :jobs :nodes :topology :events :theme NAME)", "error")
+            self.set_status(f"unknown command :{text}   try {HINT}", "error")
 
     def action_back(self) -> None:
         if self.prompt_mode is not None:
@@ -625,8 +721,14 @@ class UsherApp(App[int]):
             return
         if self.view == View.TOPOLOGY and self.query_one("#heatmap", HeatmapPane).action_zoom_out():
             return
+        if self.view == View.QUEUES and self.focused is self.query_one("#queue-jobs", RowTable):
+            self.query_one("#queue-table", RowTable).focus()  # from a queue's jobs back to the queues
+            self._refresh_bar()
+            return
         if self.history:
             self.switch_to(self.history.pop(), remember=False)
+        elif self.view != View.OVERVIEW:
+            self.switch_to(View.OVERVIEW, remember=False)
 
     def action_invert(self) -> None:
         text = self.filters.get(self.view, "")
@@ -663,13 +765,19 @@ class UsherApp(App[int]):
     def action_help(self) -> None:
         body = Text()
         body.append(f"Keys in the {self.view} view\n\n", Style(bold=True))
-        seen = set()
+        keys_of: dict[tuple[str, str], list[str]] = {}
+        listed = []
         for key, active in sorted(self.active_bindings.items(), key=lambda kv: kv[1].binding.description):
             b = active.binding
-            if not b.description or (b.action, b.description) in seen:
+            if not b.description:
                 continue
-            seen.add((b.action, b.description))
-            keys = self.get_key_display(b)
+            if (b.action, b.description) not in keys_of:
+                keys_of[(b.action, b.description)] = []
+                listed.append(active)
+            keys_of[(b.action, b.description)].append(self.get_key_display(b))
+        for active in listed:
+            b = active.binding
+            keys = ", ".join(keys_of[(b.action, b.description)])
             action = b.action.split("(")[0]
             reason = self.disabled_reason(action)
             line = f"  {keys:<12} {b.description:<14} {b.id or ''}"
@@ -678,10 +786,14 @@ class UsherApp(App[int]):
             else:
                 body.append(line + "\n")
         body.append(
-            "\n  :            command mode: queues, jobs, nodes, topology, events, theme NAME, speed X, quit\n"
+            "\n  :            command mode: queues, jobs, nodes, topology, events, theme NAME, speed X, q\n"
+            "               (Tab completes the command, again to cycle; :q and :quit quit)\n"
             "  /            filter the table (start with ! to invert); ! inverts the current filter\n"
-            "  esc          back: close the prompt, clear the filter, zoom out, previous view\n"
-            "  ctrl+p       command palette (every action by name)\n"
+            "  esc          back: close a dialog or the prompt, leave a queue's jobs, clear the filter,\n"
+            "               zoom out, previous view\n"
+            "  y, l         the selected job's pods as YAML, their logs (on a cluster, from the API)\n"
+            "  ctrl+d       preempt the selected job (k9s's delete), as p\n"
+            "  ctrl+p       command palette: views, every action by name (why one is unavailable), themes\n"
             f"\n  Remap keys in {default_keymap_path()} (binding-id: keys).\n"
         )
         if self.readonly:
@@ -857,11 +969,55 @@ class UsherApp(App[int]):
     def action_details(self) -> None:
         if self.view == View.QUEUES and self.focused is self.query_one("#queue-table", RowTable):
             self.query_one("#queue-jobs", RowTable).focus()
+            self._refresh_bar()
             return
         name = self.selected_job()
         if name is None:
             return
         self.push_screen(TextScreen(f"Job {name}", self.job_details(name)))
+
+    def action_pod_yaml(self) -> None:
+        """``y``: the selected job's pods as YAML, from the API server (on a replay: the job)."""
+        name = self._job_or_say()
+        if name is None:
+            return
+        if not hasattr(self.controller, "pod_yaml"):
+            state = self.controller.state
+            self.push_screen(TextScreen(f"YAML of job {name} (a replay: no pods)", yaml_text(replay_job_yaml(state, state.job(name)))))
+            return
+        self.set_status(f"reading the pods of {name} from the API server…")
+        self.run_worker(self._show_pod_yaml(name), group="reads", exclusive=True)
+
+    async def _show_pod_yaml(self, name: str) -> None:
+        try:
+            text = await self.controller.pod_yaml(name)
+        except Exception as exc:  # noqa: BLE001 - an unanswered read is reported, never a crash
+            self.set_status(f"✗ YAML of {name}: {exc}", "error")
+            return
+        self.set_status("")
+        self.push_screen(TextScreen(f"YAML of the pods of {name}", yaml_text(text)))
+
+    def action_pod_logs(self) -> None:
+        """``l``: the last lines of the logs of the selected job's pods (none on a replay)."""
+        name = self._job_or_say()
+        if name is None:
+            return
+        if not hasattr(self.controller, "pod_logs"):
+            self.set_status(NO_LOGS_ON_A_REPLAY, "warning")
+            return
+        self.set_status(f"reading the logs of {name} from the API server…")
+        self.run_worker(self._show_pod_logs(name), group="reads", exclusive=True)
+
+    async def _show_pod_logs(self, name: str) -> None:
+        try:
+            entries = await self.controller.pod_logs(name)
+        except Exception as exc:  # noqa: BLE001 - an unanswered read is reported, never a crash
+            self.set_status(f"✗ logs of {name}: {exc}", "error")
+            return
+        self.set_status("")
+        pods = getattr(self.controller, "pods_of_job", lambda _: [])(name)
+        shown = len({title.split("/")[0] for title, _, _ in entries})
+        self.push_screen(TextScreen(f"Logs of the pods of {name}", logs_text(entries, (shown, len(pods)))))
 
     def job_details(self, name: str) -> Text:
         """The detail page: why it waits (in words), its request, its runs and preemptions."""

@@ -48,6 +48,8 @@ class BindingId(StrEnum):
     HOLD = "jobs.hold"
     RELEASE = "jobs.release"
     PREEMPT = "jobs.preempt"
+    YAML = "jobs.yaml"
+    LOGS = "jobs.logs"
     CORDON = "nodes.cordon"
     UNCORDON = "nodes.uncordon"
     DRAIN = "nodes.drain"

@@ -7,7 +7,7 @@ protocol of the real API (paths, verbs, ``Status`` errors, list and watch semant
 
 Served: discovery (``/api``, ``/apis``, ``/version``), every kind of :mod:`usher.sandbox.kinds`
 (core, apps, batch, RBAC, policy, coordination, scheduling, CRDs and their custom resources),
-pods' ``status``, ``binding`` and ``eviction`` subresources, OpenAPI v3 (:mod:`.openapi`, with
+pods' ``status``, ``binding``, ``eviction`` and ``log`` subresources (:mod:`.podlogs`), OpenAPI v3 (:mod:`.openapi`, with
 server-side field validation from :mod:`.validation`), request bodies as JSON, YAML or protobuf
 (:mod:`.protobuf`), and optionally authentication and RBAC (:mod:`.auth`) and the cluster's
 controllers (:mod:`.controllers`). The storage semantics are those of
@@ -64,6 +64,7 @@ from usher.engine.backends.http_server import AbortConnection, HttpServer, Reque
 from usher.sandbox.admission import check_scenario_write
 from usher.sandbox.auth import Attributes, Auth, Decision, UserInfo, parse_service_account, request_attributes
 from usher.sandbox import openapi, validation
+from usher.sandbox.podlogs import pod_log
 from usher.sandbox.tables import IncludeObject, table
 from usher.sandbox.controllers import Controllers
 from usher.sandbox.store import _check_preconditions as check_preconditions
@@ -204,12 +205,13 @@ class Sub(StrEnum):
     STATUS = "status"
     BINDING = "binding"
     EVICTION = "eviction"
+    LOG = "log"
 
 
 def subresources(rt: ResourceType) -> tuple[Sub, ...]:
     """The subresources served for ``rt``."""
     if rt.resource is Resource.PODS:
-        return (Sub.STATUS, Sub.BINDING, Sub.EVICTION)
+        return (Sub.STATUS, Sub.BINDING, Sub.EVICTION, Sub.LOG)
     return (Sub.STATUS,) if rt.status_subresource else ()
 
 
@@ -278,6 +280,8 @@ def _resource_verb(
 ) -> Route:
     if sub in (Sub.BINDING, Sub.EVICTION):
         return _route_verb(request, Route(rt, Verb.CREATE, namespace, name, sub), {"POST"})
+    if sub is Sub.LOG:
+        return _route_verb(request, Route(rt, Verb.GET, namespace, name, sub), {"GET"})
     verb = _VERBS.get((request.method, name is not None))
     if verb is None or (sub is Sub.STATUS and verb is Verb.DELETE):
         raise ApiError(
@@ -343,6 +347,8 @@ def _subresource_entry(rt: ResourceType, sub: Sub) -> JsonObject:
         return entry | {"kind": rt.kind, "verbs": ["get", "patch", "update"]}
     if sub is Sub.BINDING:
         return entry | {"kind": "Binding", "verbs": ["create"]}
+    if sub is Sub.LOG:
+        return entry | {"kind": "Pod", "verbs": ["get"]}
     return entry | {"group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}
 
 
@@ -918,6 +924,8 @@ class FakeApiServer:
             return self._bind(request, target)
         if target.sub is Sub.EVICTION:
             return self._evict(request, target)
+        if target.sub is Sub.LOG:
+            return self._log(request, target)
         assert rt is not None
         status = Subresource.STATUS if target.sub is Sub.STATUS else None
         if target.verb in (Verb.UPDATE, Verb.PATCH) and status is None:
@@ -1165,6 +1173,12 @@ class FakeApiServer:
         )
         status["conditions"] = conditions
         return pod
+
+    def _log(self, request: Request, target: Route) -> Response:
+        """A container's log (``text/plain``), as the kubelet would serve it: see :mod:`.podlogs`."""
+        pod = self.store.get_stored(Resource.PODS, str(target.name), target.namespace).obj
+        params = {k: v[0] for k, v in request.query.items()}
+        return Response.text(200, pod_log(pod, params, self.store.clock()))
 
     def _evict(self, request: Request, target: Route) -> Response:
         eviction = _body_object(request)
