@@ -46,8 +46,8 @@ from usher.engine.state import INF, MILLI
 from usher.engine.backends.kube.connection import Connection, ConnectionState, connection_of
 from usher.engine.whatif import drain_impact, preempt_impact, quota_preview
 
-from .heatmap import scope_title
 from .dialogs import ConfirmDialog, QuotaDialog, QuotaEdit, TextScreen
+from .heatmap import scope_title
 from .keys import BindingId, default_keymap_path, load_keymap
 from .model import (
     JOB_COLUMNS,

@@ -15,7 +15,6 @@ import yaml
 from rich.style import Style
 from rich.syntax import Syntax
 from rich.text import Text
-
 from usher.engine.state import MILLI, ClusterState, Job
 
 #: what ``l`` says on a replay

@@ -75,7 +75,7 @@ class CommandPrompt(Input):
         """Complete the command, or, when the value is the last completion, go to the next one."""
         if self.completer is None:
             return
-        current = self.value[1:] if self.value.startswith(":") else self.value
+        current = self.value.removeprefix(":")
         if self._matches and current == self._matches[self._index]:
             self._index = (self._index + step) % len(self._matches)
         else:

@@ -4,15 +4,13 @@
 
 from __future__ import annotations
 
+from test_actions import select, settle
 from textual.command import CommandList, CommandPalette
-
 from usher.console.app import UsherApp, View
 from usher.console.palette import entries
 from usher.console.prompt import CommandPrompt
 from usher.console.table import RowTable
 from usher.engine.enums import Action
-
-from test_actions import select, settle
 
 TEXTUAL_SYSTEM_COMMANDS = ("Keys", "Maximize", "Screenshot", "Quit the application", "Change theme", "nord", "dracula")
 

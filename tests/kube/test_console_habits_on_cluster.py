@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 from harness import running_cluster, wait_for
-
 from usher.console.app import UsherApp
 from usher.console.table import RowTable
 from usher.engine.backends.kube.client import KubeClient
