@@ -27,6 +27,7 @@ informers reconnect (resuming, or listing again) by themselves, and the header g
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from enum import StrEnum
 from pathlib import Path
@@ -39,6 +40,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import ContentSwitcher, Footer, Input, Label, Static
 
+from usher.engine import fmt
 from usher.engine.controller import Command
 from usher.engine.core import CommandError
 from usher.engine.enums import Action, JobState
@@ -58,6 +60,7 @@ from .model import (
     RunState,
     link_text,
     moment,
+    node_used_milli,
     span,
     state_version,
 )
@@ -138,6 +141,28 @@ STATE_TONE = {
     JobState.HELD: "warning",
     JobState.FINISHED: "dim",
 }
+
+
+#: what the engine's reply says when a command changed nothing ("not held; nothing to release")
+NOTHING_DONE = "nothing to "
+#: jobs-view columns whose sort key puts the largest first (the others sort a to z)
+DESCENDING = frozenset({3, 4, 5, 6})
+
+
+def asks_words(job) -> str:
+    """What a job asks for, in pods and GPUs: ``4 pods x 8 GPUs (worker)``; a pod group's name
+    is added only when it is one a person gave (not the ``g0`` a cluster's gang is built with)."""
+    parts = []
+    for g in job.groups:
+        if g.gpu_milli >= MILLI and g.gpu_milli % MILLI == 0:
+            each = fmt.plural(g.gpu_milli // MILLI, "GPU")
+        elif g.gpu_milli:
+            each = f"{fmt.gpus(g.gpu_milli)} of a GPU"
+        else:
+            each = "no GPU"
+        name = "" if not g.name or re.fullmatch(r"g\d+|pods?", g.name) else f" ({g.name})"
+        parts.append(f"{fmt.plural(g.count, 'pod')} x {each}{name}")
+    return " + ".join(parts)
 
 
 class UsherApp(App[int]):
@@ -274,7 +299,7 @@ class UsherApp(App[int]):
                 await self.controller.run(self.speed)
                 return
             except Exception as exc:  # noqa: BLE001 - shown to the operator, never a crash of the console
-                again = "" if self.is_replay else f"; starting it again in {delay:.0f}s"
+                again = "" if self.is_replay else f"; starting it again in {fmt.duration(delay)}"
                 self.set_status(f"✗ the controller stopped: {exc}{again}", "error")
                 self.notify(f"{type(exc).__name__}: {exc}", title="controller stopped", severity="error")
             if self.is_replay:
@@ -529,10 +554,14 @@ class UsherApp(App[int]):
 
     def _draw_jobs(self, now: float) -> None:
         rows = self.model.job_rows(now)
+        table = self.query_one("#job-table", RowTable)
         if self.job_sort is not None:
             col, reverse = self.job_sort
             rows.sort(key=JOB_SORT[col], reverse=reverse)
-        self.query_one("#job-table", RowTable).set_rows(self._filtered(View.JOBS, self._job_table_rows(rows, now)))
+            table.set_sort(col, (col in DESCENDING) != reverse)
+        else:
+            table.set_sort(None)
+        table.set_rows(self._filtered(View.JOBS, self._job_table_rows(rows, now)))
 
     def _draw_queues(self, now: float) -> None:
         table = self.query_one("#queue-table", RowTable)
@@ -549,7 +578,7 @@ class UsherApp(App[int]):
             jobs.set_rows([])
             return
         listed = self._filtered(View.QUEUES, self._job_table_rows(self.model.queue_jobs(queue, now), now))
-        title.update(f" {queue}: running, then waiting in admission order ({len(listed)} jobs)")
+        title.update(f" {queue}: running, then waiting in admission order ({fmt.plural(len(listed), 'job')})")
         jobs.set_rows(listed)
 
     def _draw_nodes(self, now: float) -> None:
@@ -738,13 +767,19 @@ class UsherApp(App[int]):
     def action_sort(self) -> None:
         col = 0 if self.job_sort is None else (self.job_sort[0] + 1) % len(JOB_COLUMNS)
         self.job_sort = (col, False)
-        self.set_status(f"jobs sorted by {JOB_COLUMNS[col]}")
+        self._say_sort()
         self.redraw(force=True)
 
     def action_sort_reverse(self) -> None:
         col, reverse = self.job_sort or (0, False)
         self.job_sort = (col, not reverse)
+        self._say_sort()
         self.redraw(force=True)
+
+    def _say_sort(self) -> None:
+        col, reverse = self.job_sort or (0, False)
+        largest = (col in DESCENDING) != reverse
+        self.set_status(f"jobs sorted by {JOB_COLUMNS[col]} {'▼ descending' if largest else '▲ ascending'} (o: next column, O: reverse)")
 
     def use_theme(self, name: str) -> None:
         if name not in self._themes:
@@ -829,8 +864,13 @@ class UsherApp(App[int]):
             self.set_status(f"✗ {cmd.action} {target}: {exc}", "error")
             self.notify(str(exc), title=f"{cmd.action} failed", severity="error")
             return None
-        self.set_status(f"✓ {cmd.action} {target}: {result}", "success")
+        if NOTHING_DONE in result:
+            # a command that changed nothing (releasing a job that is not held) is no success
+            self.set_status(f"• {cmd.action} {target}: {result}", "warning")
+        else:
+            self.set_status(f"✓ {cmd.action} {target}: {result}", "success")
         self.redraw(force=True)
+
         return result
 
     def _job_or_say(self) -> str | None:
@@ -849,6 +889,9 @@ class UsherApp(App[int]):
 
     def action_release(self) -> None:
         if (job := self._job_or_say()) is not None:
+            if not self.controller.state.job(job).held:
+                self.set_status(f"{job} is not held; nothing to release", "warning")
+                return
             self.post(Command(Action.RELEASE, job=job))
 
     def action_preempt(self) -> None:
@@ -864,7 +907,7 @@ class UsherApp(App[int]):
         body = Text()
         body.append(f"{name} ({job.queue}, priority {job.priority}) stops on every node, as one gang:\n", Style(bold=True))
         for spot in impact.pods[:16]:
-            share = f" ({spot.share:g} of a GPU)" if spot.share else ""
+            share = f" ({fmt.gpus(spot.share * MILLI)} of a GPU)" if spot.share else ""
             body.append(f"  {spot.pod:<28} {spot.node:<16} GPUs {','.join(map(str, spot.gpus))}{share}\n")
         if len(impact.pods) > 16:
             body.append(f"  … and {len(impact.pods) - 16} more pods\n")
@@ -896,8 +939,9 @@ class UsherApp(App[int]):
         node = state.node(name)
         jobs = drain_impact(state, name)
         body = Text()
-        used = (node.gpu_count * MILLI - sum(node.gpu_free)) / MILLI
-        body.append(f"{name}: {node.gpu_model} x{node.gpu_count}, {used:g} GPUs in use, "
+        used = fmt.gpus(node_used_milli(node))
+        body.append(f"{name}: {node.gpu_model} x{node.gpu_count}, {used} {'GPU' if used == '1' else 'GPUs'} in use, "
+
                     f"{'cordoned' if node.cordoned else 'schedulable'}{', failed' if node.failed else ''}\n\n")
         if action == Action.DRAIN:
             body.append("Drain cordons the node and evicts every pod on it. ", Style(bold=True))
@@ -1028,10 +1072,7 @@ class UsherApp(App[int]):
         t = Text()
         t.append(f"{job.name}", Style(bold=True))
         t.append(f"   queue {job.queue}   priority {job.priority}   state {job.state}\n")
-        asks = " + ".join(
-            f"{g.count} x {g.name} ({g.gpu_milli / MILLI:g} GPU{'s' if g.gpu_milli != MILLI else ''} each)" for g in job.groups
-        )
-        t.append(f"asks for     {asks}\n")
+        t.append(f"asks for     {asks_words(job)}\n")
         if job.estimate:
             t.append(f"estimate     {span(job.estimate)}")
             if job.checkpoint_every:
@@ -1057,13 +1098,16 @@ class UsherApp(App[int]):
             if len(pods) > 24:
                 t.append(f"  … {len(pods) - 24} more pods\n")
         t.append("\nRuns\n", Style(bold=True, underline=True))
-        if not job.runs:
+        # a watching mirror may have made earlier jobs of this name (one per time its pods came
+        # back): their runs are this job's history
+        runs = [run for j in state.jobs if j.name == job.name for run in j.runs]
+        if not runs:
             t.append("  none yet\n", Style(dim=True))
-        for k, run in enumerate(job.runs, 1):
+        for k, run in enumerate(runs, 1):
             end = "running" if run.end is None else f"{moment(run.end)} ({run.end_reason}{' by ' + run.by if run.by else ''})"
             t.append(f"  #{k}  {moment(run.start)} → {end}\n")
             for p in run.placements[:12]:
-                share = f" ({p.share / MILLI:g} share)" if p.share else ""
+                share = f" ({fmt.gpus(p.share)} of a GPU)" if p.share else ""
                 t.append(f"      {p.pod:<28} {state.nodes[p.node_id].name:<16} GPUs {','.join(map(str, p.gpus))}{share}\n")
             if len(run.placements) > 12:
                 t.append(f"      … {len(run.placements) - 12} more pods\n")

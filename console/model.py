@@ -16,7 +16,7 @@ from enum import StrEnum
 from usher.engine.enums import JobState, PendingReason
 from usher.engine.explain import Explanation, explain_all
 from usher.engine.policy import quota
-from usher.engine.scenario.quantity import format_duration
+from usher.engine import fmt
 from usher.engine.state import HOSTNAME_LEVEL, INF, MILLI, ClusterState, Job, Node, Queue
 
 #: times after this are wall-clock seconds since the epoch (a cluster), not scenario seconds
@@ -27,21 +27,19 @@ def moment(t: float) -> str:
     """A scenario time as a duration from its start; a cluster's time as UTC wall time."""
     if t >= EPOCH_TIMES:
         return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%H:%M:%S")
-    return format_duration(t)
+    return fmt.duration(t)
 
 
 def span(seconds: float | None) -> str:
     """A duration for a table cell; blank when unknown."""
     if seconds is None or seconds == INF:
         return ""
-    return format_duration(max(0.0, seconds))
+    return fmt.duration(seconds)
 
 
 def gpus(milli: float) -> str:
-    if milli == INF:
-        return "∞"
-    value = milli / MILLI
-    return f"{value:.0f}" if value == int(value) else f"{value:.2f}".rstrip("0")
+    """Milli-GPUs as a table cell: ``8``, ``0.25``, ``∞`` (``fmt.gpus``, the one rule)."""
+    return fmt.gpus(milli)
 
 
 class RunState(StrEnum):
@@ -60,7 +58,7 @@ def link_text(state: RunState, since: float, now: float) -> str:
     """The header's word for a cluster connection: ``live``, ``reconnecting (12s)`` while contact
     was lost only recently, ``stale since 14:02:07`` (UTC, as the header's clock) after that."""
     if state is RunState.RECONNECTING:
-        return f"reconnecting ({format_duration(float(int(max(0.0, now - since))))})"
+        return f"reconnecting ({fmt.duration(max(0.0, now - since))})"
     if state is RunState.STALE:
         return f"stale since {moment(since)}"
     return str(state)
@@ -134,6 +132,7 @@ class NodeRow:
     name: str
     model: str
     used: float
+    """Milli-GPUs allocated on the node (as every GPU figure of the view model)."""
     total: int
     cordoned: bool
     failed: bool
@@ -272,6 +271,11 @@ class ConsoleModel:
         for job in state.jobs:
             if not job.submitted and not job.runs:
                 continue
+            if state.job_by_name.get(job.name, job.id) != job.id:
+                # an earlier job of the same name: a watching mirror finishes a gang's job when
+                # its pods go and makes another when they come back (a preemption seen from
+                # outside); the job is listed once, as it is now, its earlier runs in its details
+                continue
             waiting = job.current_run is None and job.state != JobState.FINISHED
             sig = (job.state, len(job.runs))
             if not waiting:
@@ -351,7 +355,7 @@ class ConsoleModel:
             NodeRow(
                 n.name,
                 n.gpu_model,
-                (n.gpu_count * MILLI - sum(n.gpu_free)) / MILLI,
+                node_used_milli(n),
                 n.gpu_count,
                 n.cordoned,
                 n.failed,
@@ -371,7 +375,7 @@ class ConsoleModel:
             state.schedulable_used_milli / MILLI,
             len(state.running),
             sum(len(q.pending) for q in state.queues.values()),
-            sum(1 for j in state.jobs if j.state == JobState.FINISHED),
+            sum(1 for j in state.jobs if j.state == JobState.FINISHED and state.job_by_name.get(j.name, j.id) == j.id),
             tuple(reasons.most_common()),
             sum(1 for n in state.nodes if n.cordoned and not n.failed),
             sum(1 for n in state.nodes if n.failed),
@@ -385,5 +389,7 @@ class ConsoleModel:
         ]
 
 
-def node_used(node: Node) -> float:
-    return (node.gpu_count * MILLI - sum(node.gpu_free)) / MILLI
+def node_used_milli(node: Node) -> int:
+    """Milli-GPUs allocated on ``node``: what the Nodes view, the topology view and the drain
+    dialog all show (through ``fmt.gpus``)."""
+    return node.gpu_count * MILLI - sum(node.gpu_free)

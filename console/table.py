@@ -61,17 +61,21 @@ class RowTable(ScrollView, can_focus=True):
         self.rows: list[Row] = []
         self.widths: list[int] = [len(c) for c in columns]
         self._index: dict[str, int] = {}
+        #: the column the rows are sorted by and whether largest first; None: unsorted
+        self.sorted_by: tuple[int, bool] | None = None
+        self._measured = True
 
     # -- data ----------------------------------------------------------------------------
 
     def set_rows(self, rows: list[Row]) -> bool:
         """Show ``rows``; the cursor stays on the same key. False when nothing changed."""
-        if rows == self.rows:
+        if rows == self.rows and self._measured:
             return False
+        self._measured = True
         current = self.current_key
         self.rows = rows
         self._index = {r.key: i for i, r in enumerate(rows)}
-        widths = [len(c) for c in self.columns]
+        widths = [len(c) for c in self.header()]
         for r in rows:
             for i, cell in enumerate(r.cells):
                 if len(cell) > widths[i]:
@@ -84,6 +88,20 @@ class RowTable(ScrollView, can_focus=True):
             self.cursor = min(self.cursor, max(0, len(rows) - 1))
         self.refresh()
         return True
+
+    def header(self) -> tuple[str, ...]:
+        """The column titles, the sorted one marked ▲ (smallest first) or ▼ (largest first)."""
+        if self.sorted_by is None:
+            return self.columns
+        col, descending = self.sorted_by
+        return tuple(f"{c} {'▼' if descending else '▲'}" if i == col else c for i, c in enumerate(self.columns))
+
+    def set_sort(self, column: int | None, descending: bool = False) -> None:
+        """Mark ``column`` as the one the rows are sorted by (None: in their own order)."""
+        mark = None if column is None else (column, descending)
+        if mark != self.sorted_by:
+            self.sorted_by = mark
+            self._measured = False  # the next ``set_rows`` measures the header again
 
     @property
     def current_key(self) -> str | None:
@@ -137,7 +155,7 @@ class RowTable(ScrollView, can_focus=True):
         base = self.rich_style
         if y == 0:
             header = Style(bold=True, color=self.app.current_theme.primary) if self.app else Style(bold=True)
-            segments = self._line(self.columns, base + header)
+            segments = self._line(self.header(), base + header)
         else:
             index = scroll_y + y - 1
             if index >= len(self.rows):

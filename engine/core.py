@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from . import fmt
 from .cycle import Admitter, CycleResult, Decision, run_cycle
 from .enums import Action, DecisionKind, EndReason, JobState, PendingReason
 from .policy import quota
@@ -148,7 +149,7 @@ class Engine(Admitter):
         self.state.enqueue(job)
         if reason == EndReason.PREEMPTED:
             self.state.audit.append(
-                AuditEntry(now, "scheduler", "preempt", job.name, f"preempted for {by}; lost {elapsed - saved:.0f}s of work")
+                AuditEntry(now, "scheduler", "preempt", job.name, f"preempted for {by}; lost {fmt.duration(elapsed - saved)} of work")
             )
         if result is not None:
             result.decisions.append(Decision(DecisionKind.EVICT, job, list(run.placements), reason, by))
@@ -279,7 +280,7 @@ class Engine(Admitter):
                     q.usage[r] -= amount[r]
                 job.charged = vsub(job.charged, amount)
         if gone:
-            state.audit.append(AuditEntry(now, "scheduler", "shrink", job.name, f"gave back {len(gone)} pod(s); runs on {len(run.placements)}"))
+            state.audit.append(AuditEntry(now, "scheduler", "shrink", job.name, f"gave back {fmt.plural(len(gone), 'pod')}; runs on {len(run.placements)}"))
 
     @contextmanager
     def _resizing(self, job: Job, run: Run) -> Iterator[None]:
@@ -357,7 +358,7 @@ class Engine(Admitter):
             names.append(job.name)
             self.stop(job, now, reason, None, result)
         verb = "drained" if action == Action.DRAIN else "failed"
-        return f"{verb}; requeued {len(names)} job(s)" + (f": {', '.join(names)}" if names else "")
+        return f"{verb}; requeued {fmt.plural(len(names), 'job')}" + (f": {', '.join(names)}" if names else "")
 
     def _job_action(self, action: Action, job: Job, now: float, result: CycleResult) -> str:
         if action == Action.APPROVE:
@@ -367,6 +368,8 @@ class Engine(Admitter):
             job.held = True
             return "held" if job.current_run is None else "held (keeps running; will not be readmitted)"
         if action == Action.RELEASE:
+            if not job.held:
+                return "not held; nothing to release"
             job.held = False
             return "released"
         if job.current_run is None:
@@ -411,6 +414,6 @@ def _fmt(resource: str, value: float | None) -> str:
     if value is None:
         return "unlimited"
     if resource == "gpu":
-        return f"{value / 1000:g}"
+        return fmt.gpus(value)
     return f"{value:g}"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import fmt
 from .enums import JobState, PendingReason
 from .policy import quota
 from .policy.backfill import estimate_starts
@@ -20,8 +21,8 @@ from .policy.placement import (
     no_matching_nodes,
     request_of,
 )
-from .scenario.quantity import format_cpu, format_duration, format_memory
-from .state import INF, MILLI, ClusterState, Job, PodGroup
+from .scenario.quantity import format_cpu, format_memory
+from .state import INF, MILLI, RESOURCE_NAMES, ClusterState, Job, PodGroup
 
 
 @dataclass(slots=True, frozen=True)
@@ -33,17 +34,15 @@ class Explanation:
 
 
 def gpus(milli: float) -> str:
-    """Milli-GPUs as a person writes GPUs: 16, 0.5."""
-    if milli == INF:
-        return "unlimited"
-    return f"{milli / MILLI:g}"
+    """Milli-GPUs as a person writes GPUs: 16, 0.5 (``fmt.gpus``, the one rule)."""
+    return fmt.gpus(milli, unlimited="unlimited")
 
 
 def amount(resource: str, value: float) -> str:
     if value == INF:
         return "unlimited"
     if resource == "gpu":
-        return f"{gpus(value)} GPUs"
+        return fmt.gpu_amount(value)
     if resource == "cpu":
         return f"{format_cpu(int(value))} CPU"
     return f"{format_memory(int(value))} memory"
@@ -51,13 +50,13 @@ def amount(resource: str, value: float) -> str:
 
 def _pod_words(pod: PodGroup, n: int) -> str:
     if pod.whole_gpus:
-        each = f"{pod.whole_gpus} GPU" + ("s" if pod.whole_gpus > 1 else "")
+        each = fmt.plural(pod.whole_gpus, "GPU")
     elif pod.share:
-        each = f"{pod.share / MILLI:g} of a GPU"
+        each = f"{fmt.gpus(pod.share)} of a GPU"
     else:
         each = "no GPU"
     models = f" ({'/'.join(sorted(pod.models))})" if pod.models else ""
-    return f"{n} pod{'s' if n != 1 else ''} x {each}{models}"
+    return f"{fmt.plural(n, 'pod')} x {each}{models}"
 
 
 def _asks(job: Job) -> str:
@@ -65,7 +64,7 @@ def _asks(job: Job) -> str:
     total = job.request[0]
     text = " + ".join(parts)
     if len(job.groups) > 1 or job.groups[0].count > 1:
-        text += f" = {gpus(total)} GPUs"
+        text += f" = {fmt.gpu_amount(total)}"
     return text
 
 
@@ -90,9 +89,94 @@ def _constraint_words(state: ClusterState, pod: PodGroup) -> str:
     best = max((n.whole_free for n in usable), default=0)
     why = f" ({pod.exclusions})" if pod.exclusions else ""
     return (
-        f"its node constraints allow {len(nodes)} of {len(state.nodes)} nodes{why}, "
-        f"with {free} GPUs free on them, at most {best} on one"
+        f"its node constraints allow {len(nodes)} of {fmt.plural(len(state.nodes), 'node')}{why}, "
+        f"with {fmt.plural(free, 'GPU')} free on them, at most {best} on one"
     )
+
+
+def figure(resource: str, value: float) -> str:
+    """A bare figure of ``resource`` (``32``, ``500m``, ``64Gi``), its unit left to the sentence."""
+    if value == INF:
+        return "unlimited"
+    if resource == "gpu":
+        return gpus(value)
+    if resource == "cpu":
+        return format_cpu(int(value))
+    return format_memory(int(value))
+
+
+def _borrow_words(state: ClusterState, q, r: int, top: float, borrowing: bool) -> str:
+    """How much queue ``q`` may borrow above its nominal quota of resource ``r``, and why:
+    ``its nominal quota of 64 GPUs and may borrow 0 (its borrowing limit)``."""
+    res = RESOURCE_NAMES[r]
+    nominal = f"its nominal quota of {amount(res, q.nominal[r])}"
+    if not borrowing:
+        return f"{nominal}, and no queue borrows under this policy"
+    if q.cohort is None:
+        return f"{nominal}, and it is in no cohort to borrow from"
+    may = max(0.0, top - q.nominal[r])
+    others = quota.pool_capacity(state, q.cohort, r) - min(q.lending_limit[r], q.nominal[r])
+    why = "its borrowing limit" if q.borrowing_limit[r] <= others else f"what the other queues of cohort {q.cohort} lend"
+    return f"{nominal} plus the {figure(res, may)} it may borrow ({why})"
+
+
+def _room_words(state: ClusterState, q, r: int, ask: float, borrowing: bool) -> str:
+    """Why ``ask`` of resource ``r`` does not fit queue ``q`` now, with every figure the room
+    left for it is derived from (``quota.check``'s two limits: the queue's own ceiling, and what
+    its cohort's pool still has to lend)."""
+    res = RESOURCE_NAMES[r]
+    usage, nominal = q.usage[r], q.nominal[r]
+    top = quota.ceiling(state, q, r) if borrowing else nominal
+    if usage + ask > top:
+        # the queue's own ceiling: nominal plus what it may borrow
+        may = max(0.0, top - nominal)
+        left = max(0.0, top - usage)
+        if not borrowing:
+            borrow = "and no queue borrows under this policy"
+        elif q.cohort is None:
+            borrow = "and is in no cohort to borrow from"
+        else:
+            others = quota.pool_capacity(state, q.cohort, r) - min(q.lending_limit[r], nominal)
+            why = "its borrowing limit" if q.borrowing_limit[r] <= others else f"what the other queues of cohort {q.cohort} lend"
+            borrow = f"and may borrow {figure(res, may)} ({why})"
+        return (
+            f"queue {q.name} uses {figure(res, usage)} of its {amount(res, nominal)} of nominal quota {borrow}, "
+            f"so {_left(res, left)} left for it now"
+        )
+    # the cohort's pool: the quota its queues lend, partly borrowed already
+    cohort = q.cohort
+    assert cohort is not None
+    g = q.guaranteed[r]
+    pool = quota.pool_capacity(state, cohort, r)
+    used = quota.pool_usage(state, cohort, r)
+    own_left = max(0.0, g - usage)
+    pool_left = max(0.0, pool - used)
+    users = []
+    for name in sorted(state.cohorts[cohort]):
+        other = state.queues[name]
+        if other.nominal[r] != INF and other.usage[r] > other.guaranteed[r]:
+            users.append(f"{name} {figure(res, other.usage[r] - other.guaranteed[r])}")
+    if g > 0:
+        own = (
+            f"queue {q.name} uses {figure(res, usage)}; {figure(res, own_left)} of the {amount(res, g)} of its "
+            f"nominal quota it keeps for itself are unused, and "
+        )
+    else:
+        own = (
+            f"queue {q.name} uses {figure(res, usage)} of its {amount(res, nominal)} of nominal quota, all of which "
+            f"it shares through cohort {cohort}; "
+        )
+    return (
+        f"{own}cohort {cohort}'s pool (the quota its queues lend) holds {amount(res, pool)}, "
+        f"{figure(res, used)} of them in use ({', '.join(users) or 'by none'}), "
+        f"so {_left(res, own_left + pool_left)} left for it now"
+    )
+
+
+def _left(res: str, value: float) -> str:
+    """``32 GPUs are``, ``1 GPU is``, ``500m CPU is``, ``64Gi memory is``."""
+    text = amount(res, value)
+    return f"{text} {'are' if res == 'gpu' and value != MILLI else 'is'}"
 
 
 def message(state: ClusterState, job: Job, reason: PendingReason, now: float, borrowing: bool = True) -> str:
@@ -111,17 +195,12 @@ def message(state: ClusterState, job: Job, reason: PendingReason, now: float, bo
         r = ("gpu", "cpu", "memory").index(res)
         if reason == PendingReason.EXCEEDS_QUOTA:
             ceiling = v.ceiling if not v.fits else (quota.ceiling(state, q, r) if borrowing else q.nominal[r])
-            what = "plus what it may borrow" if borrowing else "and no borrowing under this policy"
             return (
                 f"Asks for {amount(res, request[r])} but queue {q.name} can never hold more than "
-                f"{amount(res, ceiling)} (nominal {amount(res, q.nominal[r])} {what}); "
+                f"{amount(res, ceiling)}: {_borrow_words(state, q, r, ceiling, borrowing)}; "
                 "it cannot start unless the quota grows."
             )
-        cohort = f" and cohort {q.cohort} has nothing left to lend" if q.cohort and borrowing else ""
-        return (
-            f"Asks for {amount(res, request[r])} but queue {q.name} uses {amount(res, q.usage[r])} of "
-            f"{amount(res, q.nominal[r])} nominal, so only {amount(res, v.available)} is available to it now{cohort}."
-        )
+        return f"Asks for {amount(res, request[r])} but {_room_words(state, q, r, request[r], borrowing)}."
     free, best = _capacity_numbers(state)
     if reason == PendingReason.NO_MATCHING_NODES:
         pod = no_matching_nodes(state, job) or job.groups[0]
@@ -129,7 +208,7 @@ def message(state: ClusterState, job: Job, reason: PendingReason, now: float, bo
         why = ", ".join(f"{n} {k}" for k, n in sorted(found.items(), key=lambda kv: -kv[1]) if k != "fits")
         if pod.exclusions and found.get("excluded by its node constraints"):
             why += f" ({pod.exclusions})"
-        return f"No schedulable node can ever hold its {_pod_words(pod, 1)}: of {len(state.nodes)} nodes, {why}."
+        return f"No schedulable node can ever hold its {_pod_words(pod, 1)}: of {fmt.plural(len(state.nodes), 'node')}, {why}."
     if reason == PendingReason.TOPOLOGY_UNSATISFIABLE:
         parts = []
         for g, n in zip(job.groups, counts):
@@ -150,7 +229,8 @@ def message(state: ClusterState, job: Job, reason: PendingReason, now: float, bo
                 )
                 where = f" on nodes its node constraints allow ({len(g.eligible)} of {len(state.nodes)})"
             parts.append(
-                f"needs {_pod_words(g, n)} inside one {level}, but the roomiest {level} has {roomiest} GPUs free{where}"
+                f"needs {_pod_words(g, n)} inside one {level}, but the roomiest {level} has "
+                f"{fmt.plural(roomiest, 'GPU')} free{where}"
             )
         text = "; ".join(parts)
         return f"{text[:1].upper()}{text[1:]} ({free} free in the whole cluster)."
@@ -158,10 +238,10 @@ def message(state: ClusterState, job: Job, reason: PendingReason, now: float, bo
         holder = state.jobs[state.reservation[0]]
         start = state.reservation[1]
         runtime = job.estimated_runtime()
-        run = "runs until the end" if runtime == INF else f"needs {format_duration(runtime)}"
+        run = "runs until the end" if runtime == INF else f"needs {fmt.duration(runtime)}"
         return (
-            f"Would fit now, but the capacity is reserved for {holder.name}, planned to start at "
-            f"{format_duration(start)}; this job {run} and would delay it."
+            f"Would fit now, but the capacity is reserved for {holder.name}, planned to start "
+            f"{'now' if start <= now else 'in ' + fmt.duration(start - now)}; this job {run} and would delay it."
         )
     pod = max(job.groups, key=lambda g: g.gpu_milli)
     cpu_note = ""
@@ -171,10 +251,10 @@ def message(state: ClusterState, job: Job, reason: PendingReason, now: float, bo
     if constrained is not None:
         return (
             f"Asks for {_asks(job)}{cpu_note}; {_constraint_words(state, constrained)} "
-            f"({free} GPUs free on all schedulable nodes)."
+            f"({fmt.plural(free, 'GPU')} free on all schedulable nodes)."
         )
     return (
-        f"Asks for {_asks(job)}{cpu_note}; {free} GPUs are free on schedulable nodes, "
+        f"Asks for {_asks(job)}{cpu_note}; {fmt.plural(free, 'GPU')} {fmt.verb(free, 'is', 'are')} free on schedulable nodes, "
         f"at most {best} on one node."
     )
 
@@ -220,6 +300,6 @@ def holding(job: Job) -> str:
     assert run is not None
     held = sum(p.gpu_milli for p in run.placements)
     return (
-        f"Holds {len(run.placements)} of its {job.min_count} pods ({gpus(held)} GPUs) without working, "
+        f"Holds {len(run.placements)} of its {fmt.plural(job.min_count, 'pod')} ({fmt.gpu_amount(held)}) without working, "
         "waiting for the rest (no gang scheduling)."
     )

@@ -12,6 +12,7 @@ Each question changes the state in place for a moment and puts everything back b
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .enums import JobState, PendingReason
@@ -164,9 +165,15 @@ def parse_limit(resource: str, text: str) -> float:
     if not text or text.lower() in ("none", "unlimited", "-"):
         return INF
     if resource == "gpu":
-        value = float(text)
+        expected = "not a number of GPUs (type one such as 64 or 0.5; blank means unlimited)"
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(expected) from None
+        if not math.isfinite(value):
+            raise ValueError(expected)
         if value < 0:
-            raise ValueError("must not be negative")
+            raise ValueError("a number of GPUs must not be negative (blank means unlimited)")
         return round(value * 1000)
     if resource == "cpu":
         return parse_cpu(text)

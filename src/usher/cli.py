@@ -147,8 +147,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     nodes = scenario.all_nodes()
     jobs = scenario.all_jobs()
     gpus = sum(n.gpus for n in nodes)
-    print(f"{args.file}: ok: {scenario.name}: {len(nodes)} nodes, {gpus} GPUs, {len(scenario.queues)} queues, "
-          f"{len(jobs)} jobs, {len(scenario.events)} events")
+    from usher.engine.fmt import plural
+
+    print(f"{args.file}: ok: {scenario.name}: {plural(len(nodes), 'node')}, {plural(gpus, 'GPU')}, "
+          f"{plural(len(scenario.queues), 'queue')}, {plural(len(jobs), 'job')}, {plural(len(scenario.events), 'event')}")
     return EXIT_OK
 
 
@@ -173,7 +175,9 @@ def cmd_replay(args: argparse.Namespace, path: Path) -> int:
         text = dumps(build_report(ctrl))
         if args.report is not None:
             args.report.write_text(text)
-            print(f"{path}: replayed to {ctrl.now:.0f}s in {ctrl.metrics.cycles} cycles; report: {args.report}",
+            from usher.engine.fmt import duration, plural
+
+            print(f"{path}: replayed to {duration(ctrl.now)} in {plural(ctrl.metrics.cycles, 'cycle')}; report: {args.report}",
                   file=sys.stderr)
         else:
             sys.stdout.write(text)
@@ -224,7 +228,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         args.output.write_text(text)
-        print(f"{args.output}: {args.nodes} nodes, {args.queues} queues, {jobs} jobs", file=sys.stderr)
+        from usher.engine.fmt import plural
+
+        print(f"{args.output}: {plural(args.nodes, 'node')}, {plural(args.queues, 'queue')}, {plural(jobs, 'job')}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -39,7 +39,7 @@ def test_check_accepts_a_good_file(tmp_path: Path) -> None:
     (tmp_path / "s.yaml").write_text(GOOD)
     out = usher("check", "s.yaml", cwd=tmp_path)
     assert out.returncode == 0
-    assert "1 nodes, 8 GPUs" in out.stdout and "2 jobs" in out.stdout
+    assert "1 node, 8 GPUs" in out.stdout and "2 jobs" in out.stdout
 
 
 def test_check_lists_every_error_with_path_and_line_and_exits_2(tmp_path: Path) -> None:

@@ -77,4 +77,4 @@ def test_check_refuses_an_oversized_file(tmp_path: Path) -> None:
 def test_check_still_accepts_a_good_file(tmp_path: Path) -> None:
     (tmp_path / "s.yaml").write_text(GOOD)
     out = usher("check", "s.yaml", cwd=tmp_path)
-    assert out.returncode == 0 and "1 nodes, 8 GPUs" in out.stdout
+    assert out.returncode == 0 and "1 node, 8 GPUs" in out.stdout

@@ -237,5 +237,8 @@ def test_kube_default_quota_message_counts_the_nominal_quota_alone():
     r = replay(COHORT, policy="kube-default", until=60)
     a2 = job(r, "a2")
     assert a2["pendingReason"] == "WaitingForQuota"
-    assert "uses 8 GPUs of 8 GPUs nominal, so only 0 GPUs is available to it now." in a2["message"]
+    assert (
+        "uses 8 of its 8 GPUs of nominal quota and no queue borrows under this policy, so 0 GPUs are left for it now."
+        in a2["message"]
+    ), a2["message"]
     assert "lend" not in a2["message"]

@@ -70,7 +70,7 @@ jobs:
     assert "16 GPUs" in big["message"] and "8 GPUs are free" in big["message"]
     long = job(r, "long")
     assert long["pendingReason"] == "ReservedForHigherPriority"
-    assert "big" in long["message"] and "2h" in long["message"]
+    assert "big" in long["message"] and "planned to start in 1h50m" in long["message"]
     assert long["queuePosition"] == 2
     assert long["estimatedStart"] == 7200.0 + 3600.0
 

@@ -28,6 +28,7 @@ Conventions (documented for users in the README):
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -344,8 +345,20 @@ def _title(group: GroupSpec) -> str | None:
     return f"{kind} {namespace}/{name}"
 
 
+def _number(text: str, expected: str) -> float:
+    """``text`` as a finite number; else a ValueError saying what was ``expected`` (never
+    Python's "could not convert string to float")."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not {expected}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not {expected}")
+    return value
+
+
 def _int(text: str) -> int:
-    value = float(text)
+    value = _number(text, "a whole number of GPUs")
     if value != int(value) or value < 0:
         raise ValueError(f"{text!r} is not a whole number of GPUs")
     return int(value)
@@ -358,14 +371,17 @@ def _positive_int(text: str) -> int:
 
 
 def _fraction(text: str) -> float:
-    value = float(text)
+    value = _number(text, "a share of one GPU (a number between 0 and 1 exclusive, such as 0.5)")
     if not 0 < value < 1:
         raise ValueError(f"{text!r} must be a share of one GPU, between 0 and 1 exclusive")
     return value
 
 
 def _index_list(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{text!r} is not a list of GPU indices (such as 0,1,2,3)") from None
 
 
 @dataclass(slots=True)
