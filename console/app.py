@@ -38,7 +38,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import ContentSwitcher, Footer, Input, Label, Static
+from textual.widgets import ContentSwitcher, Input, Label, Static
 
 from usher.engine import fmt
 from usher.engine.controller import Command
@@ -49,6 +49,7 @@ from usher.engine.backends.kube.connection import Connection, ConnectionState, c
 from usher.engine.whatif import drain_impact, preempt_impact, quota_preview
 
 from .dialogs import ConfirmDialog, QuotaDialog, QuotaEdit, TextScreen
+from .footer import UsherFooter
 from .heatmap import scope_title
 from .keys import BindingId, default_keymap_path, load_keymap
 from .model import (
@@ -134,6 +135,20 @@ JOB_SORT = (
     lambda r: (r.position is None, r.position or 0),
     lambda r: (r.eta is None, r.eta or 0.0),
 )
+#: how each table folds as the terminal narrows: its columns, most important first; the first
+#: ``essential`` stay (``shrink`` ones cut short for them); what folds away is on the detail page
+JOB_FOLD: dict[str, Any] = {
+    "keep": ("job", "state", "reason", "ETA", "pos", "GPUs", "queue", "wait", "prio", "pods"),
+    "essential": 5,
+    "shrink": ("job", "reason"),
+}
+QUEUE_FOLD: dict[str, Any] = {
+    "keep": ("queue", "used", "quota", "pending", "running", "borrowed", "lent", "share"),
+    "essential": 3,
+    "shrink": ("queue",),
+}
+NODE_FOLD: dict[str, Any] = {"keep": ("node", "GPUs", "status", "jobs", "model", "labels"), "shrink": ("labels", "node")}
+EVENT_FOLD: dict[str, Any] = {"shrink": ("result", "target")}
 STATE_TONE = {
     JobState.RUNNING: "success",
     JobState.PENDING: "",
@@ -258,20 +273,20 @@ class UsherApp(App[int]):
             with Vertical(id=str(View.OVERVIEW)):
                 yield TextPane(id="overview-text")
             with Vertical(id=str(View.QUEUES)):
-                yield RowTable(QUEUE_COLUMNS, id="queue-table")
+                yield RowTable(QUEUE_COLUMNS, id="queue-table", **QUEUE_FOLD)
                 yield Label("", id="queue-jobs-title")
-                yield RowTable(JOB_COLUMNS, id="queue-jobs")
+                yield RowTable(JOB_COLUMNS, id="queue-jobs", **JOB_FOLD)
             with Vertical(id=str(View.JOBS)):
-                yield RowTable(JOB_COLUMNS, id="job-table")
+                yield RowTable(JOB_COLUMNS, id="job-table", **JOB_FOLD)
             with Vertical(id=str(View.NODES)):
-                yield RowTable(NODE_COLUMNS, id="node-table")
+                yield RowTable(NODE_COLUMNS, id="node-table", **NODE_FOLD)
             with Vertical(id=str(View.TOPOLOGY)):
                 yield HeatmapPane(id="heatmap")
             with Vertical(id=str(View.EVENTS)):
-                yield RowTable(("time", "actor", "action", "target", "result"), id="event-table")
+                yield RowTable(("time", "actor", "action", "target", "result"), id="event-table", **EVENT_FOLD)
         yield CommandPrompt(id="prompt")
         yield Static(id="status")
-        yield Footer()
+        yield UsherFooter()
 
     def on_mount(self) -> None:
         for ut in self._themes.values():
@@ -289,6 +304,8 @@ class UsherApp(App[int]):
             if hasattr(self.controller, "forbidden_actions") and not self.readonly:
                 self.run_worker(self._ask_rbac(), name="rbac")
         self.redraw(force=True)
+        # and again once laid out: what a view shows depends on the room it has
+        self.call_after_refresh(self.redraw, True)
 
     async def _run_controller(self) -> None:
         """Run the controller; if it fails, say so and, on a cluster, start it again: the
@@ -498,6 +515,7 @@ class UsherApp(App[int]):
             self.filters.get(self.view),
             self.job_sort,
             self.theme_name,
+            self.query_one("#views").size,
         )
         if not force and self._drawn.get(self.view) == key:
             return
@@ -513,10 +531,11 @@ class UsherApp(App[int]):
             self.model.queue_rows(),
             self.controller.state.audit,
             self.palette,
-            self.size.width,
+            self.size.width - 2,  # the pane's padding
             util,
             self.model.awaiting_approval(),
             telemetry.source_errors() if telemetry is not None else {},
+            height=self.query_one("#views").size.height,
         )
         pane.show(text)
 
@@ -870,7 +889,6 @@ class UsherApp(App[int]):
         else:
             self.set_status(f"✓ {cmd.action} {target}: {result}", "success")
         self.redraw(force=True)
-
         return result
 
     def _job_or_say(self) -> str | None:
@@ -941,7 +959,6 @@ class UsherApp(App[int]):
         body = Text()
         used = fmt.gpus(node_used_milli(node))
         body.append(f"{name}: {node.gpu_model} x{node.gpu_count}, {used} {'GPU' if used == '1' else 'GPUs'} in use, "
-
                     f"{'cordoned' if node.cordoned else 'schedulable'}{', failed' if node.failed else ''}\n\n")
         if action == Action.DRAIN:
             body.append("Drain cordons the node and evicts every pod on it. ", Style(bold=True))

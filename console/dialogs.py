@@ -4,6 +4,9 @@ Dangerous actions (preempt, drain, quota changes) open a ``ConfirmDialog`` that 
 happen before anything does; ``QuotaDialog`` validates every field as it is typed and previews
 which pending jobs the new limits make admissible. Each dialog returns its answer through
 ``dismiss`` so the app's action can await it.
+
+On a small terminal (80x24) a dialog's body scrolls between its title and its buttons, which are
+docked at the bottom so Apply / Cancel are always on screen.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from usher.engine import fmt
 from usher.engine.state import INF, RESOURCE_NAMES, Queue
 from usher.engine.whatif import QuotaPreview, parse_limit
 
@@ -76,7 +80,7 @@ def show_limit(resource: str, value: float) -> str:
     if value == INF:
         return ""
     if resource == "gpu":
-        return f"{value / 1000:g}"
+        return fmt.gpus(value)
     if resource == "cpu":
         from usher.engine.scenario.quantity import format_cpu
 
@@ -100,16 +104,17 @@ class QuotaDialog(ModalScreen[QuotaEdit | None]):
         q = self.queue
         with Vertical(id="dialog"):
             yield Label(f"Limits of queue {q.name}" + (f" (cohort {q.cohort})" if q.cohort else ""), id="dialog-title")
-            with Grid(id="quota-grid"):
-                yield Label("")
-                for res in RESOURCE_NAMES:
-                    yield Label(res)
-                for attr, label in FIELDS:
-                    yield Label(label)
-                    for r, res in enumerate(RESOURCE_NAMES):
-                        yield Input(show_limit(res, getattr(q, attr)[r]), placeholder="unlimited", id=f"{attr}-{res}")
-            yield Static("", id="quota-error")
-            yield Static("", id="quota-preview")
+            with VerticalScroll(id="dialog-body"):
+                with Grid(id="quota-grid"):
+                    yield Label("")
+                    for res in RESOURCE_NAMES:
+                        yield Label(res)
+                    for attr, label in FIELDS:
+                        yield Label(label)
+                        for r, res in enumerate(RESOURCE_NAMES):
+                            yield Input(show_limit(res, getattr(q, attr)[r]), placeholder="unlimited", id=f"{attr}-{res}")
+                yield Static("", id="quota-error")
+                yield Static("", id="quota-preview")
             with Horizontal(id="dialog-buttons"):
                 yield Button("Apply", variant="primary", id="apply")
                 yield Button("Cancel", id="cancel")
@@ -158,7 +163,7 @@ class QuotaDialog(ModalScreen[QuotaEdit | None]):
             lines.append(", ".join(p.blocked[:12]) + "\n")
         if p.over_quota:
             lines.append(
-                f"Its running jobs hold {p.over_quota:g} GPUs above the new ceiling; they keep running "
+                f"Its running jobs hold {fmt.gpu_amount(p.over_quota * 1000)} above the new ceiling; they keep running "
                 "until they end or a reclaiming queue preempts them.\n"
             )
         if not lines.plain:

@@ -4,6 +4,12 @@ Textual's DataTable keeps a styled copy of every cell, so refreshing a 10,000-ro
 a cell update per changed value. Here the rows are plain tuples of strings; ``set_rows`` swaps
 the list in (nothing happens when it is unchanged), keeps the cursor on the same row key, and
 only the lines on screen are rendered, so a refresh costs the same at 100 rows or 100,000.
+
+Columns fold to the width (80 columns over SSH): a table knows which of its columns matter most
+(``keep``, most important first). When the terminal is too narrow for all of them, the least
+important are left out, and the first ``essential`` ones stay even if that means cutting the
+``shrink`` columns (a long job name) short with an ellipsis. Whatever is left out of the jobs
+table is on the job's detail page.
 """
 
 from __future__ import annotations
@@ -21,6 +27,37 @@ from textual.strip import Strip
 
 #: widest a column grows, so one long value cannot push the rest off screen
 MAX_COLUMN = 48
+#: narrowest a ``shrink`` column is cut to, to make room for an essential one
+MIN_SHRUNK = 8
+
+
+def fit_columns(
+    widths: list[int], keep: tuple[int, ...], essential: int, shrink: frozenset[int], available: int
+) -> tuple[list[int], list[int]]:
+    """Which columns to show in ``available`` cells (each takes its width plus 2), and their widths.
+
+    Columns are taken in ``keep`` order (indices, most important first) while they fit; the
+    first ``essential`` are taken anyway, cutting the ``shrink`` columns (widest first, down to
+    ``MIN_SHRUNK``) to make room. The shown indices come back in the table's own order.
+    """
+    widths = list(widths)
+    shown: list[int] = []
+    total = 0
+    for k, i in enumerate(keep):
+        need = widths[i] + 2
+        if total + need > available:
+            if k >= essential:
+                break
+            excess = total + need - available
+            for j in sorted((j for j in [*shown, i] if j in shrink), key=lambda j: -widths[j]):
+                cut = min(excess, max(0, widths[j] - MIN_SHRUNK))
+                widths[j] -= cut
+                excess -= cut
+                if excess <= 0:
+                    break
+        shown.append(i)
+        total = sum(widths[j] + 2 for j in shown)
+    return sorted(shown), widths
 
 
 @dataclass(slots=True, frozen=True)
@@ -55,7 +92,17 @@ class RowTable(ScrollView, can_focus=True):
             self.table = table
             self.key = key
 
-    def __init__(self, columns: tuple[str, ...], *, id: str | None = None) -> None:
+    def __init__(
+        self,
+        columns: tuple[str, ...],
+        *,
+        id: str | None = None,
+        keep: tuple[str, ...] | None = None,
+        essential: int | None = None,
+        shrink: tuple[str, ...] = (),
+    ) -> None:
+        """``keep``: column names, most important first (default: the table's order); the first
+        ``essential`` (default: all) stay at any width; ``shrink`` columns may be cut for them."""
         super().__init__(id=id)
         self.columns = columns
         self.rows: list[Row] = []
@@ -64,6 +111,13 @@ class RowTable(ScrollView, can_focus=True):
         #: the column the rows are sorted by and whether largest first; None: unsorted
         self.sorted_by: tuple[int, bool] | None = None
         self._measured = True
+        order = [columns.index(c) for c in keep or columns if c in columns]
+        self.keep = tuple(order) + tuple(i for i in range(len(columns)) if i not in order)
+        self.essential = len(columns) if essential is None else essential
+        self.shrink = frozenset(columns.index(c) for c in shrink if c in columns)
+        #: the columns on screen (indices) and the width each is drawn at
+        self.shown: list[int] = list(range(len(columns)))
+        self.shown_widths: list[int] = list(self.widths)
 
     # -- data ----------------------------------------------------------------------------
 
@@ -73,6 +127,7 @@ class RowTable(ScrollView, can_focus=True):
             return False
         self._measured = True
         current = self.current_key
+        grown = len(rows) != len(self.rows)
         self.rows = rows
         self._index = {r.key: i for i, r in enumerate(rows)}
         widths = [len(c) for c in self.header()]
@@ -81,13 +136,32 @@ class RowTable(ScrollView, can_focus=True):
                 if len(cell) > widths[i]:
                     widths[i] = min(MAX_COLUMN, len(cell))
         self.widths = widths
-        self.virtual_size = Size(sum(widths) + 2 * len(widths), len(rows) + 1)
+        self._fold()
         if current is not None and current in self._index:
             self.cursor = self._index[current]
         else:
             self.cursor = min(self.cursor, max(0, len(rows) - 1))
-        self.refresh()
+        self.refresh(layout=grown)  # a table of height auto (the queues) follows its rows
         return True
+
+    def _fold(self) -> None:
+        """Choose the columns that fit the width; sets the virtual size to match."""
+        available = self.size.width
+        if available <= 0:
+            self.shown, self.shown_widths = list(range(len(self.columns))), list(self.widths)
+        else:
+            self.shown, self.shown_widths = fit_columns(self.widths, self.keep, self.essential, self.shrink, available)
+        width = sum(self.shown_widths[i] + 2 for i in self.shown)
+        self.virtual_size = Size(width, len(self.rows) + 1)
+
+    @property
+    def hidden_columns(self) -> list[str]:
+        """The columns folded away at this width."""
+        return [c for i, c in enumerate(self.columns) if i not in self.shown]
+
+    def on_resize(self) -> None:
+        self._fold()
+        self.refresh()
 
     def header(self) -> tuple[str, ...]:
         """The column titles, the sorted one marked ▲ (smallest first) or ▼ (largest first)."""
@@ -144,7 +218,8 @@ class RowTable(ScrollView, can_focus=True):
 
     def _line(self, cells: tuple[str, ...], style: Style) -> list[Segment]:
         parts = []
-        for text, width in zip(cells, self.widths):
+        for i in self.shown:
+            text, width = (cells[i] if i < len(cells) else ""), self.shown_widths[i]
             text = text if len(text) <= width else text[: width - 1] + "…"
             parts.append(" " + text.ljust(width) + " ")
         return [Segment("".join(parts), style)]

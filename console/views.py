@@ -6,13 +6,15 @@ thin widgets that redraw only when what they would draw has changed.
 
 from __future__ import annotations
 
+from rich.cells import cell_len, set_cell_size
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import Static
 
-from usher.engine.state import AuditEntry
+from usher.engine import fmt
+from usher.engine.state import MILLI, AuditEntry
 
 from .heatmap import HeatmapState, HeatMetric, children, render_heatmap, Scope
 from .keys import BindingId
@@ -44,15 +46,21 @@ def render_overview(
     utilization: float | None,
     awaiting: list[str],
     telemetry_errors: dict[str, str],
+    height: int = 0,
 ) -> Text:
+    """The overview page, every line at most ``width`` cells (nothing wraps at 80 columns);
+    given the ``height`` on screen, it lists as many recent events as fit (8 when not given)."""
     out = Text()
-    bw = max(10, min(50, width - 40))
     frac = ov.gpus_allocated / ov.gpus_schedulable if ov.gpus_schedulable else 0.0
+    allocated = f" {fmt.gpus(ov.gpus_allocated * MILLI)}/{ov.gpus_schedulable} ({frac:.0%})"
+    unschedulable = f"  {fmt.plural(ov.gpus_total - ov.gpus_schedulable, 'GPU')} unschedulable" if ov.gpus_total != ov.gpus_schedulable else ""
+    # the bars take what the label and the figures leave, the busy bar's figures included
+    bw = max(10, min(60, width - 16 - max(len(allocated) + len(unschedulable), len(" 100% mean utilization"))))
     out.append("GPUs allocated  ", Style(bold=True))
     out.append(bar(frac, bw), level_style(frac, palette))
-    out.append(f" {ov.gpus_allocated:g}/{ov.gpus_schedulable} ({frac:.0%})")
-    if ov.gpus_total != ov.gpus_schedulable:
-        out.append(f"  {ov.gpus_total - ov.gpus_schedulable} GPUs unschedulable", Style(dim=True))
+    out.append(allocated)
+    if unschedulable:
+        out.append(unschedulable, Style(dim=True))
     out.append("\n")
     out.append("GPUs busy       ", Style(bold=True))
     if utilization is None:
@@ -65,9 +73,10 @@ def render_overview(
     nodes = f"nodes           {ov.nodes_cordoned} cordoned, {ov.nodes_failed} failed\n"
     out.append(nodes)
     for source, err in sorted(telemetry_errors.items()):
-        out.append(f"telemetry       {source}: {err}\n", Style(color=palette.failed))
+        out.append(_fit(f"telemetry       {source}: {err}", width) + "\n", Style(color=palette.failed))
     out.append("\nQueues\n", Style(bold=True, underline=True))
-    qw = max(6, min(30, width - 68))
+    borrows = max((len(f"  borrows {fmt.gpus(q.borrowed)}") for q in queues if q.borrowed), default=0)
+    qw = max(6, min(40, width - 19 - 29 - borrows))
     for q in queues:
         if q.name.startswith("cohort "):
             out.append(f"{q.name}\n", Style(bold=True))
@@ -75,10 +84,10 @@ def render_overview(
         share = q.usage / q.nominal if q.nominal not in (0, float("inf")) else 0.0
         out.append(f"  {q.name:<16.16} ")
         out.append(bar(min(share, 1.0), qw), level_style(min(share, 1.0), palette))
-        used = f"{q.usage / 1000:g}/{'∞' if q.nominal == float('inf') else f'{q.nominal / 1000:g}'}"
+        used = f"{fmt.gpus(q.usage)}/{fmt.gpus(q.nominal)}"
         out.append(f" {used:>9} GPUs  {q.pending:>4} pending")
         if q.borrowed:
-            out.append(f"  borrows {q.borrowed / 1000:g}", Style(italic=True))
+            out.append(f"  borrows {fmt.gpus(q.borrowed)}", Style(italic=True))
         out.append("\n")
     out.append("\nPending by reason\n", Style(bold=True, underline=True))
     if not ov.by_reason:
@@ -86,11 +95,18 @@ def render_overview(
     for reason, n in ov.by_reason:
         out.append(f"  {n:>5}  {reason}\n")
     if awaiting:
-        out.append(f"  awaiting approval: {', '.join(awaiting[:8])}{' …' if len(awaiting) > 8 else ''}\n", Style(italic=True))
+        out.append(_fit(f"  awaiting approval: {', '.join(awaiting[:8])}{' …' if len(awaiting) > 8 else ''}", width) + "\n", Style(italic=True))
     out.append("\nRecent events\n", Style(bold=True, underline=True))
-    for e in audit[-8:]:
-        out.append(f"  {moment(e.time):>9}  {e.actor:<10.10} {e.action:<10} {e.target:<24.24} {e.result}\n")
+    room = height - out.plain.count("\n") if height > 0 else 8
+    tw = 24 if width >= 100 else 16
+    for e in audit[-max(3, room):]:
+        out.append(_fit(f"  {moment(e.time):>9}  {e.actor:<10.10} {e.action:<10.10} {e.target:<{tw}.{tw}} {e.result}", width) + "\n")
     return out
+
+
+def _fit(line: str, width: int) -> str:
+    """``line`` cut to ``width`` cells, an ellipsis marking the cut."""
+    return line if cell_len(line) <= width else set_cell_size(line, max(1, width - 1)) + "…"
 
 
 class TextPane(Static):
@@ -118,19 +134,22 @@ class HeatmapPane(Widget, can_focus=True):
         Binding("m", "metric", "Metric", id=str(BindingId.METRIC)),
     ]
 
-    DEFAULT_CSS = "HeatmapPane { height: 1fr; }"
+    DEFAULT_CSS = "HeatmapPane { height: 1fr; text-wrap: nowrap; text-overflow: clip; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.hm = HeatmapState()
         self._text = Text()
-
-    def show(self, text: Text) -> None:
-        if text.markup != self._text.markup:
-            self._text = text
-            self.refresh()
+        self._inputs: tuple | None = None
+        self._drawn_at: tuple | None = None
 
     def render(self) -> Text:
+        # drawn for the size the pane has now, so a resize (or the first layout) redraws it
+        size = (self.size.width, self.size.height)
+        if self._inputs is not None and size != self._drawn_at and all(size):
+            state, palette, telemetry, now = self._inputs
+            self._text = render_heatmap(state, self.hm, palette, size[0], size[1], telemetry, now)
+            self._drawn_at = size
         return self._text
 
     def _groups(self):
@@ -163,4 +182,6 @@ class HeatmapPane(Widget, can_focus=True):
         self.app.redraw(force=True)
 
     def draw(self, state, palette, telemetry, now: float) -> None:
-        self.show(render_heatmap(state, self.hm, palette, self.size.width or 80, self.size.height or 24, telemetry, now))
+        self._inputs = (state, palette, telemetry, now)
+        self._drawn_at = None
+        self.refresh()

@@ -42,3 +42,37 @@ def test_preempt_dialog_snapshot(snap_compare) -> None:
         await pilot.pause()
 
     assert snap_compare(app, run_before=open_dialog, terminal_size=(120, 36))
+
+
+#: the terminal sizes the layout is checked at: the smallest the README promises, a laptop, a
+#: large monitor
+SIZES = {"80x24": (80, 24), "120x40": (120, 40), "200x60": (200, 60)}
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("view", ["overview", "queues", "jobs", "nodes", "topology"])
+def test_layout_snapshot(snap_compare, view: str, size: str) -> None:
+    """Each main view at each size: columns fold at 80x24, the heatmap grows at 200x60."""
+    app = UsherApp(demo_at(), live=False)
+
+    async def show(pilot) -> None:
+        await pilot.press(VIEWS[view])
+        if view == "queues":  # a queue selected, so its jobs are listed below
+            app.query_one("#queue-table").select_key("research")
+        await pilot.pause()
+
+    assert snap_compare(app, run_before=show, terminal_size=SIZES[size])
+
+
+def test_quota_form_snapshot_at_80x24(snap_compare) -> None:
+    """The quota form scrolls in the room left, Apply and Cancel docked below it."""
+    app = UsherApp(demo_at(), live=False)
+
+    async def open_form(pilot) -> None:
+        await pilot.press("2")
+        app.query_one("#queue-table").select_key("research")
+        await pilot.pause()
+        await pilot.press("e")
+        await pilot.pause()
+
+    assert snap_compare(app, run_before=open_form, terminal_size=(80, 24))
