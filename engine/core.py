@@ -164,8 +164,9 @@ class Engine(Admitter):
         state.uncharge(job)
         state.incomplete.discard(job.id)
 
-    def unbind(self, job: Job, now: float, why: str) -> None:
-        """Undo a bind the backend could not carry out; the job goes back to its queue."""
+    def unbind(self, job: Job, now: float, why: str | None) -> None:
+        """Undo a bind the backend could not carry out; the job goes back to its queue (with
+        ``why`` None: silently, as when a cluster backend re-adopts a gang seen half-bound)."""
         run = job.current_run
         if run is None:
             return
@@ -176,7 +177,8 @@ class Engine(Admitter):
         job.runs.pop()
         job.state = JobState.PENDING
         state.enqueue(job)
-        state.audit.append(AuditEntry(now, "scheduler", "bind", job.name, f"failed: {why}"))
+        if why is not None:
+            state.audit.append(AuditEntry(now, "scheduler", "bind", job.name, f"failed: {why}"))
 
     # -- elastic jobs (on a cluster) -------------------------------------------------------
 

@@ -200,6 +200,8 @@ async def test_commands_reply_and_the_loop_survives_transport_errors_and_a_broke
     await sb.create(PODS, gang_pod("solo", "solo", 1, 8))
     await sb.until(lambda: _running(sb, 1), "solo runs")
     await usher.wait_idle()
+    # releasing a job that is not held claims nothing
+    assert await asyncio.wait_for(usher.post(Command(Action.RELEASE, job="default/solo", actor="ops")), 30) == "not held; nothing to release"
     sb.server.inject(FaultKind.DROP, path="*/pods/solo/eviction", times=12)
     with pytest.raises(CommandError, match="preempt"):
         await asyncio.wait_for(usher.post(Command(Action.PREEMPT, job="default/solo", actor="ops")), 30)

@@ -76,12 +76,6 @@ async def test_a_preempted_job_is_one_row_in_a_watching_console(watched) -> None
         assert "#1" in text and "#2" in text, text  # the run before the preemption, and this one
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/backends/kube/mirror.py (the lead's): a watching mirror sees a gang's binds one "
-    "pod at a time, takes the first for a gang 'found partly bound', logs 'adopt ... found running' "
-    "and marks the gang as being stopped",
-)
 async def test_a_watching_console_logs_a_normal_bind_as_started_and_the_gang_whole(watched) -> None:
     c, console = watched
     task = asyncio.create_task(console.run())

@@ -147,10 +147,23 @@ def test_a_partly_bound_gang_found_at_start_keeps_its_gpus_until_torn_down():
     m = mirror_with()
     restart_with(m, pod("w-0", gang="train", size=2, node_name="n0", annotations={"usher/gpus": "0,1,2,3,4,5,6,7"}), pod("w-1", gang="train", size=2))
     gang = m.gangs["ml/train"]
-    assert [g.key for g in m.teardowns()] == ["ml/train"] and "partly bound" in gang.teardown
+    # half-bound: a leader may be binding it (a standby or a console sees that); only the leader,
+    # which is not binding it, decides to tear it down
+    assert [g.key for g in m.half_bound()] == ["ml/train"] and gang.teardown is None
+    assert gang.reason == PendingReason.WAITING_FOR_GANG and "being bound: 1 of its 2 pods" in gang.message
     # the bound pod still runs on n0: its GPUs are not free for anyone else until it is gone
     assert m.state.node("n0").whole_free == 0
-    assert gang.reason == PendingReason.WAITING_FOR_GANG and "being stopped" in gang.message
+    # the rest of it binds: it is whole, and one job
+    job = gang.job
+    add(m, pod("w-1", gang="train", size=2, node_name="n1", annotations={"usher/gpus": "0,1,2,3,4,5,6,7"}))
+    assert not gang.partial and gang.job is job and len(job.current_run.placements) == 2
+    assert m.state.audit[-1].action == "started"
+    # a leader that finds it half-bound instead tears it down
+    m.pod_changed(None, "ml/w-1", 0.0)
+    add(m, pod("w-1", gang="train", size=2, uid="uid-w-1-new"))
+    gang.teardown = "found partly bound"
+    m.sync(gang, 0.0)
+    assert [g.key for g in m.teardowns()] == ["ml/train"] and "being stopped" in gang.message
     m.pod_changed(None, "ml/w-0", 0.0)
     assert m.state.node("n0").whole_free == 8 and gang.teardown is None
     assert m.teardowns() == []

@@ -39,6 +39,7 @@ from ...core import CommandError
 from ...cycle import CycleResult, Decision
 from ...enums import Action, DecisionKind, EndReason, PendingReason
 from ...explain import explain_all
+from ...fmt import plural
 from ...policy.registry import Policy
 from ...scenario import ScenarioError, parse_queue_config_async
 from ...state import MILLI, AuditEntry, Job, PodPlacement
@@ -854,6 +855,10 @@ class KubeController:
     async def _tear_down(self) -> None:
         """Evict what is left of every gang being torn down (a lost member, a rollback, an
         eviction that failed before), so no gang stays half-running."""
+        for gang in self.mirror.half_bound():
+            # not ours to finish (we are not binding it): a leader before us died between its binds
+            gang.teardown = f"found partly bound: {len(gang.bound())} of its {gang.required} pods on nodes"
+            self.mirror.sync(gang, self.clock())
         now = time.monotonic()
         for gang in self.mirror.teardowns():
             pods = [
@@ -983,8 +988,8 @@ class KubeController:
             return "cordoned" if action == Action.CORDON else "uncordoned"
         gangs = [g for g in self.mirror.gangs.values() if any(p.node == node for p in g.bound())]
         kept = [f for gang in gangs for f in await self._evict_gang(gang, f"node {node} drained")]
-        text = f"drained; requeued {len(gangs)} job(s)" + (f": {', '.join(g.key for g in gangs)}" if gangs else "")
-        return text + (f"; could not evict {len(kept)} pod(s), the first: {kept[0]}" if kept else "")
+        text = f"drained; requeued {plural(len(gangs), 'job')}" + (f": {', '.join(g.title or g.key for g in gangs)}" if gangs else "")
+        return text + (f"; could not evict {plural(len(kept), 'pod')}, the first: {kept[0]}" if kept else "")
 
     async def _job_command(self, action: Action, gang: Gang) -> str:
         if action == Action.PREEMPT:
@@ -993,7 +998,9 @@ class KubeController:
             kept = await self._evict_gang(gang, "preempted by an operator")
             if kept and gang.teardown is None:
                 raise CommandError(f"preempt: no pod of {gang.key} could be evicted: {kept[0]}")
-            return "preempted and requeued" + (f"; {len(kept)} pod(s) still to evict ({kept[0]})" if kept else "")
+            return "preempted and requeued" + (f"; {plural(len(kept), 'pod')} still to evict ({kept[0]})" if kept else "")
+        if action == Action.RELEASE and not any(view.held for view in gang.live()):
+            return "not held; nothing to release"
         key, value = {
             Action.APPROVE: (Annotation.APPROVED, "true"),
             Action.HOLD: (Annotation.HOLD, "true"),

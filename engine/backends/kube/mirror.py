@@ -27,6 +27,7 @@ from typing import Any
 from ...build import group_request, queue_from_spec
 from ...core import Engine
 from ...enums import EndReason, JobState, PendingReason, TopologyMode
+from ...fmt import plural
 from ...policy.placement import pick_shared_gpu, pick_whole_gpus
 from ...policy.registry import Policy
 from ...scenario import Scenario
@@ -65,6 +66,9 @@ class Gang:
     completed: set[str] = field(default_factory=set)
     #: pods that were deleted while bound, and how they were last seen
     departed: dict[str, str] = field(default_factory=dict)
+    #: fewer of its pods are on nodes than it needs: being bound (by the leader, seen from a
+    #: standby or a console) or left half-bound by a leader that died (the leader tears it down)
+    partial: bool = False
 
     def live(self) -> list[PodView]:
         return [p for p in self.pods.values() if p.live]
@@ -185,6 +189,11 @@ class Mirror:
                 self._end(gang, job, now)
                 self.sync(gang, now)  # pods recreated meanwhile may form a new run
                 return
+            if gang.partial and gang.teardown is None and {p.name for p in bound} - {p.pod for p in job.current_run.placements}:
+                # more of a half-bound gang's pods are on nodes now: take it in again, whole or not
+                self.engine.unbind(job, now, None)
+                self._adopt(gang, bound, now)
+                return
             if gang.teardown is None:
                 gang.teardown = self._lost_member(gang, job.current_run.placements, now)
             self._explain_leftovers(gang)
@@ -226,6 +235,7 @@ class Mirror:
         self.gang_of_job.pop(job.id, None)
         gang.job = None
         gang.teardown = None
+        gang.partial = False
         gang.completed.clear()
         gang.departed.clear()
 
@@ -255,6 +265,10 @@ class Mirror:
         if gone:
             self.engine.shrink(job, gone, now)
         return None
+
+    def half_bound(self) -> list[Gang]:
+        """Gangs seen with fewer pods on nodes than they need and no bind of ours under way."""
+        return [g for g in self.gangs.values() if g.partial and not g.binding and g.teardown is None]
 
     def teardowns(self) -> list[Gang]:
         """Gangs being torn down that still have pods to evict."""
@@ -376,10 +390,11 @@ class Mirror:
         if job is not None and job.submitted:
             self.engine.withdraw(job)
         needed = min(gang.minimum or gang.required, gang.required)
-        # an elastic gang's job is all its pods, those still waiting too (it may grow by them)
-        members = bound + (gang.unbound()[: max(0, gang.required - len(bound))] if gang.minimum else [])
-        if len(bound) + len(gang.completed) < needed:
-            gang.teardown = f"found partly bound: {len(bound)} of the {needed} pods it needs on nodes"
+        gang.partial = len(bound) + len(gang.completed) < needed
+        # the job is all the gang's pods, those still waiting too, when it is elastic (it may grow
+        # by them) or half-bound (the rest are being bound): it stays one job as they bind
+        waiting = gang.unbound()[: max(0, gang.required - len(bound))] if gang.minimum or gang.partial else []
+        members = bound + waiting
         names = sorted(p.name for p in members)
         same = job is not None and job.state != JobState.FINISHED and names == sorted(n for g in gang.group_pods for n in g)
         if not same:
@@ -400,9 +415,10 @@ class Mirror:
                     placements.append(placement)
         self.engine.adopt(job, placements, min(p.created for p in bound))
         nodes = len({p.node for p in bound})
-        what = ("started", f"on {nodes} node(s)") if same else ("adopt", f"found running on {nodes} node(s)")
-        self.state.audit.append(AuditEntry(now, "scheduler", what[0], job.name, what[1]))
-        gang.teardown = gang.teardown or self._lost_member(gang, placements, now)
+        if not gang.partial:
+            what = ("started", f"on {plural(nodes, 'node')}") if same else ("adopt", f"found running on {plural(nodes, 'node')}")
+            self.state.audit.append(AuditEntry(now, "scheduler", what[0], job.name, what[1]))
+            gang.teardown = gang.teardown or self._lost_member(gang, placements, now)
         self._explain_leftovers(gang)
 
     def _placement_of(self, pod: PodView, group: PodGroup) -> PodPlacement | None:
@@ -425,7 +441,11 @@ class Mirror:
         return PodPlacement(pod.name, node.id, gpus, share if gpus else 0, group.cpu, group.memory)
 
     def _explain_leftovers(self, gang: Gang) -> None:
-        if gang.teardown is not None:
+        if gang.partial and gang.teardown is None:
+            bound = len(gang.bound())
+            gang.reason = PendingReason.WAITING_FOR_GANG
+            gang.message = f"The gang is being bound: {bound} of its {gang.required} pods are on nodes."
+        elif gang.teardown is not None:
             gang.reason = PendingReason.WAITING_FOR_GANG
             gang.message = (
                 f"The gang is being stopped ({gang.teardown}); usher starts it again whole once its old pods are gone."
