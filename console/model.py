@@ -64,6 +64,10 @@ def link_text(state: RunState, since: float, now: float) -> str:
     return str(state)
 
 
+#: how the Overview counts pending jobs whose reason is not worked out yet (they arrived since)
+NOT_YET_EXPLAINED = "just arrived"
+
+
 @dataclass(slots=True, frozen=True)
 class JobRow:
     name: str
@@ -368,13 +372,18 @@ class ConsoleModel:
     def overview(self, now: float) -> Overview:
         state = self.state
         expl = self.explanations(now)
-        reasons = Counter(str(e.reason) for e in expl.values() if e.reason)
+        pending = [entry[-1] for q in state.queues.values() for entry in q.pending]
+        reasons = Counter(str(expl[i].reason) for i in pending if i in expl and expl[i].reason)
+        unexplained = len(pending) - sum(reasons.values())
+        if unexplained:
+            # new since the reasons were last worked out: the counts still add up to the pending ones
+            reasons[NOT_YET_EXPLAINED] += unexplained
         return Overview(
             sum(n.gpu_count for n in state.nodes),
             state.schedulable_gpu_count,
             state.schedulable_used_milli / MILLI,
             len(state.running),
-            sum(len(q.pending) for q in state.queues.values()),
+            len(pending),
             sum(1 for j in state.jobs if j.state == JobState.FINISHED and state.job_by_name.get(j.name, j.id) == j.id),
             tuple(reasons.most_common()),
             sum(1 for n in state.nodes if n.cordoned and not n.failed),
