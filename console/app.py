@@ -37,6 +37,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.containers import Vertical
 from textual.widgets import ContentSwitcher, Input, Label, Static
 
@@ -471,6 +472,16 @@ class UsherApp(App[int]):
         """Where the operator is: the view, then what is selected in it (``queues › research ›
         llm-pretrain``, ``topology › block-a › rack-2``)."""
         t = Text(str(self.view), Style(bold=True))
+        try:
+            trail = self._trail()
+        except NoMatches:
+            trail = []  # the views are not mounted (starting, closing): the view alone
+        for crumb in trail:
+            t.append(" › ", Style(dim=True))
+            t.append(crumb if len(crumb) <= 40 else crumb[:39] + "…")
+        return t
+
+    def _trail(self) -> list[str]:
         trail: list[str] = []
         if self.view == View.QUEUES:
             queue = self.query_one("#queue-table", RowTable).current_key
@@ -483,10 +494,7 @@ class UsherApp(App[int]):
             trail = [key] if key else []
         elif self.view == View.TOPOLOGY:
             trail = scope_title(self.controller.state, self.query_one("#heatmap", HeatmapPane).hm).split(" › ")[1:]
-        for crumb in trail:
-            t.append(" › ", Style(dim=True))
-            t.append(crumb if len(crumb) <= 40 else crumb[:39] + "…")
-        return t
+        return trail
 
     def _refresh_bar(self) -> None:
         bar = self.bar_text()
