@@ -1,16 +1,23 @@
 """The controller loop against a real (or sandbox) cluster: informers in, binds and evictions out.
 
-``KubeController.run`` lists and watches nodes, the pods with ``schedulerName: usher``, the
-queues ConfigMap and coscheduling PodGroups; the ``Mirror`` turns what they report into engine
-operations; after each batch of changes the leader runs scheduling cycles and carries out the
-decisions:
+``KubeController.run`` lists and watches nodes, the pods with ``schedulerName: usher``, every
+assigned unfinished pod (what other schedulers' pods hold), the queues ConfigMap and the owners
+of pods (Jobs, JobSets, Kubeflow jobs, RayClusters, LeaderWorkerSets, PodGroups: gang sizes);
+a console also watches usher's Events (the scheduler's decisions). The ``Mirror`` turns what they
+report into engine operations; after each batch of changes the leader runs scheduling cycles and
+carries out the decisions:
 
 - evictions first (policy/v1 Eviction; a PodDisruptionBudget refusal is reported, and the binds
   of that cycle are withdrawn so nothing lands on capacity that is still in use);
 - then each admitted gang is bound pod by pod, concurrently, over the client's kept-alive
-  connection pool. A gang is bound completely or not at all: if any bind fails, the pods that
-  did bind are evicted, the engine takes the job back into its queue, and the gang is retried in
-  a later cycle. Binds to a node wait until pods we evicted from it are gone.
+  connection pool. A gang is bound completely or not at all: if any bind fails (a refusal, a
+  transport error, a lost lease), the pods that did bind are evicted and the gang is torn down
+  and requeued. Binds to a node wait until pods we evicted from it are gone, however long.
+- a gang that loses a member by any route is torn down whole (``Gang.teardown``); elastic
+  gangs grow by their waiting pods and give back lost extras instead.
+
+Per-item errors are caught, logged and counted (``usher_controller_errors_total``); the loop
+goes on. The queue config is parsed off the event loop, within bounded-YAML limits.
 
 Only the Lease holder binds, evicts or writes pod conditions; a standby keeps its mirror warm and
 takes over within the lease duration. Pending pods get the ``PodScheduled=False`` condition with

@@ -7,9 +7,13 @@ dropped, so it can stay pending with a reason that says what is wrong.
 
 Conventions (documented for users in the README):
 
-- queue: label ``usher/queue``, or Kueue's ``kueue.x-k8s.io/queue-name``;
-- gang: labels ``usher/gang`` + ``usher/gang-size``, or the coscheduling plugin's
-  ``scheduling.x-k8s.io/pod-group`` whose PodGroup's ``spec.minMember`` gives the size;
+- queue: label ``usher/queue``, or Kueue's ``kueue.x-k8s.io/queue-name``; else the queue whose
+  ``namespaces`` lists the pod's namespace (the mirror's ``queue_of``);
+- gang: what ``owners.infer_group`` finds (usher's ``usher/gang`` + ``usher/gang-size`` labels,
+  a PodGroup, Kueue's pod-group labels, or the top owner: a Job, JobSet, PyTorchJob, RayCluster,
+  LeaderWorkerSet, ...), passed to ``pod_view``; the owner's usher annotations win over the pod's;
+- requests: ``pod_requests``, kube-scheduler's arithmetic (containers and sidecars, the largest
+  init container, ``spec.overhead``); ``holding_of`` for the pods usher does not schedule;
 - GPUs: ``nvidia.com/gpu`` requests (or limits); a share of one GPU: annotation
   ``usher/gpu-fraction``; acceptable models: ``usher/gpu-model`` (comma list);
 - topology: ``usher/topology-required`` / ``usher/topology-preferred`` naming a level;
