@@ -67,6 +67,11 @@ Objs = list[Obj]
 COMPONENT = "usher"
 DEMO_HINT = "or run `usher demo` to try usher on a simulated cluster"
 WATCH_READ_GRACE = 30.0
+#: connections for watches, apart from the requests' pool (usher runs a dozen or so informers)
+WATCH_CONNECTIONS = 32
+#: how long an Authorization header is used before it is read again (client-go re-reads a
+#: projected service-account token every minute too)
+AUTH_REFRESH = 60.0
 """Seconds past a watch's ``timeoutSeconds`` after which a silent stream counts as hung."""
 
 
@@ -469,7 +474,7 @@ class KubeClient:
         credentials: Credentials,
         *,
         retry: RetryPolicy | None = None,
-        pool_size: int = 64,
+        pool_size: int = 16,
         timeout: float = 30.0,
         review_ttl: float = 60.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -482,7 +487,12 @@ class KubeClient:
         self._review_ttl = review_ttl
         self._reviews: dict[tuple[str, ...], tuple[float, bool]] = {}
         self._auth_lock = asyncio.Lock()
-        self._http = self._build_http()
+        #: the Authorization header as last read, its credentials' generation and when (monotonic)
+        self._auth: tuple[str | None, int, float] | None = None
+        self._http = self._build_http(pool_size)
+        #: watches hold their connection for minutes: a pool of their own, so they never take
+        #: every connection of the requests' pool (nor make it scan long-lived ones)
+        self._streams = self._build_http(WATCH_CONNECTIONS)
 
     @classmethod
     async def connect(
@@ -510,6 +520,7 @@ class KubeClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        await self._streams.aclose()
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -818,7 +829,8 @@ class KubeClient:
                 timeout=timeout or self._timeout,
                 extensions=self._extensions(),
             )
-            return await self._http.send(request, stream=stream)
+            http = self._streams if stream else self._http
+            return await http.send(request, stream=stream)
 
         generation = self._credentials.generation
         response = await exchange()
@@ -830,8 +842,19 @@ class KubeClient:
         return await exchange()
 
     async def _authorization(self) -> str | None:
+        """The Authorization header. A static token is read again (in a worker thread) at most
+        every ``AUTH_REFRESH`` seconds or when the credentials were reloaded, not once per
+        request; credentials with a refresh hook (exec plugins, the in-cluster token file) are
+        asked each time, so a rotated token is used before the old one is refused."""
+        cached = self._auth
+        generation = self._credentials.generation
+        refreshed = getattr(self._credentials.config, "refresh_api_key_hook", None) is not None
+        if not refreshed and cached is not None and cached[1] == generation and time.monotonic() - cached[2] < AUTH_REFRESH:
+            return cached[0]  # a static token: no need to ask again (a hook, as exec plugins have, is asked each time)
         async with self._auth_lock:
-            return await asyncio.to_thread(self._credentials.authorization)
+            value = await asyncio.to_thread(self._credentials.authorization)
+            self._auth = (value, generation, time.monotonic())
+            return value
 
     async def _reload(self, generation: int) -> None:
         """Reload the credentials unless another request already did since ``generation``."""
@@ -840,15 +863,18 @@ class KubeClient:
                 return
             before = _transport_identity(self._credentials.config)
             await asyncio.to_thread(self._credentials.load)
+            self._auth = None
             if _transport_identity(self._credentials.config) != before:
-                stale, self._http = self._http, self._build_http()
+                stale, self._http = self._http, self._build_http(self._pool_size)
+                streams, self._streams = self._streams, self._build_http(WATCH_CONNECTIONS)
                 await stale.aclose()
+                await streams.aclose()
 
-    def _build_http(self) -> httpx.AsyncClient:
+    def _build_http(self, pool_size: int) -> httpx.AsyncClient:
         config = self._credentials.config
         limits = httpx.Limits(
-            max_connections=self._pool_size,
-            max_keepalive_connections=self._pool_size,
+            max_connections=pool_size,
+            max_keepalive_connections=pool_size,
             keepalive_expiry=60.0,
         )
         return httpx.AsyncClient(
