@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.controller import KubeController
 from usher.engine.controller import Controller
 from usher.engine.scenario import Scenario, parse_scenario
 from usher.sandbox.apiserver import FakeApiServer
-from usher.sandbox.store import Store
 from usher.sandbox.serve import kubeconfig
+from usher.sandbox.store import Store
 from usher.sandbox.world import ManualClock, World
 
 #: A start as the tests compare them: (job, start time, node, GPU indices)
@@ -152,3 +153,27 @@ async def running_cluster(text: str, tmp: Path) -> Cluster:
     await c.world.step(0.0)
     await c.settle()
     return c
+
+
+OPS_SCENARIO = """
+name: ops
+topology: {levels: [usher/rack, kubernetes.io/hostname]}
+nodeGroups:
+  - {prefix: n, count: 2, layout: {usher/rack: 2}, template: {gpus: 8, cpu: 64, memory: 512Gi}}
+queues:
+  - {name: research, quota: {gpu: 16}}
+  - {name: product, quota: {gpu: 8}, approval: manual}
+jobs:
+  - {name: train, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 2, gpu: 4}]}
+  - {name: nb, queue: product, submit: 0, duration: 100, pods: [{gpu: 1}]}
+"""
+
+
+@pytest.fixture(name="cluster")
+async def ops_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The ``cluster`` fixture of the console-on-a-cluster tests: ``OPS_SCENARIO`` with the
+    scheduler running (import it to use it)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    c = await running_cluster(OPS_SCENARIO, tmp_path)
+    yield c
+    await c.stop()

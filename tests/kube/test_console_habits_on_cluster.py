@@ -4,33 +4,11 @@ started saying why in the API server's words."""
 
 from __future__ import annotations
 
-import pytest
-from harness import running_cluster, wait_for
+from harness import ops_cluster, wait_for  # noqa: F401 (ops_cluster is the cluster fixture)
 from usher.console.app import UsherApp
 from usher.console.table import RowTable
 from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.controller import KubeController
-
-SCENARIO = """
-name: ops
-topology: {levels: [usher/rack, kubernetes.io/hostname]}
-nodeGroups:
-  - {prefix: n, count: 2, layout: {usher/rack: 2}, template: {gpus: 8, cpu: 64, memory: 512Gi}}
-queues:
-  - {name: research, quota: {gpu: 16}}
-  - {name: product, quota: {gpu: 8}, approval: manual}
-jobs:
-  - {name: train, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 2, gpu: 4}]}
-  - {name: nb, queue: product, submit: 0, duration: 100, pods: [{gpu: 1}]}
-"""
-
-
-@pytest.fixture
-async def cluster(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    c = await running_cluster(SCENARIO, tmp_path)
-    yield c
-    await c.stop()
 
 
 def page(app: UsherApp) -> str:

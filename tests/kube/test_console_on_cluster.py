@@ -5,35 +5,15 @@ forbids are disabled with the reason before anyone tries them."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
-import pytest
-from harness import running_cluster, wait_for
-
+from harness import ops_cluster, running_cluster, wait_for  # noqa: F401 (ops_cluster is the cluster fixture)
 from usher.console.app import UsherApp
 from usher.console.table import RowTable
 from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.controller import KubeController
-
-SCENARIO = """
-name: ops
-topology: {levels: [usher/rack, kubernetes.io/hostname]}
-nodeGroups:
-  - {prefix: n, count: 2, layout: {usher/rack: 2}, template: {gpus: 8, cpu: 64, memory: 512Gi}}
-queues:
-  - {name: research, quota: {gpu: 16}}
-  - {name: product, quota: {gpu: 8}, approval: manual}
-jobs:
-  - {name: train, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 2, gpu: 4}]}
-  - {name: nb, queue: product, submit: 0, duration: 100, pods: [{gpu: 1}]}
-"""
-
-
-@pytest.fixture
-async def cluster(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    c = await running_cluster(SCENARIO, tmp_path)
-    yield c
-    await c.stop()
 
 
 async def test_console_on_a_cluster_acts_through_the_api_and_respects_rbac(cluster) -> None:
@@ -126,54 +106,50 @@ jobs:
 """
 
 
-async def test_the_console_shows_the_schedulers_verdict_of_every_waiting_job(tmp_path, monkeypatch) -> None:
+@asynccontextmanager
+async def console_on(text: str, tmp_path, monkeypatch) -> AsyncIterator[tuple[Any, KubeController, UsherApp, Any]]:
+    """The scenario with the scheduler running, and a console watching it (synced)."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    c = await running_cluster(VERDICTS, tmp_path)
+    c = await running_cluster(text, tmp_path)
     client = await KubeClient.connect(str(c.kubeconfig))
     console = KubeController(client, identity="console", clock=c.clock.now, schedule=False)
     app = UsherApp(console, speed=None)
     try:
         async with app.run_test(size=(160, 40)) as pilot:
             await wait_for(lambda: console.synced.is_set(), pilot)
-
-            def conditions() -> dict[str, str]:
-                """The engine reason each waiting job's pods carry (its PodScheduled message's head)."""
-                out = {}
-                for p in c.server.store.list("pods", "default").objects():
-                    cond = next((x for x in p["status"].get("conditions") or [] if x["type"] == "PodScheduled"), None)
-                    if cond is not None and cond["status"] == "False":
-                        out[p["metadata"]["labels"]["sandbox.usher/job"]] = cond["message"].split(":", 1)[0]
-                return out
-
-            def rows() -> dict[str, str]:
-                now = console.now
-                return {r.name.split("/", 1)[1]: r.reason for r in app.model.job_rows(now) if str(r.state) == "Pending"}
-
-            await wait_for(lambda: len(conditions()) == 2 and rows() == conditions(), pilot)
-            assert conditions() == {"more": "WaitingForQuota", "nb": "AwaitingApproval"}
+            yield c, console, app, pilot
     finally:
         await client.aclose()
         await c.stop()
+
+
+async def test_the_console_shows_the_schedulers_verdict_of_every_waiting_job(tmp_path, monkeypatch) -> None:
+    async with console_on(VERDICTS, tmp_path, monkeypatch) as (c, console, app, pilot):
+        def conditions() -> dict[str, str]:
+            """The engine reason each waiting job's pods carry (its PodScheduled message's head)."""
+            out = {}
+            for p in c.server.store.list("pods", "default").objects():
+                cond = next((x for x in p["status"].get("conditions") or [] if x["type"] == "PodScheduled"), None)
+                if cond is not None and cond["status"] == "False":
+                    out[p["metadata"]["labels"]["sandbox.usher/job"]] = cond["message"].split(":", 1)[0]
+            return out
+
+        def rows() -> dict[str, str]:
+            now = console.now
+            return {r.name.split("/", 1)[1]: r.reason for r in app.model.job_rows(now) if str(r.state) == "Pending"}
+
+        await wait_for(lambda: len(conditions()) == 2 and rows() == conditions(), pilot)
+        assert conditions() == {"more": "WaitingForQuota", "nb": "AwaitingApproval"}
 
 
 async def test_the_console_lists_the_schedulers_decisions(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    c = await running_cluster(VERDICTS, tmp_path)
-    client = await KubeClient.connect(str(c.kubeconfig))
-    console = KubeController(client, identity="console", clock=c.clock.now, schedule=False)
-    app = UsherApp(console, speed=None)
-    try:
-        async with app.run_test(size=(160, 40)) as pilot:
-            await wait_for(lambda: console.synced.is_set(), pilot)
-            # the scheduler bound train's two pods (nb waits for approval, more for quota)
-            def decided() -> list:
-                return [e for e in console.state.audit if e.actor == "scheduler" and e.action == "Scheduled"]
+    async with console_on(VERDICTS, tmp_path, monkeypatch) as (_, console, app, pilot):
+        # the scheduler bound train's two pods (nb waits for approval, more for quota)
+        def decided() -> list:
+            return [e for e in console.state.audit if e.actor == "scheduler" and e.action == "Scheduled"]
 
-            await wait_for(lambda: len(decided()) == 2, pilot)
-            assert all(e.target.startswith("default/train-") and "Successfully assigned" in e.result for e in decided())
-            await pilot.press("6")  # the Events view lists them beside the operators' own actions
-            table = app.query_one("#event-table", RowTable)
-            await wait_for(lambda: sum("Scheduled" in r.cells for r in table.rows) == 2, pilot)
-    finally:
-        await client.aclose()
-        await c.stop()
+        await wait_for(lambda: len(decided()) == 2, pilot)
+        assert all(e.target.startswith("default/train-") and "Successfully assigned" in e.result for e in decided())
+        await pilot.press("6")  # the Events view lists them beside the operators' own actions
+        table = app.query_one("#event-table", RowTable)
+        await wait_for(lambda: sum("Scheduled" in r.cells for r in table.rows) == 2, pilot)
