@@ -192,14 +192,10 @@ class Engine(Admitter):
         """
         result = CycleResult()
         state = self.state
-        elastic = [state.jobs[i] for i in state.running if state.jobs[i].min_count < state.jobs[i].total_pods]
+        elastic = self._elastic_running()
         if not elastic:
             return result
-        starved = max(
-            (state.jobs[entry[-1]].priority for q in state.queues.values() for entry in q.pending
-             if state.jobs[entry[-1]].pending_reason in _NEEDS_ROOM),
-            default=None,
-        )
+        starved = max((job.priority for job in self._waiting_for_room()), default=None)
         placer = Placer(state, scoring=self.policy.scoring)
         for job in sorted(elastic, key=lambda j: (-j.priority, j.admitted_seq)):
             run = job.current_run
@@ -233,19 +229,14 @@ class Engine(Admitter):
         GPUs for it (counted in GPUs, not shapes); the caller evicts the pods given back.
         """
         state = self.state
-        waiting = [
-            state.jobs[entry[-1]] for q in state.queues.values() for entry in q.pending
-            if state.jobs[entry[-1]].pending_reason in _NEEDS_ROOM
-        ]
+        grown = [j for j in self._elastic_running() if j.preemptible and len(j.current_run.placements) > j.min_count]
+        waiting = self._waiting_for_room() if grown else []
         if not waiting:
             return []
         urgent = max(waiting, key=lambda j: (j.priority, -j.submit))
-        extras: list[tuple[Job, PodPlacement]] = []
-        for i in state.running:
-            job = state.jobs[i]
-            run = job.current_run
-            if job.preemptible and job.priority < urgent.priority and run is not None and len(run.placements) > job.min_count:
-                extras.extend((job, p) for p in run.placements[job.min_count:][::-1])
+        extras: list[tuple[Job, PodPlacement]] = [
+            (job, p) for job in grown if job.priority < urgent.priority for p in job.current_run.placements[job.min_count:][::-1]
+        ]
         free = state.schedulable_gpu_count * MILLI - state.schedulable_used_milli
         if not extras or free + sum(p.gpu_milli for _, p in extras) < urgent.request[0]:
             return []
@@ -261,6 +252,16 @@ class Engine(Admitter):
             self.shrink(job, pods, now)
             out.append((job, pods))
         return out
+
+    def _elastic_running(self) -> list[Job]:
+        """Running jobs that may run with fewer pods than they have (``minCount`` < pods)."""
+        state = self.state
+        return [job for i in state.running if (job := state.jobs[i]).min_count < job.total_pods and job.current_run is not None]
+
+    def _waiting_for_room(self) -> list[Job]:
+        """Queued jobs whose last verdict was that they need free capacity."""
+        state = self.state
+        return [job for q in state.queues.values() for entry in q.pending if (job := state.jobs[entry[-1]]).pending_reason in _NEEDS_ROOM]
 
     def shrink(self, job: Job, pods: set[str], now: float) -> None:
         """Give back the placements of ``pods`` (pods beyond an elastic job's minimum that went

@@ -64,7 +64,7 @@ from usher.engine.backends.http_server import AbortConnection, HttpServer, Reque
 from usher.sandbox.admission import check_scenario_write
 from usher.sandbox.auth import Attributes, Auth, Decision, UserInfo, parse_service_account, request_attributes
 from usher.sandbox import openapi, validation
-from usher.sandbox.podlogs import pod_log
+from usher.sandbox.podlogs import int_param, pod_log
 from usher.sandbox.tables import IncludeObject, table
 from usher.sandbox.controllers import Controllers
 from usher.sandbox.store import _check_preconditions as check_preconditions
@@ -659,13 +659,7 @@ def _is_watch(request: Request) -> bool:
 
 
 def _int_param(request: Request, name: str) -> int | None:
-    value = request.param(name)
-    if value in (None, ""):
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ApiError.bad_request(f"{name}: invalid value {value!r}: must be an integer") from None
+    return int_param(request.param(name), name)
 
 
 def _patch_type(request: Request) -> PatchType:

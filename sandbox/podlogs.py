@@ -55,8 +55,8 @@ def _nano(text: str) -> str:
     return f"{text[:19]}.000000000Z" if len(text) >= 19 else text
 
 
-def _int_param(params: dict[str, str], name: str) -> int | None:
-    value = params.get(name)
+def int_param(value: str | None, name: str) -> int | None:
+    """A whole-number query parameter (absent or empty: None), or a 400 naming it."""
     if value in (None, ""):
         return None
     try:
@@ -150,7 +150,7 @@ def pod_log(pod: JsonObject, params: dict[str, str], now: float) -> str:
     ``tailLines``, ``limitBytes``, ``sinceSeconds``, ``sinceTime``); ``ApiError`` as the real
     endpoint fails."""
     name = pod["metadata"]["name"]
-    values = {option: _int_param(params, option) for option, _, _ in _MINIMUM}
+    values = {option: int_param(params.get(option), option) for option, _, _ in _MINIMUM}
     _check_options(name, values, params.get("sinceTime"))
     container = _container(pod, params.get("container"))
     tail, limit, since_seconds = values["tailLines"], values["limitBytes"], values["sinceSeconds"]

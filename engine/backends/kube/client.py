@@ -533,6 +533,10 @@ class KubeClient:
     async def get(self, path: str, *, params: Mapping[str, str] | None = None) -> Obj:
         return await self._call("GET", path, params=params)
 
+    async def get_text(self, path: str, *, params: Mapping[str, str] | None = None) -> str:
+        """A GET whose answer is plain text (a pod's ``log``), with the same retries and errors."""
+        return await self._call("GET", path, params=params, as_text=True)
+
     async def list(
         self,
         path: str,
@@ -766,8 +770,9 @@ class KubeClient:
         body: object = None,
         content_type: str = "application/json",
         retry_ambiguous: bool | None = None,
-    ) -> Obj:
-        """One API call with retries; returns the decoded response body."""
+        as_text: bool = False,
+    ) -> Any:
+        """One API call with retries; returns the decoded response body (``as_text``: the text)."""
         if retry_ambiguous is None:
             retry_ambiguous = method != "POST"
         attempt = 0
@@ -783,6 +788,8 @@ class KubeClient:
                 log.info("%s %s failed (%s); retrying in %.2fs", method, path, _one_line(exc), delay)
             else:
                 if response.is_success:
+                    if as_text:
+                        return response.text
                     return response.json() if response.content else {}
                 error = _response_error(response)
                 delay = self._retry_delay(error, attempt, retry_ambiguous)

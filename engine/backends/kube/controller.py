@@ -54,6 +54,7 @@ from ...telemetry import TelemetryStore
 from .client import (
     COMPONENT,
     ApiError,
+    ClusterUnreachable,
     ConditionStatus,
     DisruptionBudgetBlocked,
     EventType,
@@ -165,6 +166,7 @@ class KubeController:
         self.namespace = namespace
         self.clock = clock
         self.metrics = metrics or ControllerMetrics()
+        self.metrics.before_render = self._update_gauges
         self.mirror = Mirror(name, policy)
         self.readonly = readonly
         #: False for the console: it mirrors the cluster and sends commands, never binds
@@ -285,10 +287,6 @@ class KubeController:
         from ``GET .../pods/{name}/log`` (the kubelet's log through the API server): (``pod`` or
         ``pod/container``, the text, the API server's refusal or None) each, so a pod that has
         not started says why (``container "w" in pod "p" is waiting to start: ...``)."""
-        import httpx
-
-        from .client import _response_error
-
         gang = self._gang_named(job_name)
         out: list[tuple[str, str, str | None]] = []
         for view in sorted(gang.pods.values(), key=lambda v: natural_key(v.name))[:max_pods]:
@@ -302,15 +300,11 @@ class KubeController:
                 title = view.name if len(containers) == 1 else f"{view.name}/{container}"
                 params = {"container": container, "tailLines": str(tail_lines)}
                 try:
-                    response = await self.client._send("GET", f"{path}/log", params=params)
-                except httpx.TransportError as exc:
-                    out.append((title, "", f"cannot reach the API server: {exc}"))
-                    continue
-                if response.is_success:
-                    out.append((title, response.text, None))
-                else:
-                    error = _response_error(response)
+                    out.append((title, await self.client.get_text(f"{path}/log", params=params), None))
+                except ApiError as error:
                     out.append((title, "", f"{error.code} {error.reason}: {error.message}"))
+                except ClusterUnreachable as exc:
+                    out.append((title, "", str(exc)))
         return out
 
     def _leadership_changed(self, leading: bool) -> None:
@@ -494,7 +488,6 @@ class KubeController:
                 if now - self._last_status >= self.status_interval:
                     self._last_status = now
                     self._spawn(self._write_status())
-            self._update_gauges()
             self._publish()
         finally:
             self._busy -= 1

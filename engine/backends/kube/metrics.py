@@ -40,7 +40,7 @@ drops every series of a queue that has left the config, counters and histograms 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -118,6 +118,9 @@ class ControllerMetrics:
     """The controller's metrics, in a registry of their own."""
 
     def __init__(self) -> None:
+        #: brings the state gauges up to date; called on each scrape rather than on each
+        #: scheduling tick (a scrape comes every few seconds, ticks many times a second)
+        self.before_render: Callable[[], None] | None = None
         self.registry = CollectorRegistry()
         registry = self.registry
         queue_resource = ["queue", "resource"]
@@ -316,5 +319,7 @@ class ControllerMetrics:
         self._errors.labels(kind=ErrorKind(kind).value).inc()
 
     def render(self) -> bytes:
-        """Every series in the Prometheus text exposition format."""
+        """Every series in the Prometheus text exposition format (``before_render`` first)."""
+        if self.before_render is not None:
+            self.before_render()
         return generate_latest(self.registry)

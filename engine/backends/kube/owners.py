@@ -87,7 +87,7 @@ Owner references are matched on group and kind, not version.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -368,18 +368,7 @@ def _usher_gang(pod: dict[str, Any], ns: str, gang: str, size_text: str | None, 
             f"to size the gang from: add {Label.GANG_SIZE}"
         )
         return GroupSpec(key=key, kind=Kind.GANG, name=gang, size=None, problem=problem)
-    return GroupSpec(
-        key=key,
-        kind=Kind.GANG,
-        name=gang,
-        size=found.size,
-        minimum=found.minimum,
-        problem=found.problem,
-        owner=found.owner,
-        annotations=found.annotations,
-        waiting=found.waiting,
-        depends=found.depends,
-    )
+    return replace(found, key=key, kind=Kind.GANG, name=gang)
 
 
 def _pod_group(resource: OwnerResource, key: str, name: str, walk: _Walk) -> GroupSpec:
