@@ -5,7 +5,9 @@
 
 The fake API server runs in its own process (``usher sandbox``, as a user would run it), so the
 controller under test has this process's CPU to itself; the two share the machine's cores. The
-sandbox creates the pods at scenario time 0; the controller starts once they all exist.
+sandbox listens on a free port it picks itself (``--port 0``) and writes its URL into the
+kubeconfig, which this process reads. The sandbox creates the pods at scenario time 0; the
+controller starts once they all exist.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from pathlib import Path
 
 import httpx
-
+import yaml
 from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.controller import KubeController
 
@@ -50,24 +52,33 @@ async def wait_for_pods(url: str, want: int) -> float:
             await asyncio.sleep(0.5)
 
 
+async def sandbox_url(kubeconfig: Path, process: subprocess.Popen[bytes], wait: float = 60.0) -> str:
+    """The server URL the sandbox wrote into ``kubeconfig`` once it listens (on a port of its choosing)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"the sandbox exited with {process.returncode} before it served")
+        try:
+            doc = yaml.safe_load(kubeconfig.read_text())
+            return str(doc["clusters"][0]["cluster"]["server"])
+        except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError):
+            await asyncio.sleep(0.1)  # not written yet, or half written
+    raise SystemExit(f"the sandbox wrote no kubeconfig in {wait:.0f}s")
+
+
 async def measure(nodes: int, pods: int, what: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.yaml"
         path.write_text(scenario(nodes, pods))
         kubeconfig = Path(tmp) / "kubeconfig"
-        port = 16443
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         sandbox = subprocess.Popen(
-            [sys.executable, "-m", "usher", "sandbox", str(path), "--port", str(port), "--kubeconfig-out", str(kubeconfig), "--speed", "1"],
+            [sys.executable, "-m", "usher", "sandbox", str(path), "--port", "0", "--kubeconfig-out", str(kubeconfig), "--speed", "1"],
             stderr=subprocess.DEVNULL,
             env=env,
         )
         try:
-            url = f"http://127.0.0.1:{port}"
-            for _ in range(600):
-                if kubeconfig.exists():
-                    break
-                await asyncio.sleep(0.1)
+            url = await sandbox_url(kubeconfig, sandbox)
             setup = await wait_for_pods(url, pods)
             print(f"sandbox ready: {nodes} nodes, {pods} pods created in {setup:.1f}s")
             client = await KubeClient.connect(str(kubeconfig))

@@ -19,7 +19,9 @@ A pod that fits nowhere gets ``PodScheduled=False``, ``reason: Unschedulable`` a
 message ("0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 Insufficient
 nvidia.com/gpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for
 scheduling."), and is tried again whenever a pod or a node changes. Pods go highest priority
-first, then oldest.
+first, then oldest. The scheduler keeps the keys of the pods it has waiting: while there are
+none, the changes of other schedulers' pods (usher's binds, their status) and of nodes cost it
+nothing, rather than a scan of every pod per change.
 
 Not modelled: preemption, preferred (soft) affinity and spreading, pod affinity (only
 anti-affinity), ports, volumes, scheduling gates, nominated nodes.
@@ -30,7 +32,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .controllers import Part
+from .controllers import Controllers, Part
 from .kinds import RESOURCE_TYPES, Resource
 from .nodefit import (
     CPU,
@@ -46,7 +48,7 @@ from .nodefit import (
     set_condition,
     untolerated,
 )
-from .store import ApiError, LabelSelector
+from .store import ApiError, Change, EventType, LabelSelector
 
 JsonObject = dict[str, Any]
 
@@ -59,22 +61,45 @@ def _anti_affinity_terms(pod: JsonObject) -> list[JsonObject]:
     return list(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
 
 
+def _waiting(pod: JsonObject) -> bool:
+    """A pod this scheduler has to place: its own, unbound, not being deleted, not finished, ungated."""
+    spec = pod.get("spec") or {}
+    return (
+        spec.get("schedulerName", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
+        and not spec.get("nodeName")
+        and not pod["metadata"].get("deletionTimestamp")
+        and not is_terminal(pod)
+        and not spec.get("schedulingGates")
+    )
+
+
 class DefaultScheduler(Part):
     resources = (Resource.PODS, Resource.NODES)
 
+    def __init__(self, mgr: Controllers) -> None:
+        super().__init__(mgr)
+        self._waiting: set[tuple[str, str]] = set()
+        """(namespace, name) of the pods waiting for this scheduler, as of the last change seen."""
+
+    def on_change(self, change: Change) -> None:
+        """Dirty when a pod of its own waits: then any pod or node change may let it fit."""
+        if change.rt.resource == Resource.PODS:
+            meta = change.new.obj["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            if change.type is not EventType.DELETED and _waiting(change.new.obj):
+                self._waiting.add(key)
+            else:
+                self._waiting.discard(key)
+        if change.rt.resource in self.resources and self._waiting:
+            self._dirty = True
+
     def sync(self) -> None:
         pods = [s.obj for s in self.stored(Resource.PODS)]
-        nodes = sorted((s.obj for s in self.stored(Resource.NODES)), key=lambda n: n["metadata"]["name"])
-        pending = [
-            p for p in pods
-            if (p.get("spec") or {}).get("schedulerName", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
-            and not (p.get("spec") or {}).get("nodeName")
-            and not p["metadata"].get("deletionTimestamp")
-            and not is_terminal(p)
-            and not (p.get("spec") or {}).get("schedulingGates")
-        ]
+        pending = [p for p in pods if _waiting(p)]
+        self._waiting = {(p["metadata"].get("namespace", ""), p["metadata"]["name"]) for p in pending}
         if not pending:
             return
+        nodes = sorted((s.obj for s in self.stored(Resource.NODES)), key=lambda n: n["metadata"]["name"])
         used: dict[str, dict[str, int]] = {}
         bound: dict[str, list[JsonObject]] = {}
         for p in pods:
