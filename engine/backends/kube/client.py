@@ -10,7 +10,9 @@ library fills a ``kubernetes.client.Configuration``; the address and TLS materia
 httpx client, and the ``Authorization`` header is read through ``Configuration.auth_settings()``
 before every request, because that call runs the library's refresh hook (an exec plugin whose
 token has expired runs again; the in-cluster token file is re-read every minute). The hook may
-run a subprocess, so it runs in a worker thread, one at a time. A 401 reloads the credentials
+run a subprocess, so it runs in a worker thread, one at a time. A static token (a kubeconfig
+user with ``token`` or ``tokenFile`` and neither ``exec`` nor ``auth-provider``: the library
+sets a hook for it too, but the hook never changes it) is read once a minute instead. A 401 reloads the credentials
 once (rebuilding the httpx client if the address or TLS identity changed) and repeats the request.
 Anything that means "there is no usable cluster" is a :class:`ClusterAccessError` whose message is
 one line for the user; when :meth:`KubeClient.connect` finds no usable cluster, it ends with a
@@ -57,6 +59,7 @@ from kubernetes.config import (
     load_incluster_config,
     load_kube_config,
 )
+from kubernetes.config.kube_config import KubeConfigMerger
 
 log = logging.getLogger(__name__)
 
@@ -362,6 +365,9 @@ class Credentials:
         self.context = context
         self.config = Configuration()
         self.generation = 0
+        self.refreshes = True
+        """Whether the token may change without a reload (an ``exec`` plugin or an ``auth-provider``
+        in the kubeconfig's user, or the in-cluster token file): then it is asked for every request."""
         self._source = "the in-cluster service account"
 
     def load(self) -> None:
@@ -372,6 +378,7 @@ class Credentials:
             if path is None:
                 self._source = "the in-cluster service account"
                 load_incluster_config(client_configuration=config)
+                refreshes = True
             else:
                 self._source = f"kubeconfig {path}"
                 self._check_context(path)
@@ -381,9 +388,11 @@ class Credentials:
                     client_configuration=config,
                     persist_config=False,
                 )
+                refreshes = _user_refreshes(path, self.context)
         except ConfigException as exc:
             raise KubeConfigError(f"cannot use {self._source}: {_one_line(exc)}; {DEMO_HINT}") from exc
         self.config = config
+        self.refreshes = refreshes
         self.generation += 1
 
     def describe(self) -> str:
@@ -427,6 +436,23 @@ class Credentials:
                 f"kubeconfig {path} has no context {self.context!r} "
                 f"(it has: {', '.join(names) or 'none'}); {DEMO_HINT}"
             )
+
+
+def _user_refreshes(path: str, context: str | None) -> bool:
+    """Whether the kubeconfig user of ``context`` (None: the current context) gets its token from
+    something that hands out new ones (``exec``, ``auth-provider``). False for a static
+    ``token``/``tokenFile``, a client certificate or basic auth; True when in doubt."""
+    try:
+        contexts, current = list_kube_config_contexts(config_file=path)
+        chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
+        user_name = ((chosen or {}).get("context") or {}).get("user")
+        if not user_name:
+            return False  # no user: no token at all
+        user = KubeConfigMerger(path).config["users"].get_with_name(user_name, safe=True)
+        entry = (user.value.get("user") if user is not None else None) or {}
+    except (ConfigException, KeyError, TypeError, AttributeError, OSError):
+        return True
+    return "exec" in entry or "auth-provider" in entry
 
 
 def _one_line(error: BaseException) -> str:
@@ -851,12 +877,12 @@ class KubeClient:
     async def _authorization(self) -> str | None:
         """The Authorization header. A static token is read again (in a worker thread) at most
         every ``AUTH_REFRESH`` seconds or when the credentials were reloaded, not once per
-        request; credentials with a refresh hook (exec plugins, the in-cluster token file) are
-        asked each time, so a rotated token is used before the old one is refused."""
+        request; credentials that refresh (exec plugins, auth providers, the in-cluster token
+        file: :attr:`Credentials.refreshes`) are asked each time, so a rotated token is used
+        before the old one is refused."""
         cached = self._auth
         generation = self._credentials.generation
-        refreshed = getattr(self._credentials.config, "refresh_api_key_hook", None) is not None
-        if not refreshed and cached is not None and cached[1] == generation and time.monotonic() - cached[2] < AUTH_REFRESH:
+        if not self._credentials.refreshes and cached is not None and cached[1] == generation and time.monotonic() - cached[2] < AUTH_REFRESH:
             return cached[0]  # a static token: no need to ask again (a hook, as exec plugins have, is asked each time)
         async with self._auth_lock:
             value = await asyncio.to_thread(self._credentials.authorization)
