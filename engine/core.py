@@ -97,6 +97,7 @@ class Engine(Admitter):
         elif now > run.start:
             placement.bound_at = now
         run.placements.append(placement)
+        state.changed()
         q = state.queues[job.queue]
         for r in range(3):
             q.usage[r] += amount[r]
@@ -271,6 +272,7 @@ class Engine(Admitter):
             return
         state = self.state
         q = state.queues[job.queue]
+        state.changed()
         with self._resizing(job, run):
             gone = [p for p in run.placements if p.pod in pods]
             run.placements[:] = [p for p in run.placements if p.pod not in pods]

@@ -27,7 +27,13 @@ from itertools import islice
 
 from .enums import Approval, DecisionKind, EndReason, JobState, PendingReason
 from .policy import quota
-from .policy.backfill import Reservation, cached_reservation, plan_reservation, quick_reject, reservation_now
+from .policy.backfill import (
+    Reservation,
+    cached_reservation,
+    plan_reservation,
+    quick_reject,
+    reservation_now,
+)
 from .policy.ordering import AdmissionOrder
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
 from .policy.preemption import find_victims
@@ -60,16 +66,57 @@ class CycleResult:
         return sum(1 for d in self.decisions if d.kind == DecisionKind.EVICT)
 
 
+_STATE_OF_REASON = {
+    PendingReason.HELD: JobState.HELD,
+    PendingReason.AWAITING_APPROVAL: JobState.AWAITING_APPROVAL,
+}
+
+
 def _wait(job: Job, reason: PendingReason) -> None:
     job.pending_reason = reason
     if job.state != JobState.FINISHED:
-        job.state = {
-            PendingReason.HELD: JobState.HELD,
-            PendingReason.AWAITING_APPROVAL: JobState.AWAITING_APPROVAL,
-        }.get(reason, JobState.PENDING)
+        job.state = _STATE_OF_REASON.get(reason, JobState.PENDING)
 
 
-def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter") -> CycleResult:
+@dataclass(slots=True, frozen=True)
+class Attempt:
+    """One way the cycle tries to admit a job: the full gang, or its ``minCount`` gang."""
+
+    counts: tuple[int, ...]
+    request: Vec
+    #: memo keys: quota verdicts by (queue, request); preemption by (queue, priority, request,
+    #: groups); placement by (groups, counts)
+    quota_key: tuple
+    preempt_key: tuple
+    shape: tuple
+
+
+def attempts_of(state: ClusterState, job: Job) -> tuple[Attempt, ...]:
+    """The attempts for ``job``, computed once per job (while its groups stay the same)."""
+    cached = state.attempt_plans.get(job.id)
+    if cached is not None and cached[0] is job.groups and cached[1] == job.min_count:
+        return cached[2]
+    out = []
+    shapes = [gang_counts(job, False)]
+    if job.min_count < job.total_pods:
+        shapes.append(gang_counts(job, True))
+    for counts in shapes:
+        request = request_of(job, counts)
+        out.append(
+            Attempt(
+                tuple(counts),
+                request,
+                (job.queue, request),
+                (job.queue, job.priority, request, job.groups),
+                (job.groups, tuple(counts)),
+            )
+        )
+    plan = tuple(out)
+    state.attempt_plans[job.id] = (job.groups, job.min_count, plan)
+    return plan
+
+
+def run_cycle(state: ClusterState, now: float, policy: Policy, engine: Admitter) -> CycleResult:
     if not policy.gang:
         from .podcycle import run_pod_cycle
 
@@ -78,6 +125,8 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
     order = AdmissionOrder(state, fair_share=policy.fair_share)
     failed_shapes: dict[tuple, PendingReason] = {}
     failed_quota: dict[tuple, PendingReason] = {}
+    #: quota checks that passed since the last admission (usage only grows between admissions)
+    passed_quota: set[tuple] = set()
     failed_preempt: set[tuple] = set()
     #: queues whose first blocked job already had its preemption attempt this cycle
     tried_preempt: set[str] = set()
@@ -92,38 +141,41 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
             reservation = (reservation_now(state, holder, counts, now) if due else None) or _reserve(
                 state, holder, counts, now
             )
+    queues = state.queues
+    preemption = policy.preemption
+    borrowing = policy.borrowing
     for job in order:
-        queue = state.queues[job.queue]
+        queue = queues[job.queue]
         if job.held:
             _wait(job, PendingReason.HELD)
             continue
         if queue.approval == Approval.MANUAL and not job.approved:
             _wait(job, PendingReason.AWAITING_APPROVAL)
             continue
-        long_run = (
+        guarded = (
             reservation is not None
             and job.id != reservation.job_id
             and now + job.estimated_runtime() > reservation.start
         )
-        guard = reservation.guard if (long_run and reservation is not None) else None
-        attempts = [gang_counts(job, False)]
-        if job.min_count < job.total_pods:
-            attempts.append(gang_counts(job, True))
+        guard = reservation.guard if guarded and reservation is not None else None
+        attempts = attempts_of(state, job)
         reason: PendingReason | None = None
         admitted = False
-        for counts in attempts:
-            request = request_of(job, counts)
-            qkey = (job.queue, request)
+        for attempt in attempts:
+            counts = list(attempt.counts)
+            request = attempt.request
+            qkey = attempt.quota_key
             verdict_reason = failed_quota.get(qkey)
-            if verdict_reason is None:
-                verdict = quota.check(state, queue, request, policy.borrowing)
-                verdict_reason = verdict.reason
+            if verdict_reason is None and qkey not in passed_quota:
+                verdict_reason = quota.check(state, queue, request, borrowing).reason
+                if verdict_reason is None:
+                    passed_quota.add(qkey)
             if verdict_reason is not None:
                 failed_quota[qkey] = verdict_reason
-                pkey = (job.queue, job.priority, request, job.groups)
+                pkey = attempt.preempt_key
                 if (
                     verdict_reason == PendingReason.WAITING_FOR_QUOTA
-                    and policy.preemption
+                    and preemption
                     and job.queue not in tried_preempt
                     and pkey not in failed_preempt
                 ):
@@ -133,17 +185,19 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
                         failed_quota.clear()
                         failed_shapes.clear()
                         failed_preempt.clear()
+                        passed_quota.clear()
                         admitted = True
                         break
                 reason = verdict_reason if reason is None else reason
                 continue
-            shape = (job.groups, tuple(counts), guard is not None)
+            shape = (attempt.shape, guard is not None)
             cached = failed_shapes.get(shape)
             if cached is None:
                 if not quick_reject(state, job, counts):
                     placer = Placer(state, guard, scoring=policy.scoring)
                     if placer.place_gang(job, counts):
                         engine.admit(job, placer.taken, request, now, result)
+                        passed_quota.clear()
                         admitted = True
                         break
                 if guard is not None:
@@ -154,14 +208,15 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
                 if cached is None:
                     cached = classify_failure(state, job, counts)
                 failed_shapes[shape] = cached
-            pkey = (job.queue, job.priority, request, job.groups)
-            if policy.preemption and cached in CAPACITY_REASONS and job.queue not in tried_preempt and pkey not in failed_preempt:
+            pkey = attempt.preempt_key
+            if preemption and cached in CAPACITY_REASONS and job.queue not in tried_preempt and pkey not in failed_preempt:
                 tried_preempt.add(job.queue)
                 failed_preempt.add(pkey)
                 if _preempt_for(state, job, counts, request, now, engine, result):
                     failed_quota.clear()
                     failed_shapes.clear()
                     failed_preempt.clear()
+                    passed_quota.clear()
                     admitted = True
                     break
             reason = cached if reason is None else reason
@@ -179,7 +234,7 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: "Admitter
             and policy.reserve_for == ReserveFor.FIRST_BLOCKED
             and reason in CAPACITY_REASONS
         ):
-            reservation = _reserve(state, job, attempts[0], now)
+            reservation = _reserve(state, job, list(attempts[0].counts), now)
     result.reservation = reservation
     state.reservation = (reservation.job_id, reservation.start) if reservation else None
     return result
@@ -216,7 +271,7 @@ def most_urgent_blocked(state: ClusterState) -> Job | None:
 
 
 def _preempt_for(
-    state: ClusterState, job: Job, counts: list[int], request: Vec, now: float, engine: "Admitter", result: CycleResult
+    state: ClusterState, job: Job, counts: list[int], request: Vec, now: float, engine: Admitter, result: CycleResult
 ) -> bool:
     victims = find_victims(state, job, counts, request, now)
     if not victims:

@@ -333,6 +333,14 @@ class ClusterState:
         self.preemptible_totals: dict[tuple[str, int], list[int]] = {}
         self.admit_counter = 0
         self.stop_counter = 0
+        #: other committed changes that can change a verdict (nodes, quotas, holdings, resizes)
+        self.change_counter = 0
+        #: per job id: its groups, minCount and the admission attempts the cycle makes for it
+        #: (``cycle.attempts_of``), computed once rather than on every cycle
+        self.attempt_plans: dict[int, tuple] = {}
+        #: failed preemption searches (``policy.preemption.VictimSearch``), kept across cycles
+        #: until the ``epoch`` changes
+        self.failed_searches: dict[tuple, tuple] = {}
         self.audit: list[AuditEntry] = []
         self.share_basis_cache: dict[str, tuple[float, float, float]] = {}
         self.pool_cache: dict[tuple[str, int], float] = {}
@@ -352,6 +360,16 @@ class ClusterState:
         self.shapes: dict[Shape, list[tuple[int, int]]] = {}
         #: each node's place in the order that breaks ties between equal scores
         self.tie_rank: list[int] = []
+
+    @property
+    def epoch(self) -> tuple[int, int, int]:
+        """Changes whenever a job starts or stops or anything else a verdict depends on changes
+        (not on the undone trial placements a cycle makes): equal epochs, same cluster."""
+        return (self.admit_counter, self.stop_counter, self.change_counter)
+
+    def changed(self) -> None:
+        """Record a committed change outside starts and stops (a node, a quota, a holding)."""
+        self.change_counter += 1
 
     def enable_fragmentation(self, workload: WorkloadProfile, tie_rank: list[int] | None = None) -> None:
         """Turn on fragmentation-aware placement against ``workload`` (see ``policy.placement``)."""
@@ -382,6 +400,7 @@ class ClusterState:
         node.mem_free = node.memory
         self.nodes.append(node)
         self.node_by_name[node.name] = node.id
+        self.change_counter += 1
         self.max_gpus = max(self.max_gpus, node.gpu_count)
 
     def finish_building(self) -> None:
@@ -443,6 +462,7 @@ class ClusterState:
             self._shape_remove(node)
 
     def set_schedulable(self, node: Node, cordoned: bool | None = None, failed: bool | None = None) -> None:
+        self.change_counter += 1
         was = node.schedulable
         if was:
             self._index_remove(node)
@@ -566,6 +586,7 @@ class ClusterState:
 
     def quotas_changed(self) -> None:
         """Drop everything derived from queue limits (after a setQuota)."""
+        self.change_counter += 1
         for q in self.queues.values():
             q.refresh()
         self.share_basis_cache.clear()

@@ -29,6 +29,8 @@ class AdmissionOrder:
     _heap: list[tuple[float, int, float, int, str, int]] = field(default_factory=list)
     _snapshots: dict[str, list[tuple[int, float, int, int]]] = field(default_factory=dict)
     _blocked: set[str] = field(default_factory=set)
+    #: per queue: the usage its shares were computed at, and the share per request
+    _shares: dict[str, tuple[list[int], dict[tuple[int, int, int], float]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name, q in self.state.queues.items():
@@ -41,8 +43,15 @@ class AdmissionOrder:
         prio, submit, seq, jid = self._snapshots[name][idx]
         share = 0.0
         if self.fair_share:
-            job = self.state.jobs[jid]
-            share = dominant_share(self.state, self.state.queues[name], job.request)
+            request = self.state.jobs[jid].request
+            queue = self.state.queues[name]
+            memo = self._shares.get(name)
+            if memo is None or memo[0] != queue.usage:
+                memo = (list(queue.usage), {})
+                self._shares[name] = memo
+            share = memo[1].get(request)  # type: ignore[assignment]
+            if share is None:
+                share = memo[1][request] = dominant_share(self.state, queue, request)
         return (share, prio, submit, seq, name, idx)
 
     def _push(self, name: str, idx: int) -> None:

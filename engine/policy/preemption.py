@@ -19,15 +19,17 @@ state itself and is undone, so nothing changes unless the caller evicts the vict
 
 from __future__ import annotations
 
+import heapq
 from enum import IntEnum
 
 from ..enums import BorrowWithinCohort, ReclaimWithinCohort, TopologyMode, WithinQueue
-
 from ..state import ClusterState, Job, Queue, Vec
 from . import quota
 from .placement import Placer
 
 MAX_CANDIDATES = 64
+#: failed searches remembered at most (a busy cluster has a few dozen kinds of waiting job)
+MEMO_LIMIT = 4096
 
 
 class Rule(IntEnum):
@@ -98,9 +100,17 @@ def _bound(state: ClusterState, job: Job, counts: list[int], request: Vec) -> bo
 
 def candidates(state: ClusterState, job: Job, request: Vec, now: float) -> list[Job]:
     """Running jobs the policy lets ``job`` preempt, best victims first."""
+    return _candidates(state, job, request, now)[0]
+
+
+def _candidates(state: ClusterState, job: Job, request: Vec, now: float) -> tuple[list[Job], bool]:
+    """``candidates``, and whether the list depends on ``now``: some allowed job was admitted at
+    this very moment (and left out), or the list was cut to ``MAX_CANDIDATES`` by an order that
+    moves with time (work at risk)."""
     q = state.queues[job.queue]
     borrowing = quota.needs_borrowing(q, request)
     out: list[Job] = []
+    timed = False
     for name, ids in state.running_by_queue.items():
         if not ids:
             continue
@@ -108,16 +118,28 @@ def candidates(state: ClusterState, job: Job, request: Vec, now: float) -> list[
         rule = queue_rule(state, job, vq, borrowing)
         if rule == Rule.NONE:
             continue
+        jobs = state.jobs
         for jid in ids:
-            v = state.jobs[jid]
-            # A job admitted at this very moment is left alone (no zero-length runs, no thrash).
-            if v.preemptible and _passes(rule, job, v) and v.runs[-1].start < now:
-                out.append(v)
-    if not out:
-        return out
+            v = jobs[jid]
+            if v.preemptible and _passes(rule, job, v):
+                # A job admitted at this very moment is left alone (no zero-length runs, no thrash).
+                if v.runs[-1].start < now:
+                    out.append(v)
+                else:
+                    timed = True
+    if len(out) <= 1:
+        return out, timed
     shares = {name: quota.dominant_share(state, state.queues[name]) for name in {v.queue for v in out}}
+    if len(out) > MAX_CANDIDATES:
+        timed = True
+        keyed = heapq.nsmallest(
+            MAX_CANDIDATES,
+            ((v.queue == job.queue, -shares[v.queue], v.priority, v.work_at_risk(now), -v.admitted_seq, v.id) for v in out),
+        )
+        jobs = state.jobs
+        return [jobs[k[-1]] for k in keyed], timed
     out.sort(key=lambda v: (v.queue == job.queue, -shares[v.queue], v.priority, v.work_at_risk(now), -v.admitted_seq))
-    return out[:MAX_CANDIDATES]
+    return out, timed
 
 
 def _lift(state: ClusterState, v: Job) -> None:
@@ -177,14 +199,38 @@ def _could_fit(state: ClusterState, job: Job, counts: list[int], request: Vec, c
     return True
 
 
+def _search_key(state: ClusterState, job: Job, counts: list[int], request: Vec) -> tuple:
+    """What a search's outcome depends on besides the cluster (the epoch) and the time: the
+    preemptor's queue, priority and gang, and its submit order where newer equal-priority jobs
+    are fair game."""
+    key: tuple = (job.queue, job.priority, request, job.groups, tuple(counts))
+    if state.queues[job.queue].within_queue == WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY:
+        key += (job.submit, job.seq)
+    return key
+
+
 def find_victims(state: ClusterState, job: Job, counts: list[int], request: Vec, now: float) -> list[Job] | None:
-    """A minimal list of jobs whose eviction lets ``job`` fit, or None when none does."""
+    """A minimal list of jobs whose eviction lets ``job`` fit, or None when none does.
+
+    A search that fails on the aggregate bounds alone (``_bound``, ``_could_fit``) is remembered
+    in ``state.failed_searches`` until the cluster changes (``state.epoch``): nothing else it
+    looked at can change, unless its candidates depended on the time, in which case it is
+    remembered for this moment only. Busy clusters fail most searches, every cycle, this way.
+    """
+    key = _search_key(state, job, counts, request)
+    epoch = state.epoch
+    memo = state.failed_searches
+    if len(memo) > MEMO_LIMIT:
+        memo.clear()
+    remembered = memo.get(key)
+    if remembered is not None and remembered[0] == epoch and (remembered[1] is None or remembered[1] == now):
+        return None
     if not _bound(state, job, counts, request):
+        state.failed_searches[key] = (epoch, None)
         return None
-    cands = candidates(state, job, request, now)
-    if not cands:
-        return None
-    if not _could_fit(state, job, counts, request, cands):
+    cands, timed = _candidates(state, job, request, now)
+    if not cands or not _could_fit(state, job, counts, request, cands):
+        state.failed_searches[key] = (epoch, now if timed else None)
         return None
     charged = {v.id: v.charged for v in cands}
     lifted: list[Job] = []

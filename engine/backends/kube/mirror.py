@@ -579,6 +579,7 @@ class Mirror:
         gpus = pick_whole_gpus(node, min(want.gpus, node.whole_free)) if want.gpus else []
         cpu, memory = min(want.cpu, max(node.cpu_free, 0)), min(want.memory, max(node.mem_free, 0))
         state.allocate(node, gpus, 0, cpu, memory)
+        state.changed()
         self._taken[key] = (node_id, gpus, cpu, memory)
 
     def _give_back(self, key: str) -> None:
@@ -586,6 +587,7 @@ class Mirror:
         if taken is not None:
             node_id, gpus, cpu, memory = taken
             self.state.release(self.state.nodes[node_id], gpus, 0, cpu, memory)
+            self.state.changed()
 
 
     def waiting_gangs(self) -> list[Gang]:
