@@ -11,6 +11,7 @@ import difflib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .errors import Locator, PathSegment, Problem
 from .models import JOB_ACTIONS, NODE_ACTIONS, JobSpec, NodeSpec, PodSpec, Scenario
@@ -26,9 +27,11 @@ class CheckResult:
     warnings: list[Problem] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class _Where:
-    """Where a node or job was defined: a YAML path, or a row of a trace file."""
+class _Where(NamedTuple):
+    """Where a node or job was defined: a YAML path, or a row of a trace file.
+
+    A named tuple rather than a frozen dataclass: one is made per node and job (100,000+).
+    """
 
     path: YamlPath = ()
     trace: TraceOrigin | None = None

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import gc
 import os
+import threading
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
@@ -20,9 +23,17 @@ from pydantic import BaseModel, ValidationError
 from .checks import check_scenario
 from .errors import FieldIssues, Locator, PathSegment, Problem, ScenarioError, format_path
 from .limits import CONFIG_LIMITS, SCENARIO_LIMITS, size_problems
-from .models import Scenario
+from .models import Scenario, validate_scenario
 from .traces import TraceImport, import_traces
-from .yamltree import YamlDocument, YamlLimitError, read_text_bounded, read_yaml
+from .yamltree import (
+    FAST_READER,
+    NeedsLines,
+    YamlDocument,
+    YamlLimitError,
+    read_plain,
+    read_text_bounded,
+    read_yaml,
+)
 
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
@@ -41,12 +52,99 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     return parse_scenario(text, file=str(file), base_dir=file.parent)
 
 
+FAST_PATH = FAST_READER
+"""Whether `parse_scenario` tries the fast path first (libyaml present; tests and
+`bench/loading.py --slow` turn it off to compare)."""
+
+
 def parse_scenario(text: str, file: str = "<string>", base_dir: Path | None = None) -> Scenario:
     """Check a scenario given as YAML text; `file` names it in problems, `base_dir` anchors traces.
 
     The text must be within `limits.SCENARIO_LIMITS` (size, nesting, aliases) and its counts
     within the `limits` module's (nodes, GPUs, jobs, pods ...); past one is a problem.
+
+    Two paths give the same `Scenario` and the same problems. The fast one (`FAST_PATH`) reads
+    plain data without lines (`yamltree.read_plain`) and validates it; YAML that needs a report
+    (a syntax error, a limit, a duplicate key ...) or a schema error sends the text to the
+    line-tracking path, which reports it with YAML path and line as always. Cross-check errors
+    and warnings need only the lines: the fast path reads them then (`_LazyLines`).
     """
+    with _gc_paused():
+        if FAST_PATH:
+            scenario = _parse_fast(text, file, base_dir)
+            if scenario is not None:
+                return scenario
+        return _parse_with_lines(text, file, base_dir)
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a scenario loads (in any thread); then as before.
+
+    Loading makes millions of objects and no cycles worth collecting, and each automatic
+    collection walks all of them: a third of B3's load time. Nested and concurrent loads share
+    one pause, so the collector's state is restored once, by the last load to finish.
+    """
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+class _LazyLines:
+    """The lines of a scenario's YAML paths, read (by `read_yaml`) the first time one is asked."""
+
+    def __init__(self, text: str) -> None:
+        self.text: str | None = text
+        self.doc: YamlDocument | None = None
+
+    def line_of(self, path: Sequence[PathSegment]) -> int | None:
+        """As `YamlDocument.line_of` on the text's line-tracking read."""
+        if self.doc is None:
+            assert self.text is not None
+            self.doc = read_yaml(self.text, SCENARIO_LIMITS)
+            self.text = None
+        return self.doc.line_of(path)
+
+
+def _parse_fast(text: str, file: str, base_dir: Path | None) -> Scenario | None:
+    """`parse_scenario` without a line table, or None where the line-tracking path must report.
+
+    None for anything `read_plain` leaves to `read_yaml` and for every schema error (their
+    messages and paths come from pydantic's error locations against the line-tracking read).
+    """
+    try:
+        data = read_plain(text, SCENARIO_LIMITS)
+    except NeedsLines:
+        return None
+    if type(data) is not dict:
+        return None  # empty, or not a mapping: a problem
+    try:
+        scenario = validate_scenario(data)
+    except ValidationError:
+        return None
+    del data
+    lines = _LazyLines(text)
+    locator = Locator(file, lines.line_of)
+    return _checked(scenario, file, base_dir, locator, [])
+
+
+def _parse_with_lines(text: str, file: str, base_dir: Path | None) -> Scenario:
+    """`parse_scenario` through the line-tracking read: every problem with its path and line."""
     doc = read_yaml(text, SCENARIO_LIMITS)
     locator = Locator(file, doc.line_of)
     problems = [Problem(file, format_path(issue.path), issue.line, issue.message) for issue in doc.issues]
@@ -65,6 +163,11 @@ def parse_scenario(text: str, file: str = "<string>", base_dir: Path | None = No
         flagged = {p.path for p in problems}  # a value the YAML reader already refused
         problems.extend(p for p in _schema_problems(exc, doc, locator) if p.path not in flagged)
         raise ScenarioError(_ordered(problems, file)) from None
+    return _checked(scenario, file, base_dir, locator, problems)
+
+
+def _checked(scenario: Scenario, file: str, base_dir: Path | None, locator: Locator, problems: list[Problem]) -> Scenario:
+    """A schema-valid scenario with its traces imported and cross-checked, or `ScenarioError`."""
     imported = import_traces(scenario.traces, base_dir if base_dir is not None else Path.cwd(), locator)
     problems.extend(imported.problems)
     too_large = size_problems(scenario, imported, locator.problem)

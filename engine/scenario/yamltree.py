@@ -25,10 +25,12 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.events import (
     AliasEvent,
     MappingEndEvent,
+    MappingStartEvent,
     ScalarEvent,
     SequenceEndEvent,
     SequenceStartEvent,
     StreamEndEvent,
+    StreamStartEvent,
 )
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -459,3 +461,234 @@ class _Builder:
 
     def _issue(self, path: YamlPath, node: Node, message: str) -> None:
         self.doc.issues.append(YamlIssue(path, node.start_mark.line + 1, message))
+
+
+# --- the fast path: plain data straight from the parser's events, no lines -----------------
+
+FAST_READER = bool(getattr(yaml, "__with_libyaml__", False))
+"""Whether `read_plain` parses with libyaml (PyYAML's C parser). Without it the loaders take
+the line-tracking path only, as before issue 14."""
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_PLAIN_SCALARS = {
+    tag: SafeConstructor.yaml_constructors[tag]
+    for tag in ("tag:yaml.org,2002:null", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+}
+"""Scalar tags the fast path builds itself (with SafeConstructor's own functions); any other
+tag (timestamps, binary, `!foo`) sends the document to the line-tracking path."""
+_MERGE = object()
+"""Stands for a `<<` key while its mapping is being read."""
+
+
+class NeedsLines(Exception):
+    """`read_plain` met something it leaves to `read_yaml`: a problem, or a rare construct.
+
+    Raised for every YAML error, every limit passed, a duplicate key, an odd key or tag, a
+    cyclic alias, a merge (`<<`) of something other than mappings, or a second document. The
+    caller reads the text again with `read_yaml`, which reports it with its path and line (or
+    reads the rare construct); `read_plain` never builds more than `YamlLimits` allow first.
+    """
+
+
+class _PlainFrame:
+    """A mapping or list being read: its value, a pending key, merges, and its expanded size."""
+
+    __slots__ = ("anchor", "height", "is_list", "key", "merges", "value", "values")
+
+    def __init__(self, value: dict[Any, Any] | list[Any], anchor: str | None) -> None:
+        self.value = value
+        self.is_list = type(value) is list
+        self.anchor = anchor
+        self.key: Any = _NO_KEY
+        self.merges: list[Any] | None = None
+        self.values = 1
+        self.height = 0
+
+
+_NO_KEY = object()
+
+
+def read_plain(text: str | bytes, limits: YamlLimits = SCENARIO_LIMITS) -> Any:
+    """The plain data of the one YAML document in `text`, as `read_yaml` builds it, without lines.
+
+    The fast path of the loaders (issue 14): one flat loop over libyaml's events builds dicts,
+    lists and scalars directly, with no node tree, marks or path-to-line table. It keeps every
+    bound of `compose_bounded` (size, nesting depth, values and alias expansions, counted the
+    same way and checked at the same events, before anything past them is built) and raises
+    `NeedsLines` wherever `read_yaml` would report an issue, so a caller that gets data gets
+    exactly what `read_yaml(text, limits).data` would be, and otherwise re-reads with it.
+    """
+    try:
+        check_size(text, limits)
+    except YamlLimitError:
+        raise NeedsLines from None
+    loader = _Loader(text)
+    try:
+        return _read_events(loader, limits)
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError):
+        raise NeedsLines from None
+    finally:
+        loader.dispose()
+
+
+def _read_events(loader: Any, limits: YamlLimits) -> Any:
+    """`read_plain`'s loop: the bounded composer's counting, building values instead of nodes."""
+    get = loader.get_event
+    resolve = loader.resolve
+    constructor = SafeConstructor()
+    max_depth = limits.max_depth
+    max_alias_values = limits.max_alias_values
+    budget = limits.max_values
+    aliased = 0
+    scalars: dict[tuple[bool, bool], dict[str, Any]] = {}
+    """Built plain scalars by `implicit` and text (the short ones): each is built once, and
+    repeated names and numbers share one object."""
+    anchors: dict[str, Any] = {}
+    sizes: dict[str, tuple[int, int]] = {}
+    stack: list[_PlainFrame] = []
+    if type(get()) is not StreamStartEvent:
+        raise NeedsLines
+    if type(loader.peek_event()) is StreamEndEvent:
+        raise NeedsLines  # empty: read_yaml says so
+    get()  # document start
+    while True:
+        event = get()
+        kind = type(event)
+        if kind is ScalarEvent:
+            anchor = event.anchor
+            tag = event.tag
+            text = event.value
+            if tag is None or tag == "!":
+                implicit = event.implicit
+                known = scalars.get(implicit)
+                if known is None:
+                    known = scalars[implicit] = {}
+                value = known.get(text, _NO_KEY)
+                if value is _NO_KEY:
+                    value = _scalar(constructor, resolve(ScalarNode, text, implicit), text)
+                    if len(text) <= 64:
+                        known[text] = value
+            else:
+                value = _scalar(constructor, tag, text)
+            budget -= 1
+            if budget < 0:
+                raise NeedsLines
+            if anchor is not None:
+                if anchor in anchors or value is _MERGE:
+                    raise NeedsLines
+                anchors[anchor] = value
+                sizes[anchor] = (1, 0)
+            values = 1
+            height = 0
+        elif kind is MappingEndEvent or kind is SequenceEndEvent:
+            frame = stack.pop()
+            value = frame.value
+            if frame.merges is not None:
+                value = _merged(frame.merges, value)
+                if frame.anchor is not None:
+                    anchors[frame.anchor] = value
+            values = frame.values
+            height = frame.height + 1
+            if frame.anchor is not None:
+                sizes[frame.anchor] = (values, height)
+        elif kind is AliasEvent:
+            anchor = event.anchor
+            size = sizes.get(anchor)
+            if size is None:  # undefined, or inside its own anchor (a cycle)
+                raise NeedsLines
+            values, height = size
+            if len(stack) + height > max_depth:
+                raise NeedsLines
+            aliased += values
+            if aliased > max_alias_values:
+                raise NeedsLines
+            budget -= values
+            if budget < 0:
+                raise NeedsLines
+            value = _copy_plain(anchors[anchor])
+        elif kind is MappingStartEvent or kind is SequenceStartEvent:
+            anchor = event.anchor
+            if anchor is not None and anchor in anchors:
+                raise NeedsLines
+            if len(stack) >= max_depth:
+                raise NeedsLines
+            budget -= 1
+            if budget < 0:
+                raise NeedsLines
+            if stack and not stack[-1].is_list and stack[-1].key is _NO_KEY:
+                raise NeedsLines  # a list or mapping as a key
+            container: dict[Any, Any] | list[Any] = {} if kind is MappingStartEvent else []
+            if anchor is not None:
+                anchors[anchor] = container  # sizes only once complete: an alias inside is a cycle
+            stack.append(_PlainFrame(container, anchor))
+            continue
+        else:
+            raise NeedsLines
+        if not stack:
+            break
+        parent = stack[-1]
+        parent.values += values
+        if height > parent.height:  # noqa: PLR1730 - no call per event
+            parent.height = height
+        if parent.is_list:
+            parent.value.append(value)
+        elif parent.key is _NO_KEY:
+            if height or value.__hash__ is None:
+                raise NeedsLines  # a list or mapping (through an alias) as a key
+            parent.key = value
+        else:
+            key = parent.key
+            parent.key = _NO_KEY
+            if key is _MERGE:
+                if parent.merges is None:
+                    parent.merges = []
+                parent.merges.append(value)
+            elif key in parent.value:
+                raise NeedsLines  # a duplicate key
+            else:
+                parent.value[key] = value
+    get()  # document end
+    if type(get()) is not StreamEndEvent:
+        raise NeedsLines  # a second document
+    return value
+
+
+def _scalar(constructor: SafeConstructor, tag: str, text: str) -> Any:
+    """A plain scalar as SafeConstructor builds it; `NeedsLines` for a tag left to `read_yaml`."""
+    if tag == _STR_TAG:
+        return text
+    if tag == _MERGE_TAG:
+        return _MERGE
+    build = _PLAIN_SCALARS.get(tag)
+    if build is None:
+        raise NeedsLines
+    return build(constructor, ScalarNode(tag, text))
+
+
+def _merged(merges: list[Any], explicit: dict[Any, Any]) -> dict[Any, Any]:
+    """A mapping with `<<` keys as `read_yaml` builds it: merged keys first, explicit ones win."""
+    result: dict[Any, Any] = {}
+    for source in merges:
+        for item in source if type(source) is list else [source]:
+            if type(item) is not dict:
+                raise NeedsLines  # a merge of something other than mappings: an issue
+            for key, value in item.items():
+                result.setdefault(key, value)
+    for key, value in explicit.items():
+        result[key] = value
+    return result
+
+
+def _copy_plain(value: Any) -> Any:
+    """A fresh copy of an anchored value's lists and mappings, as `read_yaml` builds each alias.
+
+    Nesting is at most `max_depth`, so recursion is bounded; the copy's size was charged.
+    """
+    kind = type(value)
+    if kind is dict:
+        return {key: _copy_plain(item) for key, item in value.items()}
+    if kind is list:
+        return [_copy_plain(item) for item in value]
+    if value is _MERGE:
+        raise NeedsLines
+    return value
