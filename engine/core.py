@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from . import fmt
-from .cycle import Admitter, CycleResult, Decision, run_cycle
+from .admission import Admitter, CycleResult, Decision
+from .cycle import run_cycle
 from .enums import Action, DecisionKind, EndReason, JobState, PendingReason
 from .policy import quota
 from .policy.placement import Placer, observe_job

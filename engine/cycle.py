@@ -22,10 +22,12 @@ some, which clears the memo).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 
-from .enums import Approval, DecisionKind, EndReason, JobState, PendingReason
+from .admission import Admitter, CycleResult, mark_waiting
+from .enums import Approval, EndReason, PendingReason
+from .podcycle import run_pod_cycle
 from .policy import quota
 from .policy.backfill import (
     Reservation,
@@ -38,44 +40,9 @@ from .policy.ordering import AdmissionOrder
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
 from .policy.preemption import find_victims
 from .policy.registry import Backfill, Policy, ReserveFor
-from .state import ClusterState, Job, PodPlacement, Vec
+from .state import ClusterState, Job, Vec
 
 CAPACITY_REASONS = (PendingReason.INSUFFICIENT_CAPACITY, PendingReason.TOPOLOGY_UNSATISFIABLE)
-
-
-@dataclass(slots=True)
-class Decision:
-    """What the backend is asked to do for one job."""
-
-    kind: DecisionKind
-    job: Job
-    placements: list[PodPlacement] = field(default_factory=list)
-    reason: EndReason | None = None
-    by: str | None = None
-    #: for a bind: the job begins to work now (False: an incomplete gang took one more pod)
-    starts_work: bool = True
-
-
-@dataclass(slots=True)
-class CycleResult:
-    decisions: list[Decision] = field(default_factory=list)
-    reservation: Reservation | None = None
-
-    @property
-    def evicted(self) -> int:
-        return sum(1 for d in self.decisions if d.kind == DecisionKind.EVICT)
-
-
-_STATE_OF_REASON = {
-    PendingReason.HELD: JobState.HELD,
-    PendingReason.AWAITING_APPROVAL: JobState.AWAITING_APPROVAL,
-}
-
-
-def _wait(job: Job, reason: PendingReason) -> None:
-    job.pending_reason = reason
-    if job.state != JobState.FINISHED:
-        job.state = _STATE_OF_REASON.get(reason, JobState.PENDING)
 
 
 @dataclass(slots=True, frozen=True)
@@ -118,8 +85,6 @@ def attempts_of(state: ClusterState, job: Job) -> tuple[Attempt, ...]:
 
 def run_cycle(state: ClusterState, now: float, policy: Policy, engine: Admitter) -> CycleResult:
     if not policy.gang:
-        from .podcycle import run_pod_cycle
-
         return run_pod_cycle(state, now, policy, engine)
     result = CycleResult()
     order = AdmissionOrder(state, fair_share=policy.fair_share)
@@ -147,10 +112,10 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: Admitter)
     for job in order:
         queue = queues[job.queue]
         if job.held:
-            _wait(job, PendingReason.HELD)
+            mark_waiting(job, PendingReason.HELD)
             continue
         if queue.approval == Approval.MANUAL and not job.approved:
-            _wait(job, PendingReason.AWAITING_APPROVAL)
+            mark_waiting(job, PendingReason.AWAITING_APPROVAL)
             continue
         guarded = (
             reservation is not None
@@ -225,7 +190,7 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: Admitter)
                 reservation = None  # the holder started: nothing to hold back for the rest
             continue
         assert reason is not None
-        _wait(job, reason)
+        mark_waiting(job, reason)
         if policy.strict_fifo:
             order.block(job.queue)
         if (
@@ -283,18 +248,3 @@ def _preempt_for(
         return False
     engine.admit(job, placer.taken, request, now, result)
     return True
-
-
-class Admitter:
-    """What the cycle needs from its owner: admitting and stopping jobs (see ``Engine``)."""
-
-    def admit(self, job: Job, placements: list[PodPlacement], request: Vec, now: float, result: CycleResult) -> None:
-        raise NotImplementedError
-
-    def stop(self, job: Job, now: float, reason: EndReason, by: str | None, result: CycleResult | None) -> None:
-        raise NotImplementedError
-
-    def bind_pod(
-        self, job: Job, placement: PodPlacement, amount: Vec, now: float, completes: bool, result: CycleResult
-    ) -> None:
-        raise NotImplementedError

@@ -14,7 +14,7 @@ starts to work (and its run time starts to count) when its last needed pod is bo
 
 from __future__ import annotations
 
-from .cycle import Admitter, CycleResult, _wait
+from .admission import Admitter, CycleResult, mark_waiting
 from .enums import Approval, PendingReason
 from .policy import quota
 from .policy.ordering import AdmissionOrder
@@ -29,9 +29,9 @@ def run_pod_cycle(state: ClusterState, now: float, policy: Policy, engine: Admit
     active: list[Job] = []
     for job in AdmissionOrder(state, fair_share=policy.fair_share):
         if job.held:
-            _wait(job, PendingReason.HELD)
+            mark_waiting(job, PendingReason.HELD)
         elif state.queues[job.queue].approval == Approval.MANUAL and not job.approved:
-            _wait(job, PendingReason.AWAITING_APPROVAL)
+            mark_waiting(job, PendingReason.AWAITING_APPROVAL)
         else:
             active.append(job)
     #: (pod group, affinity domain's first node or -1) -> why such a pod did not fit this cycle;
@@ -43,7 +43,7 @@ def run_pod_cycle(state: ClusterState, now: float, policy: Policy, engine: Admit
         for job in active:
             reason = _bind_next_pod(state, job, now, policy, engine, result, failed_pods, failed_quota)
             if reason is not None:
-                _wait(job, reason)
+                mark_waiting(job, reason)
             elif job.incomplete_gang:
                 still.append(job)
         active = still

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from ..core import Engine
-from ..cycle import Decision
+from ..admission import Decision
 from ..enums import DecisionKind
 from ..scenario import Scenario
 from ..scenario.models import EventSpec

@@ -43,7 +43,7 @@ from typing import Any
 
 from ...controller import Command, Snapshot, settle_reply, snapshot_of
 from ...core import CommandError
-from ...cycle import CycleResult, Decision
+from ...admission import CycleResult, Decision
 from ...enums import Action, DecisionKind, EndReason, PendingReason
 from ...explain import explain_all
 from ...fmt import plural
@@ -87,7 +87,11 @@ from .rbac import LEADER_LEASE, QUEUES_CONFIG_KEY, QUEUES_CONFIGMAP, USHER_NAMES
 log = logging.getLogger("usher.controller")
 
 MAX_PASSES = 4
+#: binds in flight at most (and no more than the client's connections that Events leave, so
+#: that the leader check right before each bind is not followed by a wait for a connection)
 BIND_CONCURRENCY = 64
+#: the share of the client's connections Events may take, so that binds keep the rest
+EVENT_SHARE = 0.25
 #: how often pending pods' conditions are brought up to date, and how stale a message may get
 STATUS_INTERVAL = 5.0
 MESSAGE_REFRESH = 60.0
@@ -195,7 +199,10 @@ class KubeController:
         #: when a teardown last asked to evict each pod (monotonic seconds), by uid
         self._evict_tried: dict[str, float] = {}
         self.eviction_retry = EVICTION_RETRY
-        self._bind_slots = asyncio.Semaphore(BIND_CONCURRENCY)
+        pool = client.pool_size
+        events = max(1, int(pool * EVENT_SHARE))
+        self._event_slots = asyncio.Semaphore(events)
+        self._bind_slots = asyncio.Semaphore(max(1, min(BIND_CONCURRENCY, pool - events)))
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_status = 0.0
         #: owner informers by resource key (``batch/Job``); both MPIJob versions share one key
@@ -932,8 +939,10 @@ class KubeController:
             await self._event(_pod_ref(view), str(reason), event_message, warning=True)
 
     async def _event(self, ref: ObjectRef, reason: str, message: str, warning: bool = False) -> None:
+        """Record an Event (best effort); a quarter of the client's connections at most."""
         try:
-            await self.client.create_event(ref, reason, message, EventType.WARNING if warning else EventType.NORMAL)
+            async with self._event_slots:
+                await self.client.create_event(ref, reason, message, EventType.WARNING if warning else EventType.NORMAL)
         except Exception as exc:  # noqa: BLE001 - an Event is best effort
             self.metrics.controller_error(ErrorKind.EVENT)
             log.warning("could not record an Event on %s %s: %s", ref.kind, ref.name, exc)

@@ -1,0 +1,68 @@
+"""What a scheduling cycle hands back and needs from its owner, shared by both cycles.
+
+``cycle`` (gangs admitted whole) and ``podcycle`` (pods bound one at a time, the default
+kube-scheduler's way) both return a ``CycleResult`` of ``Decision``s and call back into an
+``Admitter`` (the ``Engine``) to admit and stop jobs; ``mark_waiting`` records why a job waits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .enums import DecisionKind, EndReason, JobState, PendingReason
+from .state import Job, PodPlacement, Vec
+
+if TYPE_CHECKING:
+    from .policy.backfill import Reservation
+
+
+@dataclass(slots=True)
+class Decision:
+    """What the backend is asked to do for one job."""
+
+    kind: DecisionKind
+    job: Job
+    placements: list[PodPlacement] = field(default_factory=list)
+    reason: EndReason | None = None
+    by: str | None = None
+    #: for a bind: the job begins to work now (False: an incomplete gang took one more pod)
+    starts_work: bool = True
+
+
+@dataclass(slots=True)
+class CycleResult:
+    decisions: list[Decision] = field(default_factory=list)
+    reservation: Reservation | None = None
+
+    @property
+    def evicted(self) -> int:
+        return sum(1 for d in self.decisions if d.kind == DecisionKind.EVICT)
+
+
+_STATE_OF_REASON = {
+    PendingReason.HELD: JobState.HELD,
+    PendingReason.AWAITING_APPROVAL: JobState.AWAITING_APPROVAL,
+}
+
+
+def mark_waiting(job: Job, reason: PendingReason) -> None:
+    """Record that ``job`` waits, and why (held and awaiting approval are states of their own)."""
+    job.pending_reason = reason
+    if job.state != JobState.FINISHED:
+        job.state = _STATE_OF_REASON.get(reason, JobState.PENDING)
+
+
+class Admitter:
+    """What the cycle needs from its owner: admitting and stopping jobs (see ``Engine``)."""
+
+    def admit(self, job: Job, placements: list[PodPlacement], request: Vec, now: float, result: CycleResult) -> None:
+        raise NotImplementedError
+
+    def stop(self, job: Job, now: float, reason: EndReason, by: str | None, result: CycleResult | None) -> None:
+        raise NotImplementedError
+
+    def bind_pod(
+        self, job: Job, placement: PodPlacement, amount: Vec, now: float, completes: bool, result: CycleResult
+    ) -> None:
+        raise NotImplementedError
