@@ -1,8 +1,11 @@
 """The console's view model: rows and figures computed from the engine state, no Textual here.
 
 Screens render these plain records; tests check them without a terminal. ``ConsoleModel`` keeps
-the expensive part (the pending-job explanations with positions and ETAs, which run the backfill
-planner) cached until the state changes, so a redraw at idle costs almost nothing.
+the pending-job explanations cached until the state changes, so a redraw at idle costs almost
+nothing. They are lazy (``engine.explain``): the overview counts their reasons, which cost no
+planning, so the first paint does not wait for the backfill planner however deep the backlog;
+the ETAs are planned when a view first shows one (the jobs and queues tables, a job's details),
+the sentences one job at a time when shown.
 """
 
 from __future__ import annotations
@@ -237,10 +240,12 @@ class ConsoleModel:
         return self._state_of()
 
     def explanations(self, now: float, fresh: bool = False) -> dict[int, Explanation]:
-        """Why each waiting job waits, with positions and ETAs.
+        """Why each waiting job waits, with positions and ETAs (each sentence and the ETAs
+        worked out when first read, see the module docstring).
 
-        Planning ETAs runs the backfill planner, so while a replay races along it runs at most
-        every ``min_interval`` wall seconds (``fresh`` forces it, for a job's detail page).
+        Reading an ETA runs the backfill planner over the whole backlog, so while a replay races
+        along the explanations are renewed at most every ``min_interval`` wall seconds
+        (``fresh`` renews them, for a job's detail page).
         """
         state = self.state
         version = state_version(state)
@@ -262,7 +267,7 @@ class ConsoleModel:
         out = {}
         for job_id, (reason, message) in self._verdicts().items():
             own = self._explanations.get(job_id)
-            out[job_id] = Explanation(reason, message, own.queue_position if own else None, own.estimated_start if own else None)
+            out[job_id] = own.with_verdict(reason, message) if own else Explanation(reason, message, None, None)
         return out
 
     def job_rows(self, now: float) -> list[JobRow]:

@@ -1,13 +1,22 @@
 """Why a job waits: reason codes turned into one sentence with the numbers, positions and ETAs.
 
 The cycle records a reason code on every job it could not start; this module, run when someone
-asks (the report, the console), re-derives the numbers from the current state: what the job asks
-for, what is free, what is in its way, and when the backfill planner expects it to start.
+asks (the report, the console, the API status writer), re-derives the numbers from the current
+state: what the job asks for, what is free, what is in its way, and when the backfill planner
+expects it to start.
+
+``explain_all`` is lazy: it settles each waiting job's reason and queue position at once (cheap),
+and leaves the rest to when it is read. A job's ``message`` is worked out the first time it is
+read, and the first ``estimated_start`` read runs the backfill planner once for every waiting job
+of that answer (``policy.backfill.estimate_starts``); so the console's overview, which counts
+reasons, and the status writer, which writes messages, never plan, and a deep backlog's
+sentences cost only those that are shown. Read them before the state changes: they describe the
+state as it is when they are first read.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 from . import fmt
 from .enums import JobState, PendingReason
@@ -24,13 +33,78 @@ from .policy.placement import (
 from .scenario.quantity import format_cpu, format_memory
 from .state import INF, MILLI, RESOURCE_NAMES, ClusterState, Job, PodGroup
 
+#: a lazy field not worked out yet
+_LATER: Any = object()
 
-@dataclass(slots=True, frozen=True)
+
 class Explanation:
-    reason: PendingReason | None
-    message: str | None
-    queue_position: int | None
-    estimated_start: float | None
+    """Why one job waits: its reason code, the sentence, its position in its queue (from 1) and
+    its planned start (absolute time), each None where there is none.
+
+    Made by hand, it holds the four values given. Made by ``explain_all``, ``message`` and
+    ``estimated_start`` are worked out when first read (see the module docstring), then kept.
+    Two explanations are equal when their four values are.
+    """
+
+    __slots__ = ("_job", "_message", "_plan", "_start", "queue_position", "reason")
+
+    def __init__(
+        self,
+        reason: PendingReason | None,
+        message: str | None,
+        queue_position: int | None,
+        estimated_start: float | None,
+    ) -> None:
+        self.reason = reason
+        self.queue_position = queue_position
+        self._message: Any = message
+        self._start: Any = estimated_start
+        self._job: Job | None = None
+        self._plan: _Plan | None = None
+
+    @classmethod
+    def _lazy(cls, plan: _Plan, job: Job, reason: PendingReason, position: int | None) -> Explanation:
+        e = cls(reason, _LATER, position, _LATER)
+        e._job, e._plan = job, plan
+        return e
+
+    @property
+    def message(self) -> str | None:
+        """The sentence: what the job asks for, what is in its way, with the figures."""
+        if self._message is _LATER:
+            assert self._plan is not None and self._job is not None and self.reason is not None
+            self._message = self._plan.message(self._job, self.reason)
+        return self._message
+
+    @property
+    def estimated_start(self) -> float | None:
+        """When the backfill planner expects the job to start (absolute time), if it does."""
+        if self._start is _LATER:
+            assert self._plan is not None and self._job is not None
+            self._start = self._plan.start(self._job, self.reason)
+        return self._start
+
+    def with_verdict(self, reason: PendingReason | None, message: str | None) -> Explanation:
+        """Another reason and sentence (a scheduler's own verdict) with this one's position and
+        planned start, the latter still worked out only when read."""
+        e = Explanation(reason, message, self.queue_position, self._start)
+        e._job, e._plan = self._job, self._plan
+        return e
+
+    def _values(self) -> tuple[PendingReason | None, str | None, int | None, float | None]:
+        return (self.reason, self.message, self.queue_position, self.estimated_start)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Explanation):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        reason, message, position, start = self._values()
+        return f"Explanation(reason={reason!r}, message={message!r}, queue_position={position!r}, estimated_start={start!r})"
 
 
 def gpus(milli: float) -> str:
@@ -179,7 +253,16 @@ def _left(res: str, value: float) -> str:
     return f"{text} {'are' if res == 'gpu' and value != MILLI else 'is'}"
 
 
-def message(state: ClusterState, job: Job, reason: PendingReason, now: float, borrowing: bool = True) -> str:
+def message(
+    state: ClusterState,
+    job: Job,
+    reason: PendingReason,
+    now: float,
+    borrowing: bool = True,
+    capacity: tuple[int, int] | None = None,
+) -> str:
+    """The sentence for ``job`` waiting for ``reason``. ``capacity`` is ``_capacity_numbers``
+    of this state when the caller has it already (it walks every node)."""
     q = state.queues[job.queue]
     if reason == PendingReason.HELD:
         return "An operator put this job on hold; it will not be admitted until it is released."
@@ -201,7 +284,7 @@ def message(state: ClusterState, job: Job, reason: PendingReason, now: float, bo
                 "it cannot start unless the quota grows."
             )
         return f"Asks for {amount(res, request[r])} but {_room_words(state, q, r, request[r], borrowing)}."
-    free, best = _capacity_numbers(state)
+    free, best = capacity if capacity is not None else _capacity_numbers(state)
     if reason == PendingReason.NO_MATCHING_NODES:
         pod = no_matching_nodes(state, job) or job.groups[0]
         found = diagnose(state, pod)
@@ -259,39 +342,81 @@ def message(state: ClusterState, job: Job, reason: PendingReason, now: float, bo
     )
 
 
-def explain_all(state: ClusterState, now: float, borrowing: bool = True) -> dict[int, Explanation]:
-    """An explanation for every submitted job that is not running or finished.
+class _Plan:
+    """What the lazy parts of one ``explain_all`` answer are worked out from: the state, the
+    moment and the policy's borrowing, the planner's starts (run once, on the first ETA read)
+    and the capacity figures every capacity sentence quotes (taken again only when the state's
+    counters moved)."""
 
-    ``borrowing`` is the policy's: without it a queue's quota is its nominal quota alone.
-    """
-    waiting = [
-        j
-        for j in state.jobs
-        if j.submitted and (j.current_run is None or j.incomplete_gang) and j.state != JobState.FINISHED
-    ]
-    if not waiting:
-        return {}
-    positions = queue_positions(state)
-    # The planner places whole gangs; a gang already holding part of its pods has no estimate.
-    order = [
+    __slots__ = ("_capacity", "_starts", "borrowing", "now", "state")
+
+    def __init__(self, state: ClusterState, now: float, borrowing: bool) -> None:
+        self.state = state
+        self.now = now
+        self.borrowing = borrowing
+        self._starts: dict[int, float] | None = None
+        #: the capacity figures and the counters of the state they were taken on
+        self._capacity: tuple[tuple[int, ...], tuple[int, int]] | None = None
+
+    def starts(self) -> dict[int, float]:
+        """Planned starts of every pending job the planner places (``estimate_starts``)."""
+        if self._starts is None:
+            self._starts = estimate_starts(self.state, planner_order(self.state), self.now)
+        return self._starts
+
+    def start(self, job: Job, reason: PendingReason | None) -> float | None:
+        if reason in (PendingReason.HELD, PendingReason.AWAITING_APPROVAL, PendingReason.EXCEEDS_QUOTA):
+            return None
+        return self.starts().get(job.id)
+
+    def message(self, job: Job, reason: PendingReason) -> str:
+        state = self.state
+        key = (state.admit_counter, state.stop_counter, state.total_whole_free, state.schedulable_gpu_count, len(state.nodes))
+        if self._capacity is None or self._capacity[0] != key:
+            self._capacity = (key, _capacity_numbers(state))
+        text = message(state, job, reason, self.now, self.borrowing, self._capacity[1])
+        if job.incomplete_gang:
+            text = f"{holding(job)} {text}"
+        return text
+
+
+def planner_order(state: ClusterState) -> list[Job]:
+    """The pending jobs the start-time planner places, in admission order: whole gangs only (a
+    gang already holding part of its pods has no estimate), neither held nor awaiting approval."""
+    return [
         j
         for j in AdmissionOrder(state)
         if not j.held
         and not j.incomplete_gang
         and j.pending_reason not in (PendingReason.AWAITING_APPROVAL, PendingReason.HELD)
     ]
-    etas = estimate_starts(state, order, now)
-    out: dict[int, Explanation] = {}
-    for job in waiting:
-        reason = job.pending_reason or PendingReason.INSUFFICIENT_CAPACITY
-        eta = etas.get(job.id)
-        if reason in (PendingReason.HELD, PendingReason.AWAITING_APPROVAL, PendingReason.EXCEEDS_QUOTA):
-            eta = None
-        text = message(state, job, reason, now, borrowing)
-        if job.incomplete_gang:
-            text = f"{holding(job)} {text}"
-        out[job.id] = Explanation(reason, text, positions.get(job.id), eta)
-    return out
+
+
+def waiting_jobs(state: ClusterState) -> list[Job]:
+    """Every submitted job that is neither running (whole) nor finished, in job order."""
+    return [
+        j
+        for j in state.jobs
+        if j.submitted and (j.current_run is None or j.incomplete_gang) and j.state != JobState.FINISHED
+    ]
+
+
+def explain_all(state: ClusterState, now: float, borrowing: bool = True) -> dict[int, Explanation]:
+    """An explanation for every submitted job that is not running or finished.
+
+    ``borrowing`` is the policy's: without it a queue's quota is its nominal quota alone. The
+    reasons and positions are settled now; each message and the planned starts when first read
+    (the module docstring says how), from the state as it is then.
+    """
+    waiting = waiting_jobs(state)
+    if not waiting:
+        return {}
+    positions = queue_positions(state)
+    plan = _Plan(state, now, borrowing)
+    return {
+        job.id: Explanation._lazy(plan, job, job.pending_reason or PendingReason.INSUFFICIENT_CAPACITY, positions.get(job.id))
+        for job in waiting
+    }
 
 
 def holding(job: Job) -> str:

@@ -192,7 +192,15 @@ def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: floa
 
 
 def estimate_starts(state: ClusterState, order: list[Job], now: float) -> dict[int, float]:
-    """Planned start of each job in ``order`` (pending jobs, admission order) that will start."""
+    """Planned start of each job in ``order`` (pending jobs, admission order) that will start.
+
+    At each estimated release the pending jobs are tried in order. A *shape* (queue and pod
+    groups) that failed once is not tried again until the next release: within one step the
+    state only fills up, so what failed still fails (the quick aggregate reject included). Once
+    every shape left in the backlog has failed, the rest of the step is skipped at once; a step's
+    work is then the jobs up to the last shape's first failure, not the whole backlog (a backlog
+    falls into a few dozen shapes).
+    """
     out: dict[int, float] = {}
     pending = order[:PLAN_DEPTH]
     if not pending:
@@ -202,7 +210,39 @@ def estimate_starts(state: ClusterState, order: list[Job], now: float) -> dict[i
     released: list[Job] = []
     planned: list[tuple[Job, list, Vec]] = []
     live: set[int] = set()
-    reservation = state.reservation
+    # the reservation's holder is not started before its reserved time
+    holder, hold_until = state.reservation if state.reservation is not None else (None, -INF)
+    # each job's shape, numbered; and the pending jobs per shape (a step is over once every
+    # shape with jobs left in it has failed)
+    numbers: dict[tuple, int] = {}
+    shape_of = {job.id: numbers.setdefault((job.queue, job.groups), len(numbers)) for job in pending}
+    left_in_backlog: dict[int, int] = {}
+    for shape in shape_of.values():
+        left_in_backlog[shape] = left_in_backlog.get(shape, 0) + 1
+    # the nodes whose free capacity changed, in order; and for a one-domain gang shape whose
+    # placement failed, how much of that list had been written then (``_still_fails``)
+    changed: list[int] = []
+    last_failed: dict[int, int] = {}
+    roomiest: dict[int, tuple[int, int]] = {}  # level: (len(changed) then, most whole GPUs free in a domain)
+
+    def rejected(job: Job, counts: list[int]) -> bool:
+        """``quick_reject``, the roomiest domain of a level kept until a node changes."""
+        need_total = 0
+        for g, n in zip(job.groups, counts):
+            need_total += g.whole_gpus * n
+        if need_total > state.total_whole_free:
+            return True
+        for g, n in zip(job.groups, counts):
+            w = g.whole_gpus * n
+            level = g.topology_level
+            if w and g.topology_mode == TopologyMode.REQUIRED and level is not None:
+                seen = roomiest.get(level)
+                if seen is None or seen[0] != len(changed):
+                    seen = roomiest[level] = (len(changed), max((d.whole_free for d in state.domains[level]), default=0))
+                if seen[1] < w:
+                    return True
+        return False
+
     try:
         while heap and pending:
             t = heap[0][0]
@@ -213,34 +253,66 @@ def estimate_starts(state: ClusterState, order: list[Job], now: float) -> dict[i
                     _release(state, job)
                     _usage(state, job.queue, job.charged, -1)
                     released.append(job)
+                    changed.extend(p.node_id for p in job.current_run.placements)  # type: ignore[union-attr]
                 else:
                     job, taken, req = planned[~ref]
                     state.unplace(job, taken)
                     _usage(state, job.queue, req, -1)
                     live.discard(~ref)
-            failed: set[tuple] = set()
-            still: list[Job] = []
+                    changed.extend(p.node_id for p in taken)
+            failed: set[int] = set()
+            ahead = dict(left_in_backlog)  # jobs of each shape not visited yet in this step
+            open_shapes = len(ahead)  # shapes with jobs ahead that have not failed
+            started: set[int] = set()
             for job in pending:
+                shape = shape_of[job.id]
+                ahead[shape] -= 1
+                if shape in failed:
+                    continue
+                if job.id == holder and t < hold_until:
+                    if not ahead[shape]:
+                        open_shapes -= 1
+                        if not open_shapes:
+                            break
+                    continue
                 counts = [g.count for g in job.groups]
-                shape = (job.queue, job.groups)
-                waiting = reservation is not None and reservation[0] == job.id and t < reservation[1]
-                if waiting or shape in failed or quick_reject(state, job, counts):
-                    still.append(job)
-                    continue
-                req = request_of(job, counts)
-                placer = Placer(state)
-                if not quota.check(state, state.queues[job.queue], req).fits or not placer.place_gang(job, counts):
+                placer = req = None
+                if not rejected(job, counts):
+                    req = request_of(job, counts)
+                    placer = Placer(state)
+                    if not quota.check(state, state.queues[job.queue], req).fits:
+                        placer = None
+                    elif shape in last_failed and _still_fails(state, job, changed[last_failed[shape] :]):
+                        placer = None
+                        last_failed[shape] = len(changed)
+                    elif not placer.place_gang(job, counts):
+                        placer = None
+                        if _one_domain_gang(job):
+                            last_failed[shape] = len(changed)
+                    else:
+                        last_failed.pop(shape, None)
+                        changed.extend(p.node_id for p in placer.taken)
+                if placer is None or req is None:
                     failed.add(shape)
-                    still.append(job)
-                    continue
-                out[job.id] = t
-                _usage(state, job.queue, req, +1)
-                planned.append((job, list(placer.taken), req))
-                live.add(len(planned) - 1)
-                runtime = job.estimated_runtime()
-                if runtime != INF:
-                    heapq.heappush(heap, (t + runtime, job.seq, ~(len(planned) - 1)))
-            pending = still
+                    open_shapes -= 1
+                else:
+                    out[job.id] = t
+                    started.add(job.id)
+                    left_in_backlog[shape] -= 1
+                    if not left_in_backlog[shape]:
+                        del left_in_backlog[shape]
+                    _usage(state, job.queue, req, +1)
+                    planned.append((job, list(placer.taken), req))
+                    live.add(len(planned) - 1)
+                    runtime = job.estimated_runtime()
+                    if runtime != INF:
+                        heapq.heappush(heap, (t + runtime, job.seq, ~(len(planned) - 1)))
+                    if not ahead[shape]:
+                        open_shapes -= 1
+                if not open_shapes:
+                    break
+            if started:
+                pending = [job for job in pending if job.id not in started]
     finally:
         for i in sorted(live, reverse=True):
             job, taken, req = planned[i]
@@ -250,6 +322,39 @@ def estimate_starts(state: ClusterState, order: list[Job], now: float) -> dict[i
             _restore(state, job)
             _usage(state, job.queue, job.charged, +1)
     return out
+
+
+def _one_domain_gang(job: Job) -> bool:
+    """A gang of one group of whole-GPU pods that must all go in one topology domain: the
+    placer's verdict is then a verdict per domain (``_still_fails``)."""
+    if len(job.groups) != 1:
+        return False
+    g = job.groups[0]
+    return g.topology_mode == TopologyMode.REQUIRED and g.topology_level is not None and g.whole_gpus > 0 and not g.share
+
+
+def _still_fails(state: ClusterState, job: Job, changed: list[int]) -> bool:
+    """Whether ``job``, a one-domain gang whose shape failed to place when only the nodes in
+    ``changed`` have changed since, fails again, without running the placer over every domain.
+
+    The placer (``Placer._place_group_topology``) tries each domain of the required level with
+    enough whole GPUs free and room for the pods, and places the gang in the first that takes
+    it. A domain none of whose nodes changed is as it was at the failure, so it fails again; the
+    gang can only fit now in a domain holding a changed node. When none of those has the GPUs
+    and the room, the placer would fail: True. Otherwise False, and the caller runs the placer.
+    """
+    g = job.groups[0]
+    level = g.topology_level
+    assert level is not None
+    n = g.count
+    need = g.whole_gpus * n
+    nodes, domains = state.nodes, state.domains[level]
+    placer = Placer(state)
+    for d in {nodes[nid].domains[level] for nid in changed}:
+        dom = domains[d]
+        if dom.whole_free >= need and placer._domain_capacity(g, dom.node_ids, n) >= n:
+            return False
+    return True
 
 
 def _usage(state: ClusterState, queue: str, amount: Vec, sign: int) -> None:
