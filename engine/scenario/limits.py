@@ -9,7 +9,8 @@ file (a scenario, the queue ConfigMap, a keymap or a theme) cannot exhaust memor
 `usher check`, a replay or the controller.
 
 The limits are far above what real files use (see each constant); the YAML ones are checked
-while the document is composed (`yamltree.compose_bounded`), the counts by the schema
+while the document is composed (`yamltree.compose_bounded`, and by `yamltree.read_plain` on
+the loader's fast path, at the same events), the counts by the schema
 (`models.py`) and, for totals, by `size_problems` before nodes or pods are generated.
 """
 

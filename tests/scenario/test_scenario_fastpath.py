@@ -194,6 +194,10 @@ BAD = {
     "duplicate anchor": HEAD + "a: &x 1\nb: &x 2\n",
     "merge of a scalar": HEAD + "jobs: [{<<: 1, name: a, queue: q, pods: [{gpu: 1}]}]\n",
     "merge of a list of scalars": HEAD + "jobs: [{<<: [1, 2], name: a, queue: q, pods: [{gpu: 1}]}]\n",
+    "merge key as a value": HEAD + "jobs: [{name: <<, queue: q, pods: [{gpu: 1}]}]\n",
+    "merge key in a list": HEAD + "jobs: [{name: a, queue: q, pods: [{gpu: 1, gpuModel: [<<]}]}]\n",
+    "merge key alone": "<<\n",
+    "merge key without a value": "? <<\n",
     "huge integer": HEAD + "jobs: [{name: a, queue: q, submit: " + "1" * 5000 + ", pods: [{gpu: 1}]}]\n",
     "schema": HEAD + "jobs:\n  - {name: a, queue: q, pods: [{gpu: 1.5, gpus: 2}]}\n  - {name: b, pods: []}\n",
     "schema in a large job list": HEAD
