@@ -22,6 +22,7 @@ some, which clears the memo).
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from itertools import islice
 
@@ -36,7 +37,6 @@ from .policy.backfill import (
     quick_reject,
     reservation_now,
 )
-from .policy.ordering import AdmissionOrder
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
 from .policy.preemption import find_victims
 from .policy.registry import Backfill, Policy, ReserveFor
@@ -51,18 +51,36 @@ class Attempt:
 
     counts: tuple[int, ...]
     request: Vec
-    #: memo keys: quota verdicts by (queue, request); preemption by (queue, priority, request,
-    #: groups); placement by (groups, counts)
-    quota_key: tuple
-    preempt_key: tuple
-    shape: tuple
+    #: memo keys, small ints interned per state: quota verdicts by (queue, request); preemption
+    #: by (queue, priority, request, groups); placement by (groups, counts)
+    quota_key: int
+    preempt_key: int
+    shape: int
 
 
-def attempts_of(state: ClusterState, job: Job) -> tuple[Attempt, ...]:
+@dataclass(slots=True, frozen=True)
+class Plan:
+    """A job's attempts, and its kind: jobs of one kind get the same verdicts in a cycle."""
+
+    groups: tuple
+    min_count: int
+    attempts: tuple[Attempt, ...]
+    kind: int
+
+
+def _intern(state: ClusterState, key: tuple) -> int:
+    ids = state.memo_ids
+    found = ids.get(key)
+    if found is None:
+        found = ids[key] = len(ids)
+    return found
+
+
+def plan_of(state: ClusterState, job: Job) -> Plan:
     """The attempts for ``job``, computed once per job (while its groups stay the same)."""
     cached = state.attempt_plans.get(job.id)
-    if cached is not None and cached[0] is job.groups and cached[1] == job.min_count:
-        return cached[2]
+    if cached is not None and cached.groups is job.groups and cached.min_count == job.min_count:
+        return cached
     out = []
     shapes = [gang_counts(job, False)]
     if job.min_count < job.total_pods:
@@ -73,66 +91,183 @@ def attempts_of(state: ClusterState, job: Job) -> tuple[Attempt, ...]:
             Attempt(
                 tuple(counts),
                 request,
-                (job.queue, request),
-                (job.queue, job.priority, request, job.groups),
-                (job.groups, tuple(counts)),
+                _intern(state, ("quota", job.queue, request)),
+                _intern(state, ("preempt", job.queue, job.priority, request, job.groups)),
+                _intern(state, ("shape", job.groups, tuple(counts))),
             )
         )
-    plan = tuple(out)
-    state.attempt_plans[job.id] = (job.groups, job.min_count, plan)
+    attempts = tuple(out)
+    kind = _intern(state, ("kind", job.queue, job.priority, attempts))
+    plan = state.attempt_plans[job.id] = Plan(job.groups, job.min_count, attempts, kind)
     return plan
+
+
+@dataclass(slots=True, frozen=True)
+class Settled:
+    """A kind of job (and guard) whose verdict this cycle is known: every further job of it
+    waits for ``reason`` with nothing else to do, while its quota checks still pass."""
+
+    reason: PendingReason
+    #: quota memo keys that passed when it was settled (an admission makes them ask again)
+    passed: tuple[int, ...]
 
 
 def run_cycle(state: ClusterState, now: float, policy: Policy, engine: Admitter) -> CycleResult:
     if not policy.gang:
         return run_pod_cycle(state, now, policy, engine)
-    result = CycleResult()
-    order = AdmissionOrder(state, fair_share=policy.fair_share)
-    failed_shapes: dict[tuple, PendingReason] = {}
-    failed_quota: dict[tuple, PendingReason] = {}
-    #: quota checks that passed since the last admission (usage only grows between admissions)
-    passed_quota: set[tuple] = set()
-    failed_preempt: set[tuple] = set()
-    #: queues whose first blocked job already had its preemption attempt this cycle
-    tried_preempt: set[str] = set()
-    reservation: Reservation | None = None
-    if policy.backfill == Backfill.EASY and policy.reserve_for == ReserveFor.MOST_URGENT:
-        holder = most_urgent_blocked(state)
-        if holder is not None:
-            counts = gang_counts(holder, False)
-            # A reservation that has come due is honoured: when the room it waited for is there,
-            # it is kept for the holder against the jobs the fair-share order puts first.
-            due = state.reservation is not None and state.reservation[0] == holder.id and state.reservation[1] <= now
-            reservation = (reservation_now(state, holder, counts, now) if due else None) or _reserve(
-                state, holder, counts, now
-            )
-    queues = state.queues
-    preemption = policy.preemption
-    borrowing = policy.borrowing
-    for job in order:
-        queue = queues[job.queue]
-        if job.held:
-            mark_waiting(job, PendingReason.HELD)
-            continue
-        if queue.approval == Approval.MANUAL and not job.approved:
-            mark_waiting(job, PendingReason.AWAITING_APPROVAL)
-            continue
-        guarded = (
-            reservation is not None
-            and job.id != reservation.job_id
-            and now + job.estimated_runtime() > reservation.start
-        )
+    return _GangCycle(state, now, policy, engine).run()
+
+
+class _GangCycle:
+    """One gang cycle's walk; see the module docstring for the rules."""
+
+    def __init__(self, state: ClusterState, now: float, policy: Policy, engine: Admitter) -> None:
+        self.state = state
+        self.now = now
+        self.policy = policy
+        self.engine = engine
+        self.result = CycleResult()
+        self.failed_shapes: dict[tuple[int, bool], PendingReason] = {}
+        self.failed_quota: dict[int, PendingReason] = {}
+        #: quota checks that passed since the last admission (usage only grows between admissions)
+        self.passed_quota: set[int] = set()
+        self.failed_preempt: set[int] = set()
+        #: queues whose first blocked job already had its preemption attempt this cycle
+        self.tried_preempt: set[str] = set()
+        #: (kind, guarded) -> its verdict, once nothing but that verdict is left to find
+        self.settled: dict[tuple[int, bool], Settled] = {}
+        self.blocked: set[str] = set()
+        self.reservation: Reservation | None = None
+
+    def run(self) -> CycleResult:
+        state, now, policy = self.state, self.now, self.policy
+        if policy.backfill == Backfill.EASY and policy.reserve_for == ReserveFor.MOST_URGENT:
+            holder = most_urgent_blocked(state)
+            if holder is not None:
+                counts = gang_counts(holder, False)
+                # A reservation that has come due is honoured: when the room it waited for is
+                # there, it is kept for the holder against the jobs the fair-share order puts first.
+                due = state.reservation is not None and state.reservation[0] == holder.id and state.reservation[1] <= now
+                self.reservation = (reservation_now(state, holder, counts, now) if due else None) or _reserve(
+                    state, holder, counts, now
+                )
+        self._walk()
+        reservation = self.reservation
+        self.result.reservation = reservation
+        state.reservation = (reservation.job_id, reservation.start) if reservation else None
+        return self.result
+
+    def _walk(self) -> None:
+        """Every pending job in admission order (``policy.ordering``'s, inlined): a queue's next
+        job goes on at once while its key stays below every other queue's, as a heap would pop
+        it; a job whose verdict is settled is only marked."""
+        state, now = self.state, self.now
+        fair_share = self.policy.fair_share
+        jobs, queues, plans = state.jobs, state.queues, state.attempt_plans
+        settled, passed_quota, blocked = self.settled, self.passed_quota, self.blocked
+        snapshots: dict[str, list[tuple[int, float, int, int]]] = {}
+        #: per queue: the usage its shares were computed at, and the share per request
+        shares: dict[str, tuple[tuple[int, int, int], dict[Vec, float]]] = {}
+
+        def key_of(name: str, idx: int) -> tuple[float, int, float, int, str, int]:
+            prio, submit, seq, jid = snapshots[name][idx]
+            share = 0.0
+            if fair_share:
+                queue = queues[name]
+                usage = queue.usage
+                used = (usage[0], usage[1], usage[2])
+                memo = shares.get(name)
+                if memo is None or memo[0] != used:
+                    memo = shares[name] = (used, {})
+                request = jobs[jid].request
+                share = memo[1].get(request)  # type: ignore[assignment]
+                if share is None:
+                    share = memo[1][request] = quota.dominant_share(state, queue, request)
+            return (share, prio, submit, seq, name, idx)
+
+        heap: list[tuple[float, int, float, int, str, int]] = []
+        for name, q in queues.items():
+            if q.pending:
+                snapshots[name] = list(q.pending)
+                heap.append(key_of(name, 0))
+        heapq.heapify(heap)
+        manual = {name for name, q in queues.items() if q.approval == Approval.MANUAL}
+        while heap:
+            key = heapq.heappop(heap)
+            name, idx = key[4], key[5]
+            if name in blocked:
+                continue
+            if fair_share:
+                fresh = key_of(name, idx)
+                if fresh[0] > key[0] and heap and fresh > heap[0]:
+                    heapq.heappush(heap, fresh)
+                    continue
+            snapshot = snapshots[name]
+            last = len(snapshot) - 1
+            usage = queues[name].usage
+            needs_approval = name in manual
+            while True:
+                job = jobs[snapshot[idx][3]]
+                # the fast path: a job whose verdict is known is marked and nothing else
+                if job.held:
+                    mark_waiting(job, PendingReason.HELD)
+                elif needs_approval and not job.approved:
+                    mark_waiting(job, PendingReason.AWAITING_APPROVAL)
+                else:
+                    plan = plans.get(job.id)
+                    if plan is None or plan.groups is not job.groups or plan.min_count != job.min_count:
+                        plan = plan_of(state, job)
+                    reservation = self.reservation
+                    guarded = (
+                        reservation is not None
+                        and job.id != reservation.job_id
+                        and now + job.estimated_runtime() > reservation.start
+                    )
+                    known = settled.get((plan.kind, guarded))
+                    if known is not None and all(k in passed_quota for k in known.passed):
+                        mark_waiting(job, known.reason)
+                    else:
+                        following = key_of(name, idx + 1) if idx < last else None
+                        used = (usage[0], usage[1], usage[2])
+                        self._visit(job, plan, guarded)
+                        if following is None or name in blocked:
+                            break
+                        if heap and following > heap[0]:
+                            heapq.heappush(heap, following)
+                            break
+                        if fair_share and (usage[0], usage[1], usage[2]) != used:
+                            fresh = key_of(name, idx + 1)
+                            if fresh[0] > following[0] and heap and fresh > heap[0]:
+                                heapq.heappush(heap, fresh)
+                                break
+                        idx += 1
+                        continue
+                if idx >= last:
+                    break
+                following = key_of(name, idx + 1)
+                if heap and following > heap[0]:
+                    heapq.heappush(heap, following)
+                    break
+                idx += 1
+
+    def _visit(self, job: Job, plan: Plan, guarded: bool) -> None:
+        """Try to admit ``job`` (quota, placement, preemption); or record why it waits."""
+        state, now, policy, engine, result = self.state, self.now, self.policy, self.engine, self.result
+        failed_quota, passed_quota, failed_shapes = self.failed_quota, self.passed_quota, self.failed_shapes
+        failed_preempt, tried_preempt = self.failed_preempt, self.tried_preempt
+        queue = state.queues[job.queue]
+        reservation = self.reservation
         guard = reservation.guard if guarded and reservation is not None else None
-        attempts = attempts_of(state, job)
         reason: PendingReason | None = None
         admitted = False
-        for attempt in attempts:
+        preempted = False
+        for attempt in plan.attempts:
             counts = list(attempt.counts)
             request = attempt.request
             qkey = attempt.quota_key
             verdict_reason = failed_quota.get(qkey)
             if verdict_reason is None and qkey not in passed_quota:
-                verdict_reason = quota.check(state, queue, request, borrowing).reason
+                verdict_reason = quota.check(state, queue, request, policy.borrowing).reason
                 if verdict_reason is None:
                     passed_quota.add(qkey)
             if verdict_reason is not None:
@@ -140,18 +275,14 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: Admitter)
                 pkey = attempt.preempt_key
                 if (
                     verdict_reason == PendingReason.WAITING_FOR_QUOTA
-                    and preemption
+                    and policy.preemption
                     and job.queue not in tried_preempt
                     and pkey not in failed_preempt
                 ):
                     tried_preempt.add(job.queue)
                     failed_preempt.add(pkey)
                     if _preempt_for(state, job, counts, request, now, engine, result):
-                        failed_quota.clear()
-                        failed_shapes.clear()
-                        failed_preempt.clear()
-                        passed_quota.clear()
-                        admitted = True
+                        admitted = preempted = True
                         break
                 reason = verdict_reason if reason is None else reason
                 continue
@@ -174,35 +305,69 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: Admitter)
                     cached = classify_failure(state, job, counts)
                 failed_shapes[shape] = cached
             pkey = attempt.preempt_key
-            if preemption and cached in CAPACITY_REASONS and job.queue not in tried_preempt and pkey not in failed_preempt:
+            if policy.preemption and cached in CAPACITY_REASONS and job.queue not in tried_preempt and pkey not in failed_preempt:
                 tried_preempt.add(job.queue)
                 failed_preempt.add(pkey)
                 if _preempt_for(state, job, counts, request, now, engine, result):
-                    failed_quota.clear()
-                    failed_shapes.clear()
-                    failed_preempt.clear()
-                    passed_quota.clear()
-                    admitted = True
+                    admitted = preempted = True
                     break
             reason = cached if reason is None else reason
+        if preempted:
+            # victims are back in their queues with room freed: every verdict is open again
+            failed_quota.clear()
+            failed_shapes.clear()
+            failed_preempt.clear()
+            passed_quota.clear()
+            self.settled.clear()
         if admitted:
             if reservation is not None and reservation.job_id == job.id:
-                reservation = None  # the holder started: nothing to hold back for the rest
-            continue
+                self.reservation = None  # the holder started: nothing to hold back for the rest
+                self.settled.clear()
+            return
         assert reason is not None
         mark_waiting(job, reason)
         if policy.strict_fifo:
-            order.block(job.queue)
-        if (
+            self.blocked.add(job.queue)
+        elif (
             reservation is None
             and policy.backfill == Backfill.EASY
             and policy.reserve_for == ReserveFor.FIRST_BLOCKED
             and reason in CAPACITY_REASONS
         ):
-            reservation = _reserve(state, job, list(attempts[0].counts), now)
-    result.reservation = reservation
-    state.reservation = (reservation.job_id, reservation.start) if reservation else None
-    return result
+            self.reservation = _reserve(state, job, list(plan.attempts[0].counts), now)
+            self.settled.clear()
+        else:
+            self._settle(job, plan, guarded, reason)
+
+    def _settle(self, job: Job, plan: Plan, guarded: bool, reason: PendingReason) -> None:
+        """Remember ``reason`` for the job's kind when visiting another such job would only find
+        it again: every attempt fails on a remembered verdict and no preemption attempt or
+        reservation is left for its queue to make."""
+        preemption = self.policy.preemption
+        may_preempt = preemption and job.queue not in self.tried_preempt
+        passed: list[int] = []
+        for attempt in plan.attempts:
+            failed = self.failed_quota.get(attempt.quota_key)
+            if failed is not None:
+                if may_preempt and failed == PendingReason.WAITING_FOR_QUOTA and attempt.preempt_key not in self.failed_preempt:
+                    return
+                continue
+            if attempt.quota_key not in self.passed_quota:
+                return
+            passed.append(attempt.quota_key)
+            failed = self.failed_shapes.get((attempt.shape, guarded and self.reservation is not None))
+            if failed is None:
+                return
+            if may_preempt and failed in CAPACITY_REASONS and attempt.preempt_key not in self.failed_preempt:
+                return
+        if (
+            self.reservation is None
+            and self.policy.backfill == Backfill.EASY
+            and self.policy.reserve_for == ReserveFor.FIRST_BLOCKED
+            and reason in CAPACITY_REASONS
+        ):
+            return
+        self.settled[(plan.kind, guarded)] = Settled(reason, tuple(passed))
 
 
 def _reserve(state: ClusterState, job: Job, counts: list[int], now: float) -> Reservation | None:

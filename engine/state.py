@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import insort
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .enums import (
     Approval,
@@ -331,13 +331,17 @@ class ClusterState:
         self.ends: list[tuple[float, int, int]] = []
         #: preemptible running jobs summed by (queue, priority): [whole GPUs, gpu, cpu, memory]
         self.preemptible_totals: dict[tuple[str, int], list[int]] = {}
+        #: the preemptible running jobs themselves, by (queue, priority)
+        self.preemptible_jobs: dict[tuple[str, int], set[int]] = {}
         self.admit_counter = 0
         self.stop_counter = 0
         #: other committed changes that can change a verdict (nodes, quotas, holdings, resizes)
         self.change_counter = 0
         #: per job id: its groups, minCount and the admission attempts the cycle makes for it
         #: (``cycle.attempts_of``), computed once rather than on every cycle
-        self.attempt_plans: dict[int, tuple] = {}
+        self.attempt_plans: dict[int, Any] = {}
+        #: the memo keys of those attempts, interned as small ints
+        self.memo_ids: dict[tuple, int] = {}
         #: failed preemption searches (``policy.preemption.VictimSearch``), kept across cycles
         #: until the ``epoch`` changes
         self.failed_searches: dict[tuple, tuple] = {}
@@ -531,6 +535,7 @@ class ClusterState:
         insort(self.ends, (job.est_end, job.seq, job.id))
         if job.preemptible:
             self._count_preemptible(job, run, +1)
+            self.preemptible_jobs.setdefault((job.queue, job.priority), set()).add(job.id)
 
     def _count_preemptible(self, job: Job, run: Run, sign: int) -> None:
         t = self.preemptible_totals.setdefault((job.queue, job.priority), [0, 0, 0, 0])
@@ -545,6 +550,7 @@ class ClusterState:
 
         if job.id in self.running and job.preemptible:
             self._count_preemptible(job, run, -1)
+            self.preemptible_jobs.get((job.queue, job.priority), set()).discard(job.id)
         self.stop_counter += 1
         self.running.discard(job.id)
         self.running_by_queue.get(job.queue, set()).discard(job.id)
