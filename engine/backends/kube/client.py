@@ -1,8 +1,10 @@
 """The Kubernetes API client of usher's kube backend.
 
-Everything usher says to a cluster goes through :class:`KubeClient`, which holds one
-``httpx.AsyncClient`` (HTTP/1.1, a keep-alive pool sized for about 64 concurrent requests;
-watches hold one connection each for as long as they stream).
+Everything usher says to a cluster goes through :class:`KubeClient` over HTTP/1.1 with kept-alive
+connections: requests on a pool of ``pool_size`` (16) connections, at most one request in flight
+on each (the rest wait their turn in the client, in order), split into httpx clients of
+``SHARD_CONNECTIONS``; watches on a pool of their own, each holding one connection for as long
+as it streams.
 
 Credentials come from ``kubernetes.config`` (:class:`Credentials`): an explicit kubeconfig
 path, else ``$KUBECONFIG`` or ``~/.kube/config``, else the in-cluster service account. The
@@ -72,6 +74,10 @@ DEMO_HINT = "or run `usher demo` to try usher on a simulated cluster"
 WATCH_READ_GRACE = 30.0
 #: connections for watches, apart from the requests' pool (usher runs a dozen or so informers)
 WATCH_CONNECTIONS = 32
+#: connections per httpx client of the requests' pool: httpcore looks at every connection of a
+#: pool (a readability check of each idle socket) when a request starts and when it ends, so the
+#: pool is split into clients of this many connections and a request goes to the least busy one
+SHARD_CONNECTIONS = 4
 #: how long an Authorization header is used before it is read again (client-go re-reads a
 #: projected service-account token every minute too)
 AUTH_REFRESH = 60.0
@@ -515,10 +521,22 @@ class KubeClient:
         self._auth_lock = asyncio.Lock()
         #: the Authorization header as last read, its credentials' generation and when (monotonic)
         self._auth: tuple[str | None, int, float] | None = None
-        self._http = self._build_http(pool_size)
+        #: the requests' pool: ``pool_size`` connections in clients of ``SHARD_CONNECTIONS``
+        self._shards = self._build_shards(pool_size)
+        #: requests in flight on each shard
+        self._busy = [0] * len(self._shards)
+        #: requests in flight on the requests' pool, at most one per connection: the rest wait
+        #: here, in order, rather than in httpcore's queue, which is scanned on every request
+        #: that ends (thousands of queued Events made each bind cost milliseconds)
+        self._slots = asyncio.Semaphore(pool_size)
         #: watches hold their connection for minutes: a pool of their own, so they never take
         #: every connection of the requests' pool (nor make it scan long-lived ones)
         self._streams = self._build_http(WATCH_CONNECTIONS)
+
+    @property
+    def pool_size(self) -> int:
+        """How many requests (not watches) may be in flight at once."""
+        return self._pool_size
 
     @classmethod
     async def connect(
@@ -545,7 +563,8 @@ class KubeClient:
         return str(self._credentials.config.host)
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        for shard in self._shards:
+            await shard.aclose()
         await self._streams.aclose()
 
     async def __aenter__(self) -> KubeClient:
@@ -853,7 +872,7 @@ class KubeClient:
 
         async def exchange() -> httpx.Response:
             authorization = await self._authorization()
-            request = self._http.build_request(
+            request = self._streams.build_request(
                 method,
                 path,
                 params=params,
@@ -862,8 +881,16 @@ class KubeClient:
                 timeout=timeout or self._timeout,
                 extensions=self._extensions(),
             )
-            http = self._streams if stream else self._http
-            return await http.send(request, stream=stream)
+            if stream:
+                return await self._streams.send(request, stream=True)
+            async with self._slots:
+                busy = self._busy
+                shard = busy.index(min(busy))
+                busy[shard] += 1
+                try:
+                    return await self._shards[shard].send(request)
+                finally:
+                    busy[shard] -= 1
 
         generation = self._credentials.generation
         response = await exchange()
@@ -898,10 +925,18 @@ class KubeClient:
             await asyncio.to_thread(self._credentials.load)
             self._auth = None
             if _transport_identity(self._credentials.config) != before:
-                stale, self._http = self._http, self._build_http(self._pool_size)
+                stale, self._shards = self._shards, self._build_shards(self._pool_size)
                 streams, self._streams = self._streams, self._build_http(WATCH_CONNECTIONS)
-                await stale.aclose()
+                for shard in stale:
+                    await shard.aclose()
                 await streams.aclose()
+
+    def _build_shards(self, pool_size: int) -> list[httpx.AsyncClient]:
+        """httpx clients with ``pool_size`` connections in all, ``SHARD_CONNECTIONS`` or fewer each."""
+        sizes = [SHARD_CONNECTIONS] * (pool_size // SHARD_CONNECTIONS)
+        if pool_size % SHARD_CONNECTIONS or not sizes:
+            sizes.append(max(1, pool_size % SHARD_CONNECTIONS))
+        return [self._build_http(size) for size in sizes]
 
     def _build_http(self, pool_size: int) -> httpx.AsyncClient:
         config = self._credentials.config
