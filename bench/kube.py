@@ -2,6 +2,10 @@
 
     python bench/kube.py binds      # 1,000 nodes, 5,000 pending one-GPU pods: end-to-end binds/s
     python bench/kube.py coldstart  # 1,000 nodes, 20,000 pods: controller start to first cycle
+    USHER_BENCH_POOL=8 python bench/kube.py binds   # the client's request pool at 8 connections
+
+``binds`` also prints the CPU each process used while binding, per bind: on a shared machine that
+is steadier than the rate.
 
 The fake API server runs in its own process (``usher sandbox``, as a user would run it), so the
 controller under test has this process's CPU to itself; the two share the machine's cores. The
@@ -66,6 +70,23 @@ async def sandbox_url(kubeconfig: Path, process: subprocess.Popen[bytes], wait: 
     raise SystemExit(f"the sandbox wrote no kubeconfig in {wait:.0f}s")
 
 
+async def count(url: str, path: str, params: dict[str, str]) -> int:
+    """How many objects a list would return (one item fetched, the rest counted by the server)."""
+    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        r = await http.get(path, params={**params, "limit": "1"})
+        r.raise_for_status()
+        return (r.json()["metadata"].get("remainingItemCount") or 0) + len(r.json()["items"])
+
+
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) a process has used so far, from ``/proc`` (None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def measure(nodes: int, pods: int, what: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.yaml"
@@ -81,7 +102,8 @@ async def measure(nodes: int, pods: int, what: str) -> None:
             url = await sandbox_url(kubeconfig, sandbox)
             setup = await wait_for_pods(url, pods)
             print(f"sandbox ready: {nodes} nodes, {pods} pods created in {setup:.1f}s")
-            client = await KubeClient.connect(str(kubeconfig))
+            pool = int(os.environ.get("USHER_BENCH_POOL", "0")) or None  # experiments with the pool's size
+            client = await KubeClient.connect(str(kubeconfig), **({"pool_size": pool} if pool else {}))
             ctrl = KubeController(client, identity="bench", elect=False, status_interval=3600.0)
             started = time.perf_counter()
             task = asyncio.create_task(ctrl.run())
@@ -92,6 +114,7 @@ async def measure(nodes: int, pods: int, what: str) -> None:
             first_cycle = ctrl.stats.first_cycle_at
             print(f"cold start: list + mirror {synced - started:.2f}s, first cycle done at {first_cycle - started:.2f}s")
             if what == "binds":
+                cpu, sandbox_cpu = time.process_time(), process_cpu(sandbox.pid)
                 while ctrl.stats.binds + ctrl.stats.bind_errors < pods:
                     await asyncio.sleep(0.05)
                 done = time.perf_counter()
@@ -99,6 +122,21 @@ async def measure(nodes: int, pods: int, what: str) -> None:
                     f"binds: {ctrl.stats.binds} in {done - first_cycle:.2f}s after the first cycle = "
                     f"{ctrl.stats.binds / (done - first_cycle):.0f} binds/s ({ctrl.stats.bind_errors} errors)"
                 )
+                # the Scheduled Events go out behind the binds (a share of the connections): the
+                # CPU below covers them too
+                scheduled = {"fieldSelector": "reason=Scheduled"}
+                while (events := await count(url, "/api/v1/namespaces/default/events", scheduled)) < ctrl.stats.binds:
+                    if time.perf_counter() - done > 120:
+                        break
+                    await asyncio.sleep(0.2)
+                print(f"Scheduled Events: {events} recorded {time.perf_counter() - done:.1f}s after the last bind")
+                cpu, sandbox_cpu_end = time.process_time() - cpu, process_cpu(sandbox.pid)
+                per_bind = 1000 / max(ctrl.stats.binds, 1)
+                sandbox_part = (
+                    f", sandbox {sandbox_cpu_end - sandbox_cpu:.1f}s ({(sandbox_cpu_end - sandbox_cpu) * per_bind:.2f} ms per bind)"
+                    if sandbox_cpu is not None and sandbox_cpu_end is not None else ""
+                )
+                print(f"CPU from the first cycle to the last Event: controller {cpu:.1f}s ({cpu * per_bind:.2f} ms per bind){sandbox_part}")
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             await client.aclose()

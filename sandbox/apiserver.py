@@ -382,6 +382,10 @@ def _discovery(request: Request, server_address: str, catalogue: Catalogue) -> J
         }
     if parts == ["api", "v1"]:
         return _api_resources("v1", catalogue)
+    if parts == ["version"]:
+        return _version()
+    if len(parts) > 3 or parts[:1] != ["apis"]:
+        return None  # a resource path (most requests): no need to list the groups
     groups = _groups(catalogue)
     if parts == ["apis"]:
         return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_api_group(g, catalogue) for g in groups]}
@@ -389,20 +393,22 @@ def _discovery(request: Request, server_address: str, catalogue: Catalogue) -> J
         return {"kind": "APIGroup", "apiVersion": "v1", **_api_group(parts[1], catalogue)}
     if len(parts) == 3 and parts[0] == "apis" and f"{parts[1]}/{parts[2]}" in _served_versions(catalogue):
         return _api_resources(f"{parts[1]}/{parts[2]}", catalogue)
-    if parts == ["version"]:
-        major, minor = KUBERNETES_VERSION[1:].split(".")[:2]
-        return {
-            "major": major,
-            "minor": minor,
-            "gitVersion": KUBERNETES_VERSION,
-            "gitCommit": "usher-sandbox",
-            "gitTreeState": "clean",
-            "buildDate": "2026-01-01T00:00:00Z",
-            "goVersion": "go1.23",
-            "compiler": "gc",
-            "platform": "linux/amd64",
-        }
     return None
+
+
+def _version() -> JsonObject:
+    major, minor = KUBERNETES_VERSION[1:].split(".")[:2]
+    return {
+        "major": major,
+        "minor": minor,
+        "gitVersion": KUBERNETES_VERSION,
+        "gitCommit": "usher-sandbox",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.23",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    }
 
 
 # --------------------------------------------------------------------------- tables (see tables.py)
@@ -946,29 +952,62 @@ class FakeApiServer:
                 return _warned(_stored_response(200, stored), warnings)
             case Verb.PATCH:
                 patch, duplicates = _decoded_body(request)
-                patch_type = _patch_type(request)
-                directive = _field_validation(request, Verb.PATCH)
-                warnings: list[str] = []
-
-                def check(patched: JsonObject) -> None:
-                    warnings.extend(
-                        validation.validate_write(
-                            rt,
-                            patched,
-                            directive,
-                            duplicates=duplicates,
-                            patch=patch,
-                            strategic=patch_type is PatchType.STRATEGIC_MERGE,
-                        )
-                    )
-
-                stored = self.store.patch_stored(
-                    rt, str(target.name), patch, target.namespace, patch_type, status, check=check
+                stored, warnings = self._patch(
+                    rt, str(target.name), target.namespace, patch, _patch_type(request), status,
+                    _field_validation(request, Verb.PATCH), duplicates,
                 )
                 return _warned(_stored_response(200, stored), warnings)
             case Verb.DELETE:
                 return self._delete(request, rt, target)
         raise _not_found()
+
+    def _patch(
+        self,
+        rt: ResourceType,
+        name: str,
+        namespace: str | None,
+        patch: Any,
+        patch_type: PatchType,
+        subresource: Subresource | None,
+        directive: validation.FieldValidation,
+        duplicates: list[str],
+    ) -> tuple[Stored, list[str]]:
+        """A PATCH after routing and admission: validated as written, committed to the store
+        (watches see it with its resourceVersion); returns the object and the warnings."""
+        warnings: list[str] = []
+
+        def check(patched: JsonObject) -> None:
+            warnings.extend(
+                validation.validate_write(
+                    rt,
+                    patched,
+                    directive,
+                    duplicates=duplicates,
+                    patch=patch,
+                    strategic=patch_type is PatchType.STRATEGIC_MERGE,
+                )
+            )
+
+        stored = self.store.patch_stored(rt, name, patch, namespace, patch_type, subresource, check=check)
+        return stored, warnings
+
+    def patch_status(
+        self,
+        resource: Resource | str,
+        name: str,
+        namespace: str | None,
+        patch: JsonObject,
+        patch_type: PatchType = PatchType.STRATEGIC_MERGE,
+    ) -> Stored:
+        """PATCH an object's ``status`` subresource from a component in this server's own process
+        (the scenario's kubelet stand-in, :class:`~usher.sandbox.world.World`), as an admin's
+        request would: the same validation and store commit as the HTTP handler, so watches see
+        the change with its resourceVersion, without a round trip over loopback. Errors raise
+        :class:`ApiError` as the handler would answer them (``404``, ``409``, ``422``)."""
+        rt = self.store.resource_type(resource)
+        directive = validation.parse_directive(None, validation.Operation.PATCH)
+        stored, _ = self._patch(rt, name, namespace, patch, patch_type, Subresource.STATUS, directive, [])
+        return stored
 
     def _openapi(self, request: Request) -> Response:
         """OpenAPI v3 for the kinds served now (kubectl's validation, apply and explain read it)."""

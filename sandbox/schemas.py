@@ -587,12 +587,15 @@ class Schema:
 
     A field that the schema does not describe is ``None``; :attr:`open` says whether such
     fields are kept (``x-kubernetes-preserve-unknown-fields``, or a schema with no structure).
+    A schema keeps the schemas of its fields, items and values once asked, so a tree that is
+    walked on every write (a kind's schema, validating each request) is resolved once.
     """
 
     def __init__(self, raw: Mapping[str, Any], components: Mapping[str, JsonObject], name: str | None = None) -> None:
         self.raw = raw
         self.components = components
         self._name = name
+        self._children: dict[tuple[str, str], Schema | None] = {}
 
     @property
     def name(self) -> str | None:
@@ -621,10 +624,15 @@ class Schema:
             elif key not in ("$ref", "allOf"):
                 merged[key] = value
 
-    def _child(self, raw: Any) -> Schema | None:
-        if not isinstance(raw, Mapping):
-            return None
-        return Schema(raw, self.components)
+    def _child(self, key: tuple[str, str], raw: Any) -> Schema | None:
+        """The schema ``raw`` under ``key`` (kept: asked again, the same object)."""
+        try:
+            return self._children[key]
+        except KeyError:
+            pass
+        child = Schema(raw, self.components) if isinstance(raw, Mapping) else None
+        self._children[key] = child
+        return child
 
     @property
     def type(self) -> str | None:
@@ -639,18 +647,18 @@ class Schema:
         """The schema of property ``name``, or of any value when the object is a map."""
         raw = self.properties.get(name)
         if raw is not None:
-            return self._child(raw)
+            return self._child(("properties", name), raw)
         return self.values()
 
     def values(self) -> Schema | None:
         """A map's value schema (``additionalProperties``), or ``None``."""
         additional = self.resolved.get("additionalProperties")
         if additional is True:
-            return Schema({Ext.PRESERVE_UNKNOWN.value: True}, self.components)
-        return self._child(additional)
+            return self._child(("values", ""), {Ext.PRESERVE_UNKNOWN.value: True})
+        return self._child(("values", ""), additional)
 
     def items(self) -> Schema | None:
-        return self._child(self.resolved.get("items"))
+        return self._child(("items", ""), self.resolved.get("items"))
 
     @property
     def preserves_unknown(self) -> bool:
@@ -699,6 +707,7 @@ class SchemaRegistry:
 
     def __init__(self) -> None:
         self._custom: dict[Gvk, tuple[JsonObject | None, Schema]] = {}
+        self._builtin: dict[str, Schema] = {}
 
     def schema_for(self, rt: ResourceType) -> Schema | None:
         """The schema of ``rt``'s kind; ``None`` for a kind the sandbox knows no schema of."""
@@ -707,7 +716,10 @@ class SchemaRegistry:
             name = builtin_definition(gvk)
             if name is None:
                 return None
-            return Schema(ref(name), builtin_components(), name)
+            schema = self._builtin.get(name)
+            if schema is None:
+                schema = self._builtin[name] = Schema(ref(name), builtin_components(), name)
+            return schema
         cached = self._custom.get(gvk)
         if cached is not None and (cached[0] is rt.schema or cached[0] == rt.schema):
             return cached[1]

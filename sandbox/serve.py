@@ -52,7 +52,7 @@ async def serve(scenario: Scenario, port: int, kubeconfig_out: Path, speed: floa
     bound = await server.start(host="127.0.0.1", port=port)
     url = f"http://127.0.0.1:{bound}"
     kubeconfig_out.write_text(kubeconfig(url))
-    world = World(scenario, url, WallClock(speed), time_scale=1.0 / speed)
+    world = World(scenario, url, WallClock(speed), time_scale=1.0 / speed, server=server)
     world.http.headers["Authorization"] = f"Bearer {server.admin_token}"
     await world.setup()
     nodes = scenario.all_nodes()

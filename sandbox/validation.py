@@ -236,7 +236,7 @@ class _Walker:
         for key in list(value):
             child_path, child_go = _join(path, key), _join(go_path, key)
             if key in properties:
-                self.walk(value[key], Schema(properties[key], schema.components), child_path, child_go, inner)
+                self.walk(value[key], schema.field(key), child_path, child_go, inner)
             elif values is not None:
                 self.walk(value[key], values, child_path, child_go, inner)
             elif not schema.open:

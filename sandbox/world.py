@@ -2,7 +2,12 @@
 
 ``World`` talks to the API server over HTTP like any other client (it is the part of a real
 cluster that is not usher: the people submitting jobs, the operators of the scenario's events,
-the kubelets and the Job controller):
+the kubelets and the Job controller). Given the server itself (``server``, as ``usher sandbox``
+runs both in one process), the kubelet stand-in watches the server's store (the same watch
+events, resourceVersions and expiry as its HTTP watch) and writes pod status through
+:meth:`FakeApiServer.patch_status <usher.sandbox.apiserver.FakeApiServer.patch_status>` (the
+handler's validation and store commit), without a round trip over loopback: that round trip was
+most of the sandbox's time when usher binds thousands of pods, each followed by a status write.
 
 - ``setup`` creates the namespaces, the scenario's Nodes and the queues ConfigMap;
 - submissions create each job's pods at the job's ``submit`` time; events patch nodes, annotate
@@ -26,7 +31,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 from usher.engine.backends.kube.client import format_time, utcnow
@@ -46,6 +51,7 @@ from usher.engine.enums import Action
 from usher.engine.scenario import EventSpec, JobSpec, Scenario
 from usher.engine.scenario.quantity import parse_duration
 
+from .kinds import Resource
 from .objects import (
     JOB_LABEL,
     JOB_NAMESPACE,
@@ -54,6 +60,10 @@ from .objects import (
     queue_configmap,
     seconds,
 )
+from .store import ApiError
+
+if TYPE_CHECKING:
+    from .apiserver import FakeApiServer
 
 log = logging.getLogger("usher.sandbox")
 
@@ -104,9 +114,19 @@ FINISH, EVENT, SUBMIT = 0, 1, 2
 
 
 class World:
-    def __init__(self, scenario: Scenario, base_url: str, clock: SimClock, time_scale: float = 1.0) -> None:
-        """``time_scale`` converts scenario seconds to the seconds written on pods (1/speed)."""
+    def __init__(
+        self,
+        scenario: Scenario,
+        base_url: str,
+        clock: SimClock,
+        time_scale: float = 1.0,
+        server: FakeApiServer | None = None,
+    ) -> None:
+        """``time_scale`` converts scenario seconds to the seconds written on pods (1/speed);
+        ``server``: the API server at ``base_url`` when it runs in this process, for the kubelet
+        stand-in's status writes (everything else still goes over HTTP)."""
         self.scenario = scenario
+        self.server = server
         self.clock = clock
         self.scale = time_scale
         self.http = httpx.AsyncClient(base_url=base_url, timeout=30.0, headers={"User-Agent": "usher-sandbox"})
@@ -244,6 +264,13 @@ class World:
                 {"name": c, "ready": False, "started": False, "state": {"running": None, "terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": now}}}
                 for c in self.containers.pop(name, [])
             ]
+        if self.server is not None:
+            try:
+                self.server.patch_status(Resource.PODS, name, JOB_NAMESPACE, {"status": status})
+            except ApiError as exc:
+                if exc.code != 404:  # gone meanwhile: nothing to write, as over HTTP
+                    raise RuntimeError(f"PATCH {self._pod_path(name, 'status')}: {exc.code} {exc}") from exc
+            return
         patch_type = "application/strategic-merge-patch+json"
         await self._req("PATCH", self._pod_path(name, "status"), {"status": status}, patch_type, ok=(404,))
 
@@ -345,6 +372,10 @@ class World:
                 await asyncio.sleep(0.1)
 
     async def _watch(self, rv: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        if self.server is not None:
+            async for event in self._watch_store(rv):
+                yield event
+            return
         params = {"watch": "1", "resourceVersion": rv, "allowWatchBookmarks": "true", "fieldSelector": f"spec.schedulerName={SCHEDULER_NAME}"}
         async with self.http.stream("GET", "/api/v1/pods", params=params, timeout=httpx.Timeout(30.0, read=None)) as r:
             if r.status_code == 410:
@@ -353,6 +384,22 @@ class World:
                 if line.strip():
                     ev = json.loads(line)
                     yield ev["type"], ev["object"]
+
+    async def _watch_store(self, rv: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """The same watch on the server's store, in process: a resourceVersion too old is an
+        ``ERROR`` event (410 Expired), as the HTTP watch streams it, and the kubelet lists again."""
+        assert self.server is not None
+        store = self.server.store
+        rt = store.resource_type(Resource.PODS)
+        flt = store.filter(rt, None, None, f"spec.schedulerName={SCHEDULER_NAME}")
+        try:
+            subscription = store.subscribe(rt, flt, rv)
+        except ApiError as exc:
+            yield "ERROR", exc.status()
+            return
+        with subscription:
+            async for event in subscription:
+                yield str(event.type), event.object
 
     async def observe(self, kind: str, pod: dict[str, Any]) -> None:
         """React to one pod change (the harness calls this too, in lockstep mode)."""

@@ -39,13 +39,15 @@ class Cluster:
     controllers: list[KubeController] = field(default_factory=list)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
-    async def start(self, **server_options: Any) -> None:
+    async def start(self, *, world_in_process: bool = False, **server_options: Any) -> None:
+        """``world_in_process``: the kubelet stand-in watches and writes pod status on the
+        server's store directly, as in ``usher sandbox`` (else over HTTP, as any client)."""
         self.server = FakeApiServer(Store(clock=self.clock.now), **server_options)
         port = await self.server.start(port=0)
         self.url = f"http://127.0.0.1:{port}"
         self.kubeconfig = self.tmp / "kubeconfig"
         self.kubeconfig.write_text(kubeconfig(self.url))
-        self.world = World(self.scenario, self.url, self.clock)
+        self.world = World(self.scenario, self.url, self.clock, server=self.server if world_in_process else None)
         await self.world.setup()
         self.tasks.append(asyncio.create_task(self.world.kubelet()))
 

@@ -36,9 +36,9 @@ events:
 async def cluster(tmp_path):
     made: list[Cluster] = []
 
-    async def make(text: str) -> Cluster:
+    async def make(text: str, **options: bool) -> Cluster:
         c = Cluster(scenario_of(text), tmp_path)
-        await c.start()
+        await c.start(**options)
         made.append(c)
         return c
 
@@ -47,8 +47,10 @@ async def cluster(tmp_path):
         await c.stop()
 
 
-async def test_gangs_shares_backfill_and_cordon_place_as_the_replay_does(cluster):
-    c = await cluster(GANGS_AND_BACKFILL)
+@pytest.mark.parametrize("world_in_process", [False, True], ids=["kubelet-over-http", "kubelet-in-process"])
+async def test_gangs_shares_backfill_and_cordon_place_as_the_replay_does(cluster, world_in_process):
+    """Also with the kubelet stand-in on the server's store, as ``usher sandbox`` runs it."""
+    c = await cluster(GANGS_AND_BACKFILL, world_in_process=world_in_process)
     await c.controller()
     await c.play()
     direct = per_job([(f"default/{j}", t, n, g) for j, t, n, g in replay_starts(c.scenario)])
