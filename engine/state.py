@@ -333,6 +333,8 @@ class ClusterState:
         self.preemptible_totals: dict[tuple[str, int], list[int]] = {}
         #: the preemptible running jobs themselves, by (queue, priority)
         self.preemptible_jobs: dict[tuple[str, int], set[int]] = {}
+        #: their whole GPUs by (queue, priority), per topology level by domain
+        self.preemptible_domains: dict[tuple[str, int], list[dict[int, int]]] = {}
         self.admit_counter = 0
         self.stop_counter = 0
         #: other committed changes that can change a verdict (nodes, quotas, holdings, resizes)
@@ -538,8 +540,22 @@ class ClusterState:
             self.preemptible_jobs.setdefault((job.queue, job.priority), set()).add(job.id)
 
     def _count_preemptible(self, job: Job, run: Run, sign: int) -> None:
-        t = self.preemptible_totals.setdefault((job.queue, job.priority), [0, 0, 0, 0])
+        key = (job.queue, job.priority)
+        t = self.preemptible_totals.setdefault(key, [0, 0, 0, 0])
         t[0] += sign * sum(len(p.gpus) for p in run.placements if not p.share)
+        per_level = self.preemptible_domains.get(key)
+        if per_level is None:
+            per_level = self.preemptible_domains[key] = [{} for _ in self.levels]
+        for p in run.placements:
+            if p.share or not p.gpus:
+                continue
+            gpus = sign * len(p.gpus)
+            for held, domain in zip(per_level, self.nodes[p.node_id].domains):
+                left = held.get(domain, 0) + gpus
+                if left:
+                    held[domain] = left
+                else:
+                    del held[domain]
         t[1] += sign * job.charged[0]
         t[2] += sign * job.charged[1]
         t[3] += sign * job.charged[2]

@@ -25,6 +25,7 @@ from enum import IntEnum
 from ..enums import BorrowWithinCohort, ReclaimWithinCohort, TopologyMode, WithinQueue
 from ..state import ClusterState, Job, Queue, Vec
 from . import quota
+from .backfill import quick_reject
 from .placement import Placer
 
 MAX_CANDIDATES = 64
@@ -67,12 +68,14 @@ def _passes(rule: Rule, job: Job, v: Job) -> bool:
 
 
 def _bound(state: ClusterState, job: Job, counts: list[int], request: Vec) -> bool:
-    """From per-(queue, priority) totals alone: could evicting every allowed job be enough?"""
+    """From per-(queue, priority) totals alone: could evicting every allowed job be enough (in
+    GPUs, quota, and GPUs within one domain where a group requires one)?"""
     q = state.queues[job.queue]
     borrowing = quota.needs_borrowing(q, request)
     rules = {name: queue_rule(state, job, vq, borrowing) for name, vq in state.queues.items()}
     gpus = 0
     lifted: list[tuple[str, list[int]]] = []
+    lifted_keys: list[tuple[tuple[str, int], list[int]]] = []
     for (name, prio), t in state.preemptible_totals.items():
         rule = rules[name]
         if rule == Rule.NONE or not t[1] and not t[2] and not t[3]:
@@ -80,6 +83,7 @@ def _bound(state: ClusterState, job: Job, counts: list[int], request: Vec) -> bo
         if rule == Rule.ANY or prio < job.priority or (rule == Rule.LOWER_OR_NEWER and prio == job.priority):
             gpus += t[0]
             lifted.append((name, t))
+            lifted_keys.append(((name, prio), t))
     if not lifted:
         return False
     if sum(g.whole_gpus * n for g, n in zip(job.groups, counts)) > state.total_whole_free + gpus:
@@ -95,7 +99,27 @@ def _bound(state: ClusterState, job: Job, counts: list[int], request: Vec) -> bo
         usage[0] += t[1]
         usage[1] += t[2]
         usage[2] += t[3]
-    return ok
+    return ok and _room_in_a_domain(state, job, counts, [(name, prio) for (name, prio), _ in lifted_keys])
+
+
+def _room_in_a_domain(state: ClusterState, job: Job, counts: list[int], keys: list[tuple[str, int]]) -> bool:
+    """For each group that requires one topology domain: is there a domain where its free GPUs
+    plus those every allowed job holds there would be enough?"""
+    for g, n in zip(job.groups, counts):
+        if g.topology_mode != TopologyMode.REQUIRED or g.topology_level is None or not g.whole_gpus:
+            continue
+        need = g.whole_gpus * n
+        level = g.topology_level
+        domains = state.domains[level]
+        if max(d.whole_free for d in domains) >= need:
+            continue
+        extra: dict[int, int] = {}
+        for key in keys:
+            for domain, gpus in state.preemptible_domains[key][level].items():
+                extra[domain] = extra.get(domain, 0) + gpus
+        if not any(domains[d].whole_free + gpus >= need for d, gpus in extra.items()):
+            return False
+    return True
 
 
 def candidates(state: ClusterState, job: Job, request: Vec, now: float) -> list[Job]:
@@ -111,22 +135,29 @@ def _candidates(state: ClusterState, job: Job, request: Vec, now: float) -> tupl
     borrowing = quota.needs_borrowing(q, request)
     out: list[Job] = []
     timed = False
-    for name, ids in state.running_by_queue.items():
+    rules: dict[str, Rule] = {}
+    jobs = state.jobs
+    for (name, prio), ids in state.preemptible_jobs.items():
         if not ids:
             continue
-        vq = state.queues[name]
-        rule = queue_rule(state, job, vq, borrowing)
+        rule = rules.get(name)
+        if rule is None:
+            rule = rules[name] = queue_rule(state, job, state.queues[name], borrowing)
         if rule == Rule.NONE:
             continue
-        jobs = state.jobs
-        for jid in ids:
+        if rule == Rule.ANY or prio < job.priority:
+            members = ids
+        elif rule == Rule.LOWER_OR_NEWER and prio == job.priority:
+            members = [jid for jid in ids if (jobs[jid].submit, jobs[jid].seq) > (job.submit, job.seq)]
+        else:
+            continue
+        for jid in members:
             v = jobs[jid]
-            if v.preemptible and _passes(rule, job, v):
-                # A job admitted at this very moment is left alone (no zero-length runs, no thrash).
-                if v.runs[-1].start < now:
-                    out.append(v)
-                else:
-                    timed = True
+            # A job admitted at this very moment is left alone (no zero-length runs, no thrash).
+            if v.runs[-1].start < now:
+                out.append(v)
+            else:
+                timed = True
     if len(out) <= 1:
         return out, timed
     shares = {name: quota.dominant_share(state, state.queues[name]) for name in {v.queue for v in out}}
@@ -136,7 +167,6 @@ def _candidates(state: ClusterState, job: Job, request: Vec, now: float) -> tupl
             MAX_CANDIDATES,
             ((v.queue == job.queue, -shares[v.queue], v.priority, v.work_at_risk(now), -v.admitted_seq, v.id) for v in out),
         )
-        jobs = state.jobs
         return [jobs[k[-1]] for k in keyed], timed
     out.sort(key=lambda v: (v.queue == job.queue, -shares[v.queue], v.priority, v.work_at_risk(now), -v.admitted_seq))
     return out, timed
@@ -159,6 +189,8 @@ def _drop(state: ClusterState, v: Job, charged: Vec) -> None:
 def _fits(state: ClusterState, job: Job, counts: list[int], request: Vec) -> bool:
     if not quota.check(state, state.queues[job.queue], request).fits:
         return False
+    if quick_reject(state, job, counts):
+        return False
     placer = Placer(state)
     if placer.place_gang(job, counts):
         placer.undo(job)
@@ -168,12 +200,22 @@ def _fits(state: ClusterState, job: Job, counts: list[int], request: Vec) -> boo
 
 def _could_fit(state: ClusterState, job: Job, counts: list[int], request: Vec, cands: list[Job]) -> bool:
     """Cheap bounds: with every candidate gone, could quota and GPUs (per domain) suffice?"""
-    saved = [(v, v.charged) for v in cands]
-    for v, _ in saved:
-        state.uncharge(v)
+    lifted: dict[str, list[int]] = {}
+    for v in cands:
+        total = lifted.setdefault(v.queue, [0, 0, 0])
+        charged = v.charged
+        total[0] += charged[0]
+        total[1] += charged[1]
+        total[2] += charged[2]
+    for name, total in lifted.items():
+        usage = state.queues[name].usage
+        for r in range(3):
+            usage[r] -= total[r]
     ok = quota.check(state, state.queues[job.queue], request).fits
-    for v, charged in saved:
-        state.charge(v, charged)
+    for name, total in lifted.items():
+        usage = state.queues[name].usage
+        for r in range(3):
+            usage[r] += total[r]
     if not ok:
         return False
     nodes = state.nodes
