@@ -130,13 +130,19 @@ def candidates(state: ClusterState, job: Job, request: Vec, now: float) -> list[
 def _candidates(state: ClusterState, job: Job, request: Vec, now: float) -> tuple[list[Job], bool]:
     """``candidates``, and whether the list depends on ``now``: some allowed job was admitted at
     this very moment (and left out), or the list was cut to ``MAX_CANDIDATES`` by an order that
-    moves with time (work at risk)."""
+    moves with time (work at risk).
+
+    The order's first keys (own queue last, the queue furthest above its share first, lower
+    priority first) are those of a (queue, priority) bucket of ``state.preemptible_jobs``: the
+    buckets are taken in that order, and once ``MAX_CANDIDATES`` are in hand no later bucket can
+    place a job in the list, so its jobs are not looked at.
+    """
     q = state.queues[job.queue]
     borrowing = quota.needs_borrowing(q, request)
-    out: list[Job] = []
     timed = False
     rules: dict[str, Rule] = {}
-    jobs = state.jobs
+    shares: dict[str, float] = {}
+    buckets: list[tuple[tuple[bool, float, int], str, int]] = []
     for (name, prio), ids in state.preemptible_jobs.items():
         if not ids:
             continue
@@ -145,31 +151,38 @@ def _candidates(state: ClusterState, job: Job, request: Vec, now: float) -> tupl
             rule = rules[name] = queue_rule(state, job, state.queues[name], borrowing)
         if rule == Rule.NONE:
             continue
-        if rule == Rule.ANY or prio < job.priority:
-            members = ids
-        elif rule == Rule.LOWER_OR_NEWER and prio == job.priority:
-            members = [jid for jid in ids if (jobs[jid].submit, jobs[jid].seq) > (job.submit, job.seq)]
-        else:
-            continue
-        for jid in members:
+        if rule == Rule.ANY or prio < job.priority or (rule == Rule.LOWER_OR_NEWER and prio == job.priority):
+            share = shares.get(name)
+            if share is None:
+                share = shares[name] = quota.dominant_share(state, state.queues[name])
+            buckets.append(((name == job.queue, -share, prio), name, prio))
+    buckets.sort()
+    jobs = state.jobs
+    keyed: list[tuple[bool, float, int, float, int, int]] = []
+    for i, (order, name, prio) in enumerate(buckets):
+        if len(keyed) >= MAX_CANDIDATES and order != buckets[i - 1][0]:
+            timed = True  # cut to MAX_CANDIDATES: later buckets cannot get in
+            break
+        same, neg_share, _ = order
+        newer_only = prio == job.priority and rules[name] == Rule.LOWER_OR_NEWER
+        for jid in state.preemptible_jobs[(name, prio)]:
             v = jobs[jid]
+            if newer_only and (v.submit, v.seq) <= (job.submit, job.seq):
+                continue
+            start = v.runs[-1].start
             # A job admitted at this very moment is left alone (no zero-length runs, no thrash).
-            if v.runs[-1].start < now:
-                out.append(v)
-            else:
+            if start >= now:
                 timed = True
-    if len(out) <= 1:
-        return out, timed
-    shares = {name: quota.dominant_share(state, state.queues[name]) for name in {v.queue for v in out}}
-    if len(out) > MAX_CANDIDATES:
+                continue
+            elapsed = now - start
+            every = v.checkpoint_every
+            keyed.append((same, neg_share, prio, elapsed % every if every else elapsed, -v.admitted_seq, jid))
+    if len(keyed) > MAX_CANDIDATES:
         timed = True
-        keyed = heapq.nsmallest(
-            MAX_CANDIDATES,
-            ((v.queue == job.queue, -shares[v.queue], v.priority, v.work_at_risk(now), -v.admitted_seq, v.id) for v in out),
-        )
-        return [jobs[k[-1]] for k in keyed], timed
-    out.sort(key=lambda v: (v.queue == job.queue, -shares[v.queue], v.priority, v.work_at_risk(now), -v.admitted_seq))
-    return out, timed
+        keyed = heapq.nsmallest(MAX_CANDIDATES, keyed)
+    else:
+        keyed.sort()
+    return [jobs[k[-1]] for k in keyed], timed
 
 
 def _lift(state: ClusterState, v: Job) -> None:
