@@ -3,6 +3,9 @@
     python bench/run.py            # B1, B2, B3
     python bench/run.py b1 b2      # some
     python bench/run.py b2-heavy   # B2 at 150% offered load (a stress run: minutes)
+    python bench/run.py b2-busy    # B2 at 130% offered load: a backlog of hundreds all week
+    python bench/run.py b3-cycle   # one cycle over 100,000 pending jobs, then one completion
+    python bench/run.py scaling    # nodes 250 / 1,000 / 4,000 x offered load 0.7-1.6 (long)
 
 Each benchmark builds its scenario as YAML text, loads it through the normal loader (timed
 separately), and then times the engine alone. RSS is the process's peak (ru_maxrss), so run one
@@ -93,11 +96,99 @@ def b3() -> list[tuple[str, str]]:
     ]
 
 
+def busy_replay(nodes: int, offered: float, jobs_per_node: int = 20) -> dict[str, float]:
+    """Replay B2's cluster shape at ``nodes`` and ``offered`` load; the figures issue 14 asks for."""
+    scenario, load_s = load(workloads.b2_busy(nodes=nodes, jobs=nodes * jobs_per_node, load=offered))
+    gc.collect()
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    ctrl = Controller(scenario)
+    gc.collect()
+    gc.freeze()  # as `usher replay` does: the state lives to the end
+    ctrl.metrics.cycle_times = []
+    pending_sum = 0
+    events = 0
+    while ctrl.step():
+        events += 1
+        pending_sum += sum(len(q.pending) for q in ctrl.state.queues.values())
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    times = sorted(ctrl.metrics.cycle_times)
+    return {
+        "load_s": load_s,
+        "wall": wall,
+        "cpu": cpu,
+        "cycles": len(times),
+        "events": events,
+        "mean_ms": 1000 * sum(times) / len(times),
+        "p99_ms": 1000 * times[min(len(times) - 1, int(0.99 * len(times)))],
+        "pending": pending_sum / max(1, events),
+        "us_per_event": 1e6 * cpu / max(1, events),
+        "rss": peak_rss_mib(),
+    }
+
+
+def _busy_rows(tag: str, nodes: int, offered: float) -> list[tuple[str, str]]:
+    r = busy_replay(nodes, offered)
+    return [
+        (f"{tag} load ({nodes:,} nodes, {nodes * 20:,} jobs, offered {offered:.0%})", f"{r['load_s']:.2f} s"),
+        (
+            f"{tag} replay",
+            f"{r['wall']:.1f} s wall, {r['cpu']:.1f} s CPU, {r['cycles']:,} cycles, mean {r['mean_ms']:.2f} ms, "
+            f"p99 {r['p99_ms']:.1f} ms, {r['pending']:.0f} pending on average, peak RSS {r['rss']:.0f} MiB",
+        ),
+    ]
+
+
+def b2_busy() -> list[tuple[str, str]]:
+    return _busy_rows("B2-busy", 1000, 1.3)
+
+
 def b2_heavy() -> list[tuple[str, str]]:
-    return b2(1.5, "B2-heavy")
+    return _busy_rows("B2-heavy", 1000, 1.5)
 
 
-BENCHES = {"b1": b1, "b2": b2, "b2-heavy": b2_heavy, "b3": b3}
+def b3_cycle() -> list[tuple[str, str]]:
+    """One full cycle over B3's 100,000 pending jobs, then the steady state: one job completes
+    and the next cycle runs (a replay's every moment after the first)."""
+    scenario, load_s = load(workloads.b3_scale())
+    gc.collect()
+    ctrl = Controller(scenario)
+    gc.collect()
+    gc.freeze()  # as `usher replay` does: the state lives to the end
+    ctrl.metrics.cycle_times = []
+    t0 = time.perf_counter()
+    ctrl.step()  # everything is submitted at 0: one cycle over the whole backlog
+    first_s = time.perf_counter() - t0
+    pending = sum(len(q.pending) for q in ctrl.state.queues.values())
+    steady: list[float] = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        ctrl.step()  # the next completion, and the cycles it causes
+        steady.append(time.perf_counter() - t0)
+    steady.sort()
+    return [
+        ("B3-cycle load 5,000 nodes + 100,000 jobs", f"{load_s:.2f} s"),
+        ("B3-cycle first cycle", f"{first_s:.3f} s, {len(ctrl.state.running):,} running, {pending:,} left pending"),
+        ("B3-cycle next completion + cycle (median of 20)", f"{1000 * steady[len(steady) // 2]:.1f} ms (max {1000 * steady[-1]:.1f} ms)"),
+        ("B3-cycle peak RSS", f"{peak_rss_mib():.0f} MiB"),
+    ]
+
+
+def scaling() -> list[tuple[str, str]]:
+    """Nodes x offered load: does the work per event stay flat as the backlog grows?"""
+    rows = []
+    for nodes in (250, 1000, 4000):
+        for offered in (0.7, 1.0, 1.3, 1.6):
+            r = busy_replay(nodes, offered)
+            rows.append((
+                f"scaling {nodes:,} nodes, offered {offered:.0%}",
+                f"{r['wall']:.1f} s wall, {r['cpu']:.1f} s CPU, {r['events']:,} events, {r['pending']:.0f} pending on average, "
+                f"{r['us_per_event']:.0f} us CPU per event, cycle mean {r['mean_ms']:.2f} ms p99 {r['p99_ms']:.1f} ms, RSS {r['rss']:.0f} MiB",
+            ))
+            print(f"| {rows[-1][0]} | {rows[-1][1]} |", file=sys.stderr, flush=True)
+    return rows
+
+
+BENCHES = {"b1": b1, "b2": b2, "b2-heavy": b2_heavy, "b2-busy": b2_busy, "b3": b3, "b3-cycle": b3_cycle, "scaling": scaling}
 
 
 def main(argv: list[str]) -> None:

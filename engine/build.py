@@ -43,7 +43,11 @@ def resources_dict(res: Resources | None) -> dict[str, float] | None:
     return out
 
 
-def build_job(scenario: Scenario, spec: JobSpec, job_id: int, levels: list[str]) -> Job:
+def build_job(
+    scenario: Scenario, spec: JobSpec, job_id: int, levels: list[str], alike: dict[tuple[PodGroup, ...], tuple[PodGroup, ...]] | None = None
+) -> Job:
+    """The engine's job for ``spec``; with ``alike``, jobs with equal pod groups share one tuple
+    of them (less memory, and the cycle's per-gang plans are found by identity)."""
     groups = []
     for i, pod in enumerate(spec.pods):
         mode = level = None
@@ -76,11 +80,17 @@ def build_job(scenario: Scenario, spec: JobSpec, job_id: int, levels: list[str])
         preemptible=spec.preemptible,
         checkpoint_every=spec.checkpoint_every,
         min_count=spec.min_count or total,
-        groups=tuple(groups),
+        groups=_shared(tuple(groups), alike),
         seq=job_id,
     )
     job.request = group_request(groups)
     return job
+
+
+def _shared(groups: tuple[PodGroup, ...], alike: dict[tuple[PodGroup, ...], tuple[PodGroup, ...]] | None) -> tuple[PodGroup, ...]:
+    if alike is None:
+        return groups
+    return alike.setdefault(groups, groups)
 
 
 def group_request(groups: list[PodGroup] | tuple[PodGroup, ...]) -> Vec:
@@ -130,8 +140,9 @@ def build_state(scenario: Scenario) -> ClusterState:
         state.queues[qs.name] = queue_from_spec(qs)
         if qs.cohort is not None:
             state.cohorts.setdefault(qs.cohort, []).append(qs.name)
+    alike: dict[tuple[PodGroup, ...], tuple[PodGroup, ...]] = {}
     for i, spec in enumerate(scenario.all_jobs()):
-        job = build_job(scenario, spec, i, levels)
+        job = build_job(scenario, spec, i, levels, alike)
         state.jobs.append(job)
         state.job_by_name[job.name] = i
     return state

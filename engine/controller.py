@@ -40,6 +40,8 @@ class Metrics:
     idle_held_milli_seconds: float = 0.0
     cycles: int = 0
     cycle_seconds: float = 0.0
+    #: every cycle's wall seconds, when a benchmark asks for them (None: not kept)
+    cycle_times: list[float] | None = None
 
 
 @dataclass(slots=True)
@@ -193,8 +195,11 @@ class Controller:
         for _ in range(MAX_PASSES):
             started = time.perf_counter()
             result = self.engine.cycle(self.now)
+            took = time.perf_counter() - started
             self.metrics.cycles += 1
-            self.metrics.cycle_seconds += time.perf_counter() - started
+            self.metrics.cycle_seconds += took
+            if self.metrics.cycle_times is not None:
+                self.metrics.cycle_times.append(took)
             self.backend.apply(result.decisions, self.now)
             if not result.evicted:
                 break

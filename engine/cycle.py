@@ -77,28 +77,34 @@ def _intern(state: ClusterState, key: tuple) -> int:
 
 
 def plan_of(state: ClusterState, job: Job) -> Plan:
-    """The attempts for ``job``, computed once per job (while its groups stay the same)."""
+    """The attempts for ``job``, computed once per job (while its groups stay the same) and
+    shared by every job of the same queue, priority and gang."""
     cached = state.attempt_plans.get(job.id)
     if cached is not None and cached.groups is job.groups and cached.min_count == job.min_count:
         return cached
-    out = []
-    shapes = [gang_counts(job, False)]
-    if job.min_count < job.total_pods:
-        shapes.append(gang_counts(job, True))
-    for counts in shapes:
-        request = request_of(job, counts)
-        out.append(
-            Attempt(
-                tuple(counts),
-                request,
-                _intern(state, ("quota", job.queue, request)),
-                _intern(state, ("preempt", job.queue, job.priority, request, job.groups)),
-                _intern(state, ("shape", job.groups, tuple(counts))),
+    signature = (job.queue, job.priority, job.min_count, job.groups)
+    shared = state.plans_by_signature.get(signature)
+    if shared is None:
+        out = []
+        shapes = [gang_counts(job, False)]
+        if job.min_count < job.total_pods:
+            shapes.append(gang_counts(job, True))
+        for counts in shapes:
+            request = request_of(job, counts)
+            out.append(
+                Attempt(
+                    tuple(counts),
+                    request,
+                    _intern(state, ("quota", job.queue, request)),
+                    _intern(state, ("preempt", job.queue, job.priority, request, job.groups)),
+                    _intern(state, ("shape", job.groups, tuple(counts))),
+                )
             )
-        )
-    attempts = tuple(out)
-    kind = _intern(state, ("kind", job.queue, job.priority, attempts))
-    plan = state.attempt_plans[job.id] = Plan(job.groups, job.min_count, attempts, kind)
+        attempts = tuple(out)
+        shared = Plan(job.groups, job.min_count, attempts, _intern(state, ("kind", job.queue, job.priority, attempts)))
+        state.plans_by_signature[signature] = shared
+    plan = shared if shared.groups is job.groups else Plan(job.groups, job.min_count, shared.attempts, shared.kind)
+    state.attempt_plans[job.id] = plan
     return plan
 
 

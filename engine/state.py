@@ -342,6 +342,8 @@ class ClusterState:
         #: per job id: its groups, minCount and the admission attempts the cycle makes for it
         #: (``cycle.attempts_of``), computed once rather than on every cycle
         self.attempt_plans: dict[int, Any] = {}
+        #: the same plans by (queue, priority, minCount, groups): jobs alike share one
+        self.plans_by_signature: dict[tuple, Any] = {}
         #: the memo keys of those attempts, interned as small ints
         self.memo_ids: dict[tuple, int] = {}
         #: failed preemption searches (``policy.preemption.VictimSearch``), kept across cycles
