@@ -256,9 +256,10 @@ class Engine(Admitter):
         return out
 
     def _elastic_running(self) -> list[Job]:
-        """Running jobs that may run with fewer pods than they have (``minCount`` < pods)."""
+        """Running jobs that may run with fewer pods than they have (``minCount`` < pods), from
+        the state's index of them (a cluster backend asks on every tick)."""
         state = self.state
-        return [job for i in state.running if (job := state.jobs[i]).min_count < job.total_pods and job.current_run is not None]
+        return [job for i in state.elastic_running if (job := state.jobs[i]).current_run is not None]
 
     def _waiting_for_room(self) -> list[Job]:
         """Queued jobs whose last verdict was that they need free capacity."""

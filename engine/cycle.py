@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from itertools import islice
 
 from .admission import Admitter, CycleResult, mark_waiting
-from .enums import Approval, EndReason, PendingReason
+from .enums import (
+    Approval,
+    BorrowWithinCohort,
+    EndReason,
+    PendingReason,
+    ReclaimWithinCohort,
+    WithinQueue,
+)
 from .podcycle import run_pod_cycle
 from .policy import quota
 from .policy.backfill import (
@@ -40,7 +47,7 @@ from .policy.backfill import (
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
 from .policy.preemption import find_victims
 from .policy.registry import Backfill, Policy, ReserveFor
-from .state import ClusterState, Job, Vec
+from .state import ClusterState, Job, Queue, Vec
 
 CAPACITY_REASONS = (PendingReason.INSUFFICIENT_CAPACITY, PendingReason.TOPOLOGY_UNSATISFIABLE)
 
@@ -142,6 +149,12 @@ class _GangCycle:
         self.tried_preempt: set[str] = set()
         #: (kind, guarded) -> its verdict, once nothing but that verdict is left to find
         self.settled: dict[tuple[int, bool], Settled] = {}
+        #: kinds whose verdict can no longer change in this cycle (a quota verdict, once no queue
+        #: can preempt any more), and how many times that table has grown
+        self.stable: dict[int, PendingReason] = {}
+        self.stable_version = 0
+        #: queues that may still make their preemption attempt in this cycle
+        self.preemptors_left: set[str] = set()
         self.blocked: set[str] = set()
         self.reservation: Reservation | None = None
 
@@ -198,15 +211,77 @@ class _GangCycle:
                 heap.append(key_of(name, 0))
         heapq.heapify(heap)
         manual = {name for name, q in queues.items() if q.approval == Approval.MANUAL}
+        if self.policy.preemption:
+            self.preemptors_left = {name for name in snapshots if _may_preempt(queues[name])}
+        may_finish = not self.policy.strict_fifo
+        #: queues whose last attempt to finish at once stopped short, at which stable_version
+        finish_tried: dict[str, int] = {}
+        #: where a queue goes on when its entry comes up after jumping over finished jobs
+        resume: dict[str, int] = {}
+
+        def finish(name: str, idx: int) -> tuple[int, tuple[float, int, float, int, str, int] | None] | None:
+            """Mark the queue's jobs from ``idx`` on whose verdict is stable; None when that is all
+            of them, else where the first other job is and the key its queue's entry then has
+            (the largest key jumped over or its own: a heap pops it no sooner)."""
+            snapshot = snapshots[name]
+            stable = self.stable
+            needs_approval = name in manual
+            top: tuple[float, int] = (-1.0, idx)
+            share_memo = None
+            if fair_share:
+                key_of(name, idx)  # brings the queue's share memo up to date
+                share_memo = shares[name][1]
+            for i in range(idx, len(snapshot)):
+                job = jobs[snapshot[i][3]]
+                if job.held:
+                    reason = PendingReason.HELD
+                elif needs_approval and not job.approved:
+                    reason = PendingReason.AWAITING_APPROVAL
+                else:
+                    plan = plans.get(job.id)
+                    found = None
+                    if plan is not None and plan.groups is job.groups and plan.min_count == job.min_count:
+                        found = stable.get(plan.kind)
+                    if found is None:
+                        if i == idx:
+                            return idx, None
+                        if not fair_share:
+                            return i, key_of(name, i)
+                        jumped = key_of(name, top[1])
+                        own = key_of(name, i)
+                        return i, max(jumped, own)
+                    reason = found
+                if share_memo is not None:
+                    share = share_memo.get(job.request)
+                    if share is None:
+                        share = key_of(name, i)[0]
+                    if share >= top[0]:
+                        top = (share, i)
+                mark_waiting(job, reason)
+            return None
+
         while heap:
             key = heapq.heappop(heap)
             name, idx = key[4], key[5]
             if name in blocked:
                 continue
-            if fair_share:
+            resumed = resume.pop(name, None)
+            if resumed is not None:
+                idx = resumed  # the queue's usage has not moved since its jump: the key holds
+            elif fair_share:
                 fresh = key_of(name, idx)
                 if fresh[0] > key[0] and heap and fresh > heap[0]:
                     heapq.heappush(heap, fresh)
+                    continue
+            if may_finish and self.stable and not self.preemptors_left and finish_tried.get(name) != self.stable_version:
+                stopped = finish(name, idx)
+                if stopped is None:
+                    continue
+                finish_tried[name] = self.stable_version
+                at, entry = stopped
+                if entry is not None:
+                    resume[name] = at
+                    heapq.heappush(heap, entry)
                     continue
             snapshot = snapshots[name]
             last = len(snapshot) - 1
@@ -286,6 +361,7 @@ class _GangCycle:
                     and pkey not in failed_preempt
                 ):
                     tried_preempt.add(job.queue)
+                    self.preemptors_left.discard(job.queue)
                     failed_preempt.add(pkey)
                     if _preempt_for(state, job, counts, request, now, engine, result):
                         admitted = preempted = True
@@ -313,6 +389,7 @@ class _GangCycle:
             pkey = attempt.preempt_key
             if policy.preemption and cached in CAPACITY_REASONS and job.queue not in tried_preempt and pkey not in failed_preempt:
                 tried_preempt.add(job.queue)
+                self.preemptors_left.discard(job.queue)
                 failed_preempt.add(pkey)
                 if _preempt_for(state, job, counts, request, now, engine, result):
                     admitted = preempted = True
@@ -325,6 +402,8 @@ class _GangCycle:
             failed_preempt.clear()
             passed_quota.clear()
             self.settled.clear()
+            self.stable.clear()
+            self.stable_version += 1
         if admitted:
             if reservation is not None and reservation.job_id == job.id:
                 self.reservation = None  # the holder started: nothing to hold back for the rest
@@ -374,6 +453,19 @@ class _GangCycle:
         ):
             return
         self.settled[(plan.kind, guarded)] = Settled(reason, tuple(passed))
+        if not passed:
+            # failed on quota alone (guarded or not): it stays so unless a preemption frees some
+            self.stable[plan.kind] = reason
+            self.stable_version += 1
+
+
+def _may_preempt(queue: Queue) -> bool:
+    """Whether the queue's policy lets its jobs preempt anything at all."""
+    return (
+        queue.within_queue != WithinQueue.NEVER
+        or queue.reclaim_within_cohort != ReclaimWithinCohort.NEVER
+        or queue.borrow_within_cohort != BorrowWithinCohort.NEVER
+    )
 
 
 def _reserve(state: ClusterState, job: Job, counts: list[int], now: float) -> Reservation | None:

@@ -331,6 +331,8 @@ class ClusterState:
         self.ends: list[tuple[float, int, int]] = []
         #: preemptible running jobs summed by (queue, priority): [whole GPUs, gpu, cpu, memory]
         self.preemptible_totals: dict[tuple[str, int], list[int]] = {}
+        #: running jobs that may run with fewer pods than they have (``minCount`` < pods)
+        self.elastic_running: set[int] = set()
         #: the preemptible running jobs themselves, by (queue, priority)
         self.preemptible_jobs: dict[tuple[str, int], set[int]] = {}
         #: their whole GPUs by (queue, priority), per topology level by domain
@@ -536,6 +538,8 @@ class ClusterState:
         job.est_end = (run.start if run.work_start is None else run.work_start) + job.estimated_runtime()
         self.running.add(job.id)
         self.running_by_queue.setdefault(job.queue, set()).add(job.id)
+        if job.min_count < job.total_pods:
+            self.elastic_running.add(job.id)
         insort(self.ends, (job.est_end, job.seq, job.id))
         if job.preemptible:
             self._count_preemptible(job, run, +1)
@@ -571,6 +575,7 @@ class ClusterState:
             self.preemptible_jobs.get((job.queue, job.priority), set()).discard(job.id)
         self.stop_counter += 1
         self.running.discard(job.id)
+        self.elastic_running.discard(job.id)
         self.running_by_queue.get(job.queue, set()).discard(job.id)
         key = (job.est_end, job.seq, job.id)
         i = bisect_left(self.ends, key)
