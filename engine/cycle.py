@@ -31,6 +31,7 @@ from .enums import (
     Approval,
     BorrowWithinCohort,
     EndReason,
+    JobState,
     PendingReason,
     ReclaimWithinCohort,
     WithinQueue,
@@ -305,8 +306,11 @@ class _GangCycle:
                         and now + job.estimated_runtime() > reservation.start
                     )
                     known = settled.get((plan.kind, guarded))
-                    if known is not None and all(k in passed_quota for k in known.passed):
-                        mark_waiting(job, known.reason)
+                    if known is not None and (not known.passed or passed_quota.issuperset(known.passed)):
+                        # mark_waiting inlined: a settled reason is never held or awaiting approval
+                        job.pending_reason = known.reason
+                        if job.state is not JobState.FINISHED:
+                            job.state = JobState.PENDING
                     else:
                         following = key_of(name, idx + 1) if idx < last else None
                         used = (usage[0], usage[1], usage[2])
@@ -325,10 +329,26 @@ class _GangCycle:
                         continue
                 if idx >= last:
                     break
-                following = key_of(name, idx + 1)
-                if heap and following > heap[0]:
-                    heapq.heappush(heap, following)
-                    break
+                if heap:
+                    # key_of inlined for the common case: the next job's share against the top's
+                    top = heap[0]
+                    share = 0.0
+                    if fair_share:
+                        memo = shares.get(name)
+                        if memo is None or memo[0] != (usage[0], usage[1], usage[2]):
+                            share = key_of(name, idx + 1)[0]
+                        else:
+                            share = memo[1].get(jobs[snapshot[idx + 1][3]].request)  # type: ignore[assignment]
+                            if share is None:
+                                share = key_of(name, idx + 1)[0]
+                    if share > top[0]:
+                        heapq.heappush(heap, key_of(name, idx + 1))
+                        break
+                    if share == top[0]:
+                        following = key_of(name, idx + 1)
+                        if following > top:
+                            heapq.heappush(heap, following)
+                            break
                 idx += 1
 
     def _visit(self, job: Job, plan: Plan, guarded: bool) -> None:

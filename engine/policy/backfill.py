@@ -110,6 +110,7 @@ def _first_step(state: ClusterState, job: Job, counts: list[int]) -> int | None:
 
     total = pods_fitting_by_gpus(state, g)
     domain_fit: dict[int, int] = {}
+    best_domain = 0  # the largest of domain_fit's values (they only grow)
     ends = state.ends
     for i, (end, _, jid) in enumerate(ends):
         if end == INF:
@@ -124,6 +125,7 @@ def _first_step(state: ClusterState, job: Job, counts: list[int]) -> int | None:
                 d = nodes[nid].domains[level]
                 if d not in domain_fit:
                     domain_fit[d] = sum(pods_on(x) for x in state.domains[level][d].node_ids)
+                    best_domain = max(best_domain, domain_fit[d])
             before = pods_on(nid)
             t = tally.get(nid)
             if t is None:
@@ -135,10 +137,12 @@ def _first_step(state: ClusterState, job: Job, counts: list[int]) -> int | None:
             delta = pods_on(nid) - before
             total += delta
             if level is not None:
-                domain_fit[nodes[nid].domains[level]] += delta
+                d = nodes[nid].domains[level]
+                domain_fit[d] += delta
+                best_domain = max(best_domain, domain_fit[d])
         if i + 1 < len(ends) and ends[i + 1][0] == end:
             continue
-        if total >= n and (level is None or max(domain_fit.values(), default=0) >= n):
+        if total >= n and (level is None or best_domain >= n):
             return i
     return None
 
