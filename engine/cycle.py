@@ -8,16 +8,35 @@ gets the backfill reservation (``policy.backfill``): with ``reserve_for: first-b
 the cycle finds blocked for capacity; with ``most-urgent`` (usher's) the job that was blocked for
 capacity in the last cycle with the highest priority, then the oldest, planned before the walk;
 when its planned start comes, the room is kept for it ahead of the fair-share order. Fair share
-alone would never reserve for a big gang, whose queue's share after admitting it sorts it last. As in Kueue, only the first blocked job of each queue may preempt in a cycle (the queue's
-head as far as this cycle goes). Without gang admission the cycle is ``podcycle``'s instead.
+alone would never reserve for a big gang, whose queue's share after admitting it sorts it last.
+As in Kueue, only the first blocked job of each queue may preempt in a cycle (the queue's head as
+far as this cycle goes). Without gang admission the cycle is ``podcycle``'s instead.
 
 Placements are *reserved* on the state as the cycle goes (later jobs see the capacity taken), and
 returned as ``Bind`` decisions. A backend that cannot carry one out hands it back to
 ``Engine.unbind``, which undoes the reservation (the framework's Unreserve).
 
-Work is bounded by shape: once a gang shape has failed to place in a cycle, later jobs of the same
-shape are not tried again, since capacity only shrinks during a cycle (unless a preemption frees
-some, which clears the memo).
+How a busy backlog stays cheap (kube-scheduler keeps an *activeQ* of pods to try, an
+*unschedulablePods* pool of pods that failed, and *QueueingHints* that say which cluster event
+may make such a pod schedulable again; usher's cycle does the same within a cycle, by kind):
+
+- Jobs alike share a ``Plan`` (their attempts and memo keys), and a *kind*: queue, priority and
+  gang. Verdicts are remembered per quota key, per gang shape (and reservation guard) and per
+  preemption key; within a cycle capacity only shrinks and usage only grows, so a failure stays
+  a failure until a preemption frees room (the event that clears every memo, like a hint that
+  requeues every unschedulable pod).
+- Once every attempt of a kind fails on remembered verdicts and nothing is left for its queue to
+  do (no preemption attempt, no reservation), the kind is *settled* (the unschedulable pool):
+  further jobs of it are only marked with its reason, with no quota check or placement tried,
+  while the quota checks it passed still pass (an admission, the hint for quota, asks again).
+- A kind that failed on quota alone is *stable* once no queue can preempt any more; a queue
+  whose remaining jobs are all stable is finished in one pass without the heap.
+- The admission order's heap of queue heads is walked inline: a queue's next job goes on at
+  once while its key is below every other queue's head, as the heap would pop it, so the order
+  (and every decision) is the one ``policy.ordering.AdmissionOrder`` gives.
+
+Across cycles, failed preemption searches are remembered until the cluster's ``epoch`` changes
+(``policy.preemption``), and the backfill plan while no job has started or stopped.
 """
 
 from __future__ import annotations

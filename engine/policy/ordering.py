@@ -8,6 +8,10 @@ as jobs are admitted, so a queue's key is refreshed when it reaches the top of t
 With ``strict_fifo`` a queue stops at its first blocked job (Kueue's StrictFIFO); otherwise the
 jobs behind a blocked head are still considered (BestEffortFIFO) and only a backfill reservation
 can hold them back.
+
+The gang cycle (``engine.cycle``) walks this same order inline, with a fast path for jobs whose
+verdict is already known; ``AdmissionOrder`` serves the pod-by-pod cycle, explanations and
+what-if questions.
 """
 
 from __future__ import annotations
@@ -64,19 +68,38 @@ class AdmissionOrder:
 
     def __iter__(self) -> Iterator[Job]:
         heap = self._heap
+        jobs = self.state.jobs
+        fair_share = self.fair_share
         while heap:
             key = heapq.heappop(heap)
             name, idx = key[4], key[5]
             if name in self._blocked:
                 continue
-            if self.fair_share:
+            if fair_share:
                 fresh = self._key(name, idx)
                 if fresh[0] > key[0] and heap and fresh > heap[0]:
                     heapq.heappush(heap, fresh)
                     continue
-            jid = self._snapshots[name][idx][3]
-            self._push(name, idx + 1)
-            yield self.state.jobs[jid]
+            snapshot = self._snapshots[name]
+            last = len(snapshot) - 1
+            usage = self.state.queues[name].usage
+            # Yield this queue's jobs for as long as its next one would be popped straight after
+            # (its key below every other queue's): the same order as pushing and popping each.
+            while True:
+                following = self._key(name, idx + 1) if idx < last else None
+                used = (usage[0], usage[1], usage[2])
+                yield jobs[snapshot[idx][3]]
+                if following is None or name in self._blocked:
+                    break
+                if heap and following > heap[0]:
+                    heapq.heappush(heap, following)
+                    break
+                if fair_share and (usage[0], usage[1], usage[2]) != used:
+                    fresh = self._key(name, idx + 1)
+                    if fresh[0] > following[0] and heap and fresh > heap[0]:
+                        heapq.heappush(heap, fresh)
+                        break
+                idx += 1
 
 
 def queue_positions(state: ClusterState) -> dict[int, int]:

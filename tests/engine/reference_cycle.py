@@ -1,0 +1,211 @@
+"""The gang cycle as it was before issue 14 made it incremental: every pending job visited in
+admission order, every share computed afresh, every preemption search done in full (all
+candidates sorted, no memory across cycles). Kept only as the reference the fast cycle must agree
+with, decision for decision and reason for reason (``test_cycle_equivalence``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+
+from usher.engine.admission import Admitter, CycleResult, mark_waiting
+from usher.engine.cycle import CAPACITY_REASONS, _reserve, most_urgent_blocked
+from usher.engine.enums import Approval, EndReason, PendingReason
+from usher.engine.policy import quota
+from usher.engine.policy.backfill import Reservation, quick_reject, reservation_now
+from usher.engine.policy.placement import (
+    Placer,
+    classify_failure,
+    gang_counts,
+    request_of,
+)
+from usher.engine.policy.preemption import (
+    MAX_CANDIDATES,
+    Rule,
+    _drop,
+    _lift,
+    _passes,
+    queue_rule,
+)
+from usher.engine.policy.registry import Backfill, Policy, ReserveFor
+from usher.engine.state import ClusterState, Job, Vec
+
+
+def plain_order(state: ClusterState, fair_share: bool, blocked: set[str]) -> Iterator[Job]:
+    """Admission order with a heap of queue heads, each popped head's key computed again."""
+    snapshots = {name: list(q.pending) for name, q in state.queues.items() if q.pending}
+
+    def key(name: str, idx: int) -> tuple:
+        prio, submit, seq, jid = snapshots[name][idx]
+        share = quota.dominant_share(state, state.queues[name], state.jobs[jid].request) if fair_share else 0.0
+        return (share, prio, submit, seq, name, idx)
+
+    heap = [key(name, 0) for name in snapshots]
+    heapq.heapify(heap)
+    while heap:
+        top = heapq.heappop(heap)
+        name, idx = top[4], top[5]
+        if name in blocked:
+            continue
+        if fair_share:
+            fresh = key(name, idx)
+            if fresh[0] > top[0] and heap and fresh > heap[0]:
+                heapq.heappush(heap, fresh)
+                continue
+        if idx + 1 < len(snapshots[name]):
+            heapq.heappush(heap, key(name, idx + 1))
+        yield state.jobs[snapshots[name][idx][3]]
+
+
+def full_search(state: ClusterState, job: Job, counts: list[int], request: Vec, now: float) -> list[Job] | None:
+    """Victims for ``job``: every allowed running job sorted, the first 64 lifted one by one."""
+    q = state.queues[job.queue]
+    borrowing = quota.needs_borrowing(q, request)
+    cands: list[Job] = []
+    for name, ids in state.running_by_queue.items():
+        rule = queue_rule(state, job, state.queues[name], borrowing) if ids else Rule.NONE
+        if rule == Rule.NONE:
+            continue
+        for jid in ids:
+            v = state.jobs[jid]
+            if v.preemptible and _passes(rule, job, v) and v.runs[-1].start < now:
+                cands.append(v)
+    if not cands:
+        return None
+    shares = {name: quota.dominant_share(state, state.queues[name]) for name in {v.queue for v in cands}}
+    cands.sort(key=lambda v: (v.queue == job.queue, -shares[v.queue], v.priority, v.work_at_risk(now), -v.admitted_seq))
+    cands = cands[:MAX_CANDIDATES]
+    charged = {v.id: v.charged for v in cands}
+
+    def fits() -> bool:
+        if not quota.check(state, q, request).fits:
+            return False
+        placer = Placer(state)
+        if placer.place_gang(job, counts):
+            placer.undo(job)
+            return True
+        return False
+
+    lifted: list[Job] = []
+    for v in cands:
+        _lift(state, v)
+        lifted.append(v)
+        if fits():
+            break
+    else:
+        for v in reversed(lifted):
+            _drop(state, v, charged[v.id])
+        return None
+    needed: list[Job] = []
+    for v in reversed(lifted[:-1]):
+        _drop(state, v, charged[v.id])
+        if not fits():
+            _lift(state, v)
+            needed.append(v)
+    needed.append(lifted[-1])
+    for v in needed:
+        _drop(state, v, charged[v.id])
+    return list(reversed(needed))
+
+
+def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Admitter) -> CycleResult:
+    """One gang cycle, job by job (``policy.gang`` must be on)."""
+    assert policy.gang  # the pod-by-pod cycle has no fast path to check
+    result = CycleResult()
+    blocked: set[str] = set()
+    failed_shapes: dict[tuple, PendingReason] = {}
+    failed_quota: dict[tuple, PendingReason] = {}
+    failed_preempt: set[tuple] = set()
+    tried_preempt: set[str] = set()
+    reservation: Reservation | None = None
+    if policy.backfill == Backfill.EASY and policy.reserve_for == ReserveFor.MOST_URGENT:
+        holder = most_urgent_blocked(state)
+        if holder is not None:
+            counts = gang_counts(holder, False)
+            due = state.reservation is not None and state.reservation[0] == holder.id and state.reservation[1] <= now
+            reservation = (reservation_now(state, holder, counts, now) if due else None) or _reserve(state, holder, counts, now)
+
+    def preempt_for(job: Job, counts: list[int], request: Vec) -> bool:
+        victims = full_search(state, job, counts, request, now)
+        if not victims:
+            return False
+        for v in victims:
+            engine.stop(v, now, EndReason.PREEMPTED, by=job.name, result=result)
+        placer = Placer(state)
+        assert placer.place_gang(job, counts)
+        engine.admit(job, placer.taken, request, now, result)
+        return True
+
+    for job in plain_order(state, policy.fair_share, blocked):
+        queue = state.queues[job.queue]
+        if job.held:
+            mark_waiting(job, PendingReason.HELD)
+            continue
+        if queue.approval == Approval.MANUAL and not job.approved:
+            mark_waiting(job, PendingReason.AWAITING_APPROVAL)
+            continue
+        long_run = reservation is not None and job.id != reservation.job_id and now + job.estimated_runtime() > reservation.start
+        guard = reservation.guard if long_run and reservation is not None else None
+        attempts = [gang_counts(job, False)]
+        if job.min_count < job.total_pods:
+            attempts.append(gang_counts(job, True))
+        reason: PendingReason | None = None
+        admitted = False
+        for counts in attempts:
+            request = request_of(job, counts)
+            pkey = (job.queue, job.priority, request, job.groups)
+            verdict = failed_quota.get((job.queue, request)) or quota.check(state, queue, request, policy.borrowing).reason
+            if verdict is not None:
+                failed_quota[(job.queue, request)] = verdict
+                if verdict == PendingReason.WAITING_FOR_QUOTA and policy.preemption and job.queue not in tried_preempt and pkey not in failed_preempt:
+                    tried_preempt.add(job.queue)
+                    failed_preempt.add(pkey)
+                    if preempt_for(job, counts, request):
+                        failed_quota.clear()
+                        failed_shapes.clear()
+                        failed_preempt.clear()
+                        admitted = True
+                        break
+                reason = reason or verdict
+                continue
+            shape = (job.groups, tuple(counts), guard is not None)
+            cached = failed_shapes.get(shape)
+            if cached is None:
+                if not quick_reject(state, job, counts):
+                    placer = Placer(state, guard, scoring=policy.scoring)
+                    if placer.place_gang(job, counts):
+                        engine.admit(job, placer.taken, request, now, result)
+                        admitted = True
+                        break
+                if guard is not None:
+                    free_placer = Placer(state)
+                    if free_placer.place_gang(job, counts):
+                        free_placer.undo(job)
+                        cached = PendingReason.RESERVED_FOR_HIGHER_PRIORITY
+                if cached is None:
+                    cached = classify_failure(state, job, counts)
+                failed_shapes[shape] = cached
+            if policy.preemption and cached in CAPACITY_REASONS and job.queue not in tried_preempt and pkey not in failed_preempt:
+                tried_preempt.add(job.queue)
+                failed_preempt.add(pkey)
+                if preempt_for(job, counts, request):
+                    failed_quota.clear()
+                    failed_shapes.clear()
+                    failed_preempt.clear()
+                    admitted = True
+                    break
+            reason = reason or cached
+        if admitted:
+            if reservation is not None and reservation.job_id == job.id:
+                reservation = None
+            continue
+        assert reason is not None
+        mark_waiting(job, reason)
+        if policy.strict_fifo:
+            blocked.add(job.queue)
+        if reservation is None and policy.backfill == Backfill.EASY and policy.reserve_for == ReserveFor.FIRST_BLOCKED and reason in CAPACITY_REASONS:
+            reservation = _reserve(state, job, attempts[0], now)
+    result.reservation = reservation
+    state.reservation = (reservation.job_id, reservation.start) if reservation else None
+    return result
