@@ -112,6 +112,8 @@ class Domain:
     parent: int | None
     whole_free: int = 0
     gpu_total: int = 0
+    #: schedulable nodes of the domain by whole GPUs free: ``free_hist[k]`` nodes have k free
+    free_hist: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True, frozen=True)
@@ -354,6 +356,9 @@ class ClusterState:
         self.audit: list[AuditEntry] = []
         self.share_basis_cache: dict[str, tuple[float, float, float]] = {}
         self.pool_cache: dict[tuple[str, int], float] = {}
+        #: bumped on every change of free capacity (trial placements included)
+        self.capacity_changes = 0
+        self._most_free: dict[int, tuple[int, int]] = {}
         #: whole GPUs free on schedulable nodes, cluster-wide
         self.total_whole_free = 0
         #: GPUs on schedulable nodes, and the milli-GPUs allocated on them (for utilization)
@@ -448,26 +453,44 @@ class ClusterState:
             self.buckets[model] = b
         return b
 
+    def most_whole_free(self, level: int) -> int:
+        """The most whole GPUs free in one domain of ``level`` (kept until capacity changes)."""
+        cached = self._most_free.get(level)
+        if cached is None or cached[0] != self.capacity_changes:
+            cached = self._most_free[level] = (self.capacity_changes, max((d.whole_free for d in self.domains[level]), default=0))
+        return cached[1]
+
     def _index_add(self, node: Node) -> None:
+        self.capacity_changes += 1
         self._bucket(node.gpu_model)[node.whole_free].add(node.id)
         self.total_whole_free += node.whole_free
         self.schedulable_gpu_count += node.gpus_in_service
         self.schedulable_used_milli += node.gpus_in_service * MILLI - sum(node.gpu_free)
         if node.has_partial():
             self.partial_nodes.add(node.id)
+        free = node.whole_free
         for li, did in enumerate(node.domains):
-            self.domains[li][did].whole_free += node.whole_free
+            dom = self.domains[li][did]
+            dom.whole_free += free
+            hist = dom.free_hist
+            if len(hist) <= free:
+                hist.extend([0] * (free + 1 - len(hist)))
+            hist[free] += 1
         if self.workload is not None:
             self._shape_add(node)
 
     def _index_remove(self, node: Node) -> None:
+        self.capacity_changes += 1
         self._bucket(node.gpu_model)[node.whole_free].discard(node.id)
         self.total_whole_free -= node.whole_free
         self.schedulable_gpu_count -= node.gpus_in_service
         self.schedulable_used_milli -= node.gpus_in_service * MILLI - sum(node.gpu_free)
         self.partial_nodes.discard(node.id)
+        free = node.whole_free
         for li, did in enumerate(node.domains):
-            self.domains[li][did].whole_free -= node.whole_free
+            dom = self.domains[li][did]
+            dom.whole_free -= free
+            dom.free_hist[free] -= 1
         if self.workload is not None:
             self._shape_remove(node)
 

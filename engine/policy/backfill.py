@@ -61,7 +61,7 @@ def quick_reject(state: ClusterState, job: Job, counts: list[int]) -> bool:
     for g, n in zip(job.groups, counts):
         w = g.whole_gpus * n
         if w and g.topology_mode == TopologyMode.REQUIRED and g.topology_level is not None:
-            if max((d.whole_free for d in state.domains[g.topology_level]), default=0) < w:
+            if state.most_whole_free(g.topology_level) < w:
                 return True
     return False
 

@@ -523,7 +523,12 @@ class Placer:
             cands = [d for d in state.domains[li] if d.whole_free >= need_whole]
             if self.scoring != Scoring.FIRST_FIT:
                 cands.sort(key=lambda d: (d.whole_free, d.name))
+            g = pod.whole_gpus
             for dom in cands:
+                # at most this many pods fit by whole GPUs alone (from the domain's counts of
+                # nodes by GPUs free): a domain of scattered free GPUs is passed over at once
+                if g and sum(nodes * (free // g) for free, nodes in enumerate(dom.free_hist) if free >= g) < n:
+                    continue
                 if self._domain_capacity(pod, dom.node_ids, n) < n:
                     continue
                 mark = len(self.taken)
