@@ -111,7 +111,7 @@ def _room_in_a_domain(state: ClusterState, job: Job, counts: list[int], keys: li
         need = g.whole_gpus * n
         level = g.topology_level
         domains = state.domains[level]
-        if max(d.whole_free for d in domains) >= need:
+        if state.most_whole_free(level) >= need:
             continue
         extra: dict[int, int] = {}
         for key in keys:
@@ -248,7 +248,8 @@ def _could_fit(state: ClusterState, job: Job, counts: list[int], request: Vec, c
         for nid, k in freed.items():
             d = nodes[nid].domains[level]
             extra[d] = extra.get(d, 0) + k
-        best = max(dom.whole_free + extra.get(i, 0) for i, dom in enumerate(state.domains[level]))
+        domains = state.domains[level]
+        best = max(state.most_whole_free(level), max((domains[i].whole_free + k for i, k in extra.items()), default=0))
         if best < g.whole_gpus * n:
             return False
     return True
