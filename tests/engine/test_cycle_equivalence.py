@@ -31,6 +31,8 @@ SCENARIOS = {
     # a week's shape squeezed into hours at twice what the cluster can do: a deep backlog,
     # rack-required gangs, three priorities, queues that borrow and reclaim by preemption
     "busy": lambda: workloads.b2_busy(nodes=24, jobs=450, days=0.3, seed=3, load=2.0),
+    # two days at 1.3x on two blocks of racks: preemption searches that lift many candidates
+    "busy-two-blocks": lambda: workloads.b2_busy(nodes=48, jobs=1200, days=2, seed=1, load=1.3),
     # quota binds before capacity does, no preemption configured: whole queues finish at once
     "quota-bound": lambda: workloads.b3_scale(nodes=16, jobs=400, seed=1).replace("quota: {gpu: 20000}", "quota: {gpu: 40}"),
 }
@@ -59,8 +61,11 @@ def trace(scenario_text: str, policy: str, reference: bool, monkeypatch: pytest.
         return lines, repr(build_report(ctrl))
 
 
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-@pytest.mark.parametrize("policy", GANG_POLICIES)
+#: every gang policy on the small scenarios; usher's own on the longer one (a minute otherwise)
+CASES = [(scenario, policy) for scenario in ("busy", "quota-bound") for policy in GANG_POLICIES] + [("busy-two-blocks", "usher")]
+
+
+@pytest.mark.parametrize(("scenario", "policy"), CASES)
 def test_incremental_cycle_decides_as_the_job_by_job_cycle(scenario: str, policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
     text = SCENARIOS[scenario]()
     expected_lines, expected_report = trace(text, policy, True, monkeypatch)
