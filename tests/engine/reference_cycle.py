@@ -126,10 +126,19 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
             due = state.reservation is not None and state.reservation[0] == holder.id and state.reservation[1] <= now
             reservation = (reservation_now(state, holder, counts, now) if due else None) or _reserve(state, holder, counts, now)
 
-    def preempt_for(job: Job, counts: list[int], request: Vec) -> bool:
+    def may_preempt(job: Job, pkey: tuple) -> bool:
+        """The first blocked job of its queue, of a kind that has not tried yet."""
+        return policy.preemption and job.queue not in tried_preempt and pkey not in failed_preempt
+
+    def preempt_for(job: Job, counts: list[int], request: Vec, pkey: tuple) -> bool:
+        tried_preempt.add(job.queue)
+        failed_preempt.add(pkey)
         victims = full_search(state, job, counts, request, now)
         if not victims:
             return False
+        failed_quota.clear()
+        failed_shapes.clear()
+        failed_preempt.clear()
         for v in victims:
             engine.stop(v, now, EndReason.PREEMPTED, by=job.name, result=result)
         placer = Placer(state)
@@ -158,15 +167,9 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
             verdict = failed_quota.get((job.queue, request)) or quota.check(state, queue, request, policy.borrowing).reason
             if verdict is not None:
                 failed_quota[(job.queue, request)] = verdict
-                if verdict == PendingReason.WAITING_FOR_QUOTA and policy.preemption and job.queue not in tried_preempt and pkey not in failed_preempt:
-                    tried_preempt.add(job.queue)
-                    failed_preempt.add(pkey)
-                    if preempt_for(job, counts, request):
-                        failed_quota.clear()
-                        failed_shapes.clear()
-                        failed_preempt.clear()
-                        admitted = True
-                        break
+                if verdict == PendingReason.WAITING_FOR_QUOTA and may_preempt(job, pkey) and preempt_for(job, counts, request, pkey):
+                    admitted = True
+                    break
                 reason = reason or verdict
                 continue
             shape = (job.groups, tuple(counts), guard is not None)
@@ -186,15 +189,9 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
                 if cached is None:
                     cached = classify_failure(state, job, counts)
                 failed_shapes[shape] = cached
-            if policy.preemption and cached in CAPACITY_REASONS and job.queue not in tried_preempt and pkey not in failed_preempt:
-                tried_preempt.add(job.queue)
-                failed_preempt.add(pkey)
-                if preempt_for(job, counts, request):
-                    failed_quota.clear()
-                    failed_shapes.clear()
-                    failed_preempt.clear()
-                    admitted = True
-                    break
+            if cached in CAPACITY_REASONS and may_preempt(job, pkey) and preempt_for(job, counts, request, pkey):
+                admitted = True
+                break
             reason = reason or cached
         if admitted:
             if reservation is not None and reservation.job_id == job.id:
