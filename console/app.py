@@ -527,8 +527,11 @@ class UsherApp(App[int]):
         )
         if not force and self._drawn.get(self.view) == key:
             return
+        try:
+            getattr(self, f"_draw_{self.view}")(now)
+        except NoMatches:
+            return  # the view's widgets are being replaced (a theme change): the next redraw draws
         self._drawn[self.view] = key
-        getattr(self, f"_draw_{self.view}")(now)
 
     def _draw_overview(self, now: float) -> None:
         pane = self.query_one("#overview-text", TextPane)
