@@ -211,6 +211,49 @@ def _fits(state: ClusterState, job: Job, counts: list[int], request: Vec) -> boo
     return False
 
 
+class _DomainGate:
+    """For a gang of one group of whole-GPU pods that requires one topology domain: the domains
+    that could take it now, kept up to date as candidates are lifted one by one (a lift changes
+    only the domains its pods were in). While there is none, placing it fails (``Placer`` tries
+    exactly those domains, and places nothing in one that cannot hold every pod), so the lifting
+    loop need not try."""
+
+    def __init__(self, state: ClusterState, pod, n: int) -> None:  # type: ignore[no-untyped-def]
+        self.state = state
+        self.pod = pod
+        self.n = n
+        self.level: int = pod.topology_level
+        self.need = pod.whole_gpus * n
+        self.placer = Placer(state)
+        self.able: set[int] | None = None
+
+    @classmethod
+    def of(cls, state: ClusterState, job: Job, counts: list[int]) -> _DomainGate | None:
+        if len(job.groups) != 1 or not counts[0]:
+            return None
+        pod = job.groups[0]
+        if not pod.whole_gpus or pod.topology_mode != TopologyMode.REQUIRED or pod.topology_level is None:
+            return None
+        return cls(state, pod, counts[0])
+
+    def _able(self, domain: int) -> bool:
+        dom = self.state.domains[self.level][domain]
+        return dom.whole_free >= self.need and self.placer._domain_capacity(self.pod, dom.node_ids, self.n) >= self.n
+
+    def may_fit(self, lifted: Job) -> bool:
+        """After ``lifted`` came off the state: could some domain take the gang?"""
+        if self.able is None:
+            self.able = {d for d in range(len(self.state.domains[self.level])) if self._able(d)}
+        else:
+            nodes = self.state.nodes
+            for d in {nodes[p.node_id].domains[self.level] for p in lifted.current_run.placements}:  # type: ignore[union-attr]
+                if self._able(d):
+                    self.able.add(d)
+                else:
+                    self.able.discard(d)
+        return bool(self.able)
+
+
 def _could_fit(state: ClusterState, job: Job, counts: list[int], request: Vec, cands: list[Job]) -> bool:
     """Cheap bounds: with every candidate gone, could quota and GPUs (per domain) suffice?"""
     lifted: dict[str, list[int]] = {}
@@ -291,9 +334,12 @@ def find_victims(state: ClusterState, job: Job, counts: list[int], request: Vec,
     charged = {v.id: v.charged for v in cands}
     lifted: list[Job] = []
     found = False
+    gate = _DomainGate.of(state, job, counts)
     for v in cands:
         _lift(state, v)
         lifted.append(v)
+        if gate is not None and not gate.may_fit(v):
+            continue  # no domain could take the gang yet: _fits would say no, touching nothing
         if _fits(state, job, counts, request):
             found = True
             break
