@@ -102,6 +102,60 @@ def _bound(state: ClusterState, job: Job, counts: list[int], request: Vec) -> bo
     return ok and _room_in_a_domain(state, job, counts, [(name, prio) for (name, prio), _ in lifted_keys])
 
 
+def _bound_of_first_buckets(state: ClusterState, job: Job, counts: list[int], request: Vec, now: float) -> bool:
+    """``_bound`` over only the (queue, priority) buckets the candidate list can reach: when more
+    than ``MAX_CANDIDATES`` jobs may be taken, the list is cut within the first buckets of its
+    order (``_candidates``), so what the later ones hold cannot help. The buckets' totals are
+    upper bounds of what their candidates hold (a job admitted at this moment is no candidate),
+    so a bound that fails here fails for the candidates too. Counts the jobs the list would take,
+    so it reaches as far as the list would."""
+    q = state.queues[job.queue]
+    borrowing = quota.needs_borrowing(q, request)
+    rules: dict[str, Rule] = {}
+    buckets: list[tuple[tuple[bool, float, int], str, int]] = []
+    for (name, prio), ids in state.preemptible_jobs.items():
+        if not ids:
+            continue
+        rule = rules.get(name)
+        if rule is None:
+            rule = rules[name] = queue_rule(state, job, state.queues[name], borrowing)
+        if rule != Rule.NONE and (rule == Rule.ANY or prio < job.priority or (rule == Rule.LOWER_OR_NEWER and prio == job.priority)):
+            buckets.append(((name == job.queue, -quota.dominant_share(state, state.queues[name]), prio), name, prio))
+    buckets.sort()
+    jobs = state.jobs
+    taken = 0
+    reached: list[tuple[str, int]] = []
+    for i, (order, name, prio) in enumerate(buckets):
+        if taken >= MAX_CANDIDATES and order != buckets[i - 1][0]:
+            break
+        newer_only = prio == job.priority and rules[name] == Rule.LOWER_OR_NEWER
+        for jid in state.preemptible_jobs[(name, prio)]:
+            v = jobs[jid]
+            if v.runs[-1].start < now and (not newer_only or (v.submit, v.seq) > (job.submit, job.seq)):
+                taken += 1
+        reached.append((name, prio))
+    else:
+        return True  # the list is not cut: _bound has said all there is
+    totals = [state.preemptible_totals[k] for k in reached]
+    if sum(g.whole_gpus * n for g, n in zip(job.groups, counts)) > state.total_whole_free + sum(t[0] for t in totals):
+        return False
+    lifted: dict[str, list[int]] = {}
+    for (name, _), t in zip(reached, totals):
+        total = lifted.setdefault(name, [0, 0, 0])
+        for r in range(3):
+            total[r] += t[r + 1]
+    for name, total in lifted.items():
+        usage = state.queues[name].usage
+        for r in range(3):
+            usage[r] -= total[r]
+    ok = quota.check(state, q, request).fits
+    for name, total in lifted.items():
+        usage = state.queues[name].usage
+        for r in range(3):
+            usage[r] += total[r]
+    return ok and _room_in_a_domain(state, job, counts, reached)
+
+
 def _room_in_a_domain(state: ClusterState, job: Job, counts: list[int], keys: list[tuple[str, int]]) -> bool:
     """For each group that requires one topology domain: is there a domain where its free GPUs
     plus those every allowed job holds there would be enough?"""
@@ -326,6 +380,9 @@ def find_victims(state: ClusterState, job: Job, counts: list[int], request: Vec,
         return None
     if not _bound(state, job, counts, request):
         state.failed_searches[key] = (epoch, None)
+        return None
+    if not _bound_of_first_buckets(state, job, counts, request, now):
+        state.failed_searches[key] = (epoch, now)
         return None
     cands, timed = _candidates(state, job, request, now)
     if not cands or not _could_fit(state, job, counts, request, cands):
