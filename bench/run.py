@@ -165,10 +165,13 @@ def b3_cycle() -> list[tuple[str, str]]:
         ctrl.step()  # the next completion, and the cycles it causes
         steady.append(time.perf_counter() - t0)
     steady.sort()
+    cycles = sorted(ctrl.metrics.cycle_times[1:])
     return [
         ("B3-cycle load 5,000 nodes + 100,000 jobs", f"{load_s:.2f} s"),
-        ("B3-cycle first cycle", f"{first_s:.3f} s, {len(ctrl.state.running):,} running, {pending:,} left pending"),
+        ("B3-cycle first moment (100,000 submissions and the cycle)", f"{first_s:.3f} s, {len(ctrl.state.running):,} running, {pending:,} left pending"),
+        ("B3-cycle the first cycle alone", f"{ctrl.metrics.cycle_times[0]:.3f} s"),
         ("B3-cycle next completion + cycle (median of 20)", f"{1000 * steady[len(steady) // 2]:.1f} ms (max {1000 * steady[-1]:.1f} ms)"),
+        ("B3-cycle those cycles alone (median)", f"{1000 * cycles[len(cycles) // 2]:.1f} ms"),
         ("B3-cycle peak RSS", f"{peak_rss_mib():.0f} MiB"),
     ]
 
