@@ -350,7 +350,8 @@ class UsherApp(App[int]):
         except Exception as exc:  # noqa: BLE001 - an unanswerable review leaves actions as they are
             self.set_status(f"could not check permissions: {exc}", "warning")
             return
-        self.refresh_bindings()
+        if self.screen_stack:  # the answer can come while the console is closing
+            self.refresh_bindings()
 
     @property
     def palette(self):
