@@ -374,7 +374,6 @@ class _GangCycle:
         """Try to admit ``job`` (quota, placement, preemption); or record why it waits."""
         state, now, policy, engine, result = self.state, self.now, self.policy, self.engine, self.result
         failed_quota, passed_quota, failed_shapes = self.failed_quota, self.passed_quota, self.failed_shapes
-        failed_preempt, tried_preempt = self.failed_preempt, self.tried_preempt
         queue = state.queues[job.queue]
         reservation = self.reservation
         guard = reservation.guard if guarded and reservation is not None else None
@@ -392,19 +391,13 @@ class _GangCycle:
                     passed_quota.add(qkey)
             if verdict_reason is not None:
                 failed_quota[qkey] = verdict_reason
-                pkey = attempt.preempt_key
                 if (
                     verdict_reason == PendingReason.WAITING_FOR_QUOTA
-                    and policy.preemption
-                    and job.queue not in tried_preempt
-                    and pkey not in failed_preempt
+                    and self._may_try_preemption(job.queue, attempt.preempt_key)
+                    and self._try_preemption(job, counts, attempt)
                 ):
-                    tried_preempt.add(job.queue)
-                    self.preemptors_left.discard(job.queue)
-                    failed_preempt.add(pkey)
-                    if _preempt_for(state, job, counts, request, now, engine, result):
-                        admitted = preempted = True
-                        break
+                    admitted = preempted = True
+                    break
                 reason = verdict_reason if reason is None else reason
                 continue
             shape = (attempt.shape, guard is not None)
@@ -425,20 +418,19 @@ class _GangCycle:
                 if cached is None:
                     cached = classify_failure(state, job, counts)
                 failed_shapes[shape] = cached
-            pkey = attempt.preempt_key
-            if policy.preemption and cached in CAPACITY_REASONS and job.queue not in tried_preempt and pkey not in failed_preempt:
-                tried_preempt.add(job.queue)
-                self.preemptors_left.discard(job.queue)
-                failed_preempt.add(pkey)
-                if _preempt_for(state, job, counts, request, now, engine, result):
-                    admitted = preempted = True
-                    break
+            if (
+                cached in CAPACITY_REASONS
+                and self._may_try_preemption(job.queue, attempt.preempt_key)
+                and self._try_preemption(job, counts, attempt)
+            ):
+                admitted = preempted = True
+                break
             reason = cached if reason is None else reason
         if preempted:
             # victims are back in their queues with room freed: every verdict is open again
             failed_quota.clear()
             failed_shapes.clear()
-            failed_preempt.clear()
+            self.failed_preempt.clear()
             passed_quota.clear()
             self.settled.clear()
             self.stable.clear()
@@ -463,17 +455,26 @@ class _GangCycle:
         else:
             self._settle(job, plan, guarded, reason)
 
+    def _may_try_preemption(self, queue: str, preempt_key: int) -> bool:
+        """As in Kueue, a queue's first blocked job tries preemption, once per kind of job."""
+        return self.policy.preemption and queue not in self.tried_preempt and preempt_key not in self.failed_preempt
+
+    def _try_preemption(self, job: Job, counts: list[int], attempt: Attempt) -> bool:
+        """The queue's preemption attempt for this cycle: True when ``job`` was admitted."""
+        self.tried_preempt.add(job.queue)
+        self.preemptors_left.discard(job.queue)
+        self.failed_preempt.add(attempt.preempt_key)
+        return _preempt_for(self.state, job, counts, attempt.request, self.now, self.engine, self.result)
+
     def _settle(self, job: Job, plan: Plan, guarded: bool, reason: PendingReason) -> None:
         """Remember ``reason`` for the job's kind when visiting another such job would only find
         it again: every attempt fails on a remembered verdict and no preemption attempt or
         reservation is left for its queue to make."""
-        preemption = self.policy.preemption
-        may_preempt = preemption and job.queue not in self.tried_preempt
         passed: list[int] = []
         for attempt in plan.attempts:
             failed = self.failed_quota.get(attempt.quota_key)
             if failed is not None:
-                if may_preempt and failed == PendingReason.WAITING_FOR_QUOTA and attempt.preempt_key not in self.failed_preempt:
+                if failed == PendingReason.WAITING_FOR_QUOTA and self._may_try_preemption(job.queue, attempt.preempt_key):
                     return
                 continue
             if attempt.quota_key not in self.passed_quota:
@@ -482,7 +483,7 @@ class _GangCycle:
             failed = self.failed_shapes.get((attempt.shape, guarded and self.reservation is not None))
             if failed is None:
                 return
-            if may_preempt and failed in CAPACITY_REASONS and attempt.preempt_key not in self.failed_preempt:
+            if failed in CAPACITY_REASONS and self._may_try_preemption(job.queue, attempt.preempt_key):
                 return
         if (
             self.reservation is None

@@ -74,54 +74,58 @@ def _bound(state: ClusterState, job: Job, counts: list[int], request: Vec) -> bo
     borrowing = quota.needs_borrowing(q, request)
     rules = {name: queue_rule(state, job, vq, borrowing) for name, vq in state.queues.items()}
     gpus = 0
-    lifted: list[tuple[str, list[int]]] = []
-    lifted_keys: list[tuple[tuple[str, int], list[int]]] = []
+    allowed: list[tuple[str, int]] = []
     for (name, prio), t in state.preemptible_totals.items():
         rule = rules[name]
         if rule == Rule.NONE or not t[1] and not t[2] and not t[3]:
             continue
         if rule == Rule.ANY or prio < job.priority or (rule == Rule.LOWER_OR_NEWER and prio == job.priority):
             gpus += t[0]
-            lifted.append((name, t))
-            lifted_keys.append(((name, prio), t))
-    if not lifted:
+            allowed.append((name, prio))
+    if not allowed:
         return False
     if sum(g.whole_gpus * n for g, n in zip(job.groups, counts)) > state.total_whole_free + gpus:
         return False
-    for name, t in lifted:
-        usage = state.queues[name].usage
-        usage[0] -= t[1]
-        usage[1] -= t[2]
-        usage[2] -= t[3]
-    ok = quota.check(state, q, request).fits
-    for name, t in lifted:
-        usage = state.queues[name].usage
-        usage[0] += t[1]
-        usage[1] += t[2]
-        usage[2] += t[3]
-    return ok and _room_in_a_domain(state, job, counts, [(name, prio) for (name, prio), _ in lifted_keys])
+    return _quota_fits_without(state, q, request, _charged_by_queue(state, allowed)) and _room_in_a_domain(state, job, counts, allowed)
 
 
-def _bound_of_first_buckets(state: ClusterState, job: Job, counts: list[int], request: Vec, now: float) -> bool:
+def _charged_by_queue(state: ClusterState, keys: list[tuple[str, int]]) -> dict[str, list[int]]:
+    """What the preemptible jobs of these (queue, priority) buckets are charged, summed by queue."""
+    out: dict[str, list[int]] = {}
+    for name, prio in keys:
+        t = state.preemptible_totals[(name, prio)]
+        total = out.setdefault(name, [0, 0, 0])
+        for r in range(3):
+            total[r] += t[r + 1]
+    return out
+
+
+def _quota_fits_without(state: ClusterState, q: Queue, request: Vec, charged: dict[str, list[int]]) -> bool:
+    """Would ``request`` fit queue ``q`` if ``charged`` (gpu, cpu, memory by queue) were given back?
+    The usage is changed for the check and put back."""
+    for name, total in charged.items():
+        usage = state.queues[name].usage
+        for r in range(3):
+            usage[r] -= total[r]
+    try:
+        return quota.check(state, q, request).fits
+    finally:
+        for name, total in charged.items():
+            usage = state.queues[name].usage
+            for r in range(3):
+                usage[r] += total[r]
+
+
+def _bound_of_first_buckets(
+    state: ClusterState, job: Job, counts: list[int], request: Vec, now: float, ordered: OrderedBuckets
+) -> bool:
     """``_bound`` over only the (queue, priority) buckets the candidate list can reach: when more
     than ``MAX_CANDIDATES`` jobs may be taken, the list is cut within the first buckets of its
     order (``_candidates``), so what the later ones hold cannot help. The buckets' totals are
     upper bounds of what their candidates hold (a job admitted at this moment is no candidate),
     so a bound that fails here fails for the candidates too. Counts the jobs the list would take,
     so it reaches as far as the list would."""
-    q = state.queues[job.queue]
-    borrowing = quota.needs_borrowing(q, request)
-    rules: dict[str, Rule] = {}
-    buckets: list[tuple[tuple[bool, float, int], str, int]] = []
-    for (name, prio), ids in state.preemptible_jobs.items():
-        if not ids:
-            continue
-        rule = rules.get(name)
-        if rule is None:
-            rule = rules[name] = queue_rule(state, job, state.queues[name], borrowing)
-        if rule != Rule.NONE and (rule == Rule.ANY or prio < job.priority or (rule == Rule.LOWER_OR_NEWER and prio == job.priority)):
-            buckets.append(((name == job.queue, -quota.dominant_share(state, state.queues[name]), prio), name, prio))
-    buckets.sort()
+    buckets, rules = ordered
     jobs = state.jobs
     taken = 0
     reached: list[tuple[str, int]] = []
@@ -136,24 +140,11 @@ def _bound_of_first_buckets(state: ClusterState, job: Job, counts: list[int], re
         reached.append((name, prio))
     else:
         return True  # the list is not cut: _bound has said all there is
-    totals = [state.preemptible_totals[k] for k in reached]
-    if sum(g.whole_gpus * n for g, n in zip(job.groups, counts)) > state.total_whole_free + sum(t[0] for t in totals):
+    freed = sum(state.preemptible_totals[k][0] for k in reached)
+    if sum(g.whole_gpus * n for g, n in zip(job.groups, counts)) > state.total_whole_free + freed:
         return False
-    lifted: dict[str, list[int]] = {}
-    for (name, _), t in zip(reached, totals):
-        total = lifted.setdefault(name, [0, 0, 0])
-        for r in range(3):
-            total[r] += t[r + 1]
-    for name, total in lifted.items():
-        usage = state.queues[name].usage
-        for r in range(3):
-            usage[r] -= total[r]
-    ok = quota.check(state, q, request).fits
-    for name, total in lifted.items():
-        usage = state.queues[name].usage
-        for r in range(3):
-            usage[r] += total[r]
-    return ok and _room_in_a_domain(state, job, counts, reached)
+    q = state.queues[job.queue]
+    return _quota_fits_without(state, q, request, _charged_by_queue(state, reached)) and _room_in_a_domain(state, job, counts, reached)
 
 
 def _room_in_a_domain(state: ClusterState, job: Job, counts: list[int], keys: list[tuple[str, int]]) -> bool:
@@ -181,19 +172,16 @@ def candidates(state: ClusterState, job: Job, request: Vec, now: float) -> list[
     return _candidates(state, job, request, now)[0]
 
 
-def _candidates(state: ClusterState, job: Job, request: Vec, now: float) -> tuple[list[Job], bool]:
-    """``candidates``, and whether the list depends on ``now``: some allowed job was admitted at
-    this very moment (and left out), or the list was cut to ``MAX_CANDIDATES`` by an order that
-    moves with time (work at risk).
+#: the (queue, priority) buckets ``job`` may take from, in the candidate order's first keys, and
+#: the rule for each queue
+OrderedBuckets = tuple[list[tuple[tuple[bool, float, int], str, int]], dict[str, Rule]]
 
-    The order's first keys (own queue last, the queue furthest above its share first, lower
-    priority first) are those of a (queue, priority) bucket of ``state.preemptible_jobs``: the
-    buckets are taken in that order, and once ``MAX_CANDIDATES`` are in hand no later bucket can
-    place a job in the list, so its jobs are not looked at.
-    """
-    q = state.queues[job.queue]
-    borrowing = quota.needs_borrowing(q, request)
-    timed = False
+
+def _ordered_buckets(state: ClusterState, job: Job, request: Vec) -> OrderedBuckets:
+    """The buckets of ``state.preemptible_jobs`` the policy lets ``job`` take from, ordered as
+    the candidates are: own queue last, the queue furthest above its share first, lower priority
+    first."""
+    borrowing = quota.needs_borrowing(state.queues[job.queue], request)
     rules: dict[str, Rule] = {}
     shares: dict[str, float] = {}
     buckets: list[tuple[tuple[bool, float, int], str, int]] = []
@@ -211,6 +199,23 @@ def _candidates(state: ClusterState, job: Job, request: Vec, now: float) -> tupl
                 share = shares[name] = quota.dominant_share(state, state.queues[name])
             buckets.append(((name == job.queue, -share, prio), name, prio))
     buckets.sort()
+    return buckets, rules
+
+
+def _candidates(
+    state: ClusterState, job: Job, request: Vec, now: float, ordered: OrderedBuckets | None = None
+) -> tuple[list[Job], bool]:
+    """``candidates``, and whether the list depends on ``now``: some allowed job was admitted at
+    this very moment (and left out), or the list was cut to ``MAX_CANDIDATES`` by an order that
+    moves with time (work at risk).
+
+    The order's first keys (own queue last, the queue furthest above its share first, lower
+    priority first) are those of a (queue, priority) bucket of ``state.preemptible_jobs``: the
+    buckets are taken in that order, and once ``MAX_CANDIDATES`` are in hand no later bucket can
+    place a job in the list, so its jobs are not looked at.
+    """
+    buckets, rules = ordered if ordered is not None else _ordered_buckets(state, job, request)
+    timed = False
     jobs = state.jobs
     keyed: list[tuple[bool, float, int, float, int, int]] = []
     for i, (order, name, prio) in enumerate(buckets):
@@ -310,23 +315,12 @@ class _DomainGate:
 
 def _could_fit(state: ClusterState, job: Job, counts: list[int], request: Vec, cands: list[Job]) -> bool:
     """Cheap bounds: with every candidate gone, could quota and GPUs (per domain) suffice?"""
-    lifted: dict[str, list[int]] = {}
+    charged: dict[str, list[int]] = {}
     for v in cands:
-        total = lifted.setdefault(v.queue, [0, 0, 0])
-        charged = v.charged
-        total[0] += charged[0]
-        total[1] += charged[1]
-        total[2] += charged[2]
-    for name, total in lifted.items():
-        usage = state.queues[name].usage
+        total = charged.setdefault(v.queue, [0, 0, 0])
         for r in range(3):
-            usage[r] -= total[r]
-    ok = quota.check(state, state.queues[job.queue], request).fits
-    for name, total in lifted.items():
-        usage = state.queues[name].usage
-        for r in range(3):
-            usage[r] += total[r]
-    if not ok:
+            total[r] += v.charged[r]
+    if not _quota_fits_without(state, state.queues[job.queue], request, charged):
         return False
     nodes = state.nodes
     freed: dict[int, int] = {}
@@ -381,10 +375,11 @@ def find_victims(state: ClusterState, job: Job, counts: list[int], request: Vec,
     if not _bound(state, job, counts, request):
         state.failed_searches[key] = (epoch, None)
         return None
-    if not _bound_of_first_buckets(state, job, counts, request, now):
+    ordered = _ordered_buckets(state, job, request)
+    if not _bound_of_first_buckets(state, job, counts, request, now, ordered):
         state.failed_searches[key] = (epoch, now)
         return None
-    cands, timed = _candidates(state, job, request, now)
+    cands, timed = _candidates(state, job, request, now, ordered)
     if not cands or not _could_fit(state, job, counts, request, cands):
         state.failed_searches[key] = (epoch, now if timed else None)
         return None
