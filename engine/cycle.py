@@ -64,6 +64,7 @@ from .policy.backfill import (
     quick_reject,
     reservation_now,
 )
+from .policy.ordering import AdmissionOrder
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
 from .policy.preemption import find_victims
 from .policy.registry import Backfill, Policy, ReserveFor
@@ -204,32 +205,10 @@ class _GangCycle:
         fair_share = self.policy.fair_share
         jobs, queues, plans = state.jobs, state.queues, state.attempt_plans
         settled, passed_quota, blocked = self.settled, self.passed_quota, self.blocked
-        snapshots: dict[str, list[tuple[int, float, int, int]]] = {}
-        #: per queue: the usage its shares were computed at, and the share per request
-        shares: dict[str, tuple[tuple[int, int, int], dict[Vec, float]]] = {}
-
-        def key_of(name: str, idx: int) -> tuple[float, int, float, int, str, int]:
-            prio, submit, seq, jid = snapshots[name][idx]
-            share = 0.0
-            if fair_share:
-                queue = queues[name]
-                usage = queue.usage
-                used = (usage[0], usage[1], usage[2])
-                memo = shares.get(name)
-                if memo is None or memo[0] != used:
-                    memo = shares[name] = (used, {})
-                request = jobs[jid].request
-                share = memo[1].get(request)  # type: ignore[assignment]
-                if share is None:
-                    share = memo[1][request] = quota.dominant_share(state, queue, request)
-            return (share, prio, submit, seq, name, idx)
-
-        heap: list[tuple[float, int, float, int, str, int]] = []
-        for name, q in queues.items():
-            if q.pending:
-                snapshots[name] = list(q.pending)
-                heap.append(key_of(name, 0))
-        heapq.heapify(heap)
+        # the order's keys, snapshots and heap of queue heads are AdmissionOrder's; only the walk
+        # over them is inlined here
+        order = AdmissionOrder(state, fair_share=fair_share)
+        heap, snapshots, shares, key_of = order.heap, order.snapshots, order.shares, order.key
         manual = {name for name, q in queues.items() if q.approval == Approval.MANUAL}
         if self.policy.preemption:
             self.preemptors_left = {name for name in snapshots if _may_preempt(queues[name])}
@@ -354,7 +333,7 @@ class _GangCycle:
                     share = 0.0
                     if fair_share:
                         memo = shares.get(name)
-                        if memo is None or memo[0] != (usage[0], usage[1], usage[2]):
+                        if memo is None or memo[0] != usage:
                             share = key_of(name, idx + 1)[0]
                         else:
                             share = memo[1].get(jobs[snapshot[idx + 1][3]].request)  # type: ignore[assignment]

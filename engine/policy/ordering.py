@@ -30,44 +30,47 @@ class AdmissionOrder:
 
     state: ClusterState
     fair_share: bool = True
-    _heap: list[tuple[float, int, float, int, str, int]] = field(default_factory=list)
-    _snapshots: dict[str, list[tuple[int, float, int, int]]] = field(default_factory=dict)
+    #: one entry per queue: the key of its next job (share, -priority, submit, seq, queue, index)
+    heap: list[tuple[float, int, float, int, str, int]] = field(default_factory=list)
+    #: each queue's pending jobs as the order started
+    snapshots: dict[str, list[tuple[int, float, int, int]]] = field(default_factory=dict)
     _blocked: set[str] = field(default_factory=set)
     #: per queue: the usage its shares were computed at, and the share per request
-    _shares: dict[str, tuple[list[int], dict[tuple[int, int, int], float]]] = field(default_factory=dict)
+    shares: dict[str, tuple[list[int], dict[tuple[int, int, int], float]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name, q in self.state.queues.items():
             if q.pending:
                 snap = list(q.pending)
-                self._snapshots[name] = snap
+                self.snapshots[name] = snap
                 self._push(name, 0)
 
-    def _key(self, name: str, idx: int) -> tuple[float, int, float, int, str, int]:
-        prio, submit, seq, jid = self._snapshots[name][idx]
+    def key(self, name: str, idx: int) -> tuple[float, int, float, int, str, int]:
+        """The heap key of the queue's job at ``idx``, its share at the queue's usage now."""
+        prio, submit, seq, jid = self.snapshots[name][idx]
         share = 0.0
         if self.fair_share:
             request = self.state.jobs[jid].request
             queue = self.state.queues[name]
-            memo = self._shares.get(name)
+            memo = self.shares.get(name)
             if memo is None or memo[0] != queue.usage:
                 memo = (list(queue.usage), {})
-                self._shares[name] = memo
+                self.shares[name] = memo
             share = memo[1].get(request)  # type: ignore[assignment]
             if share is None:
                 share = memo[1][request] = dominant_share(self.state, queue, request)
         return (share, prio, submit, seq, name, idx)
 
     def _push(self, name: str, idx: int) -> None:
-        if idx < len(self._snapshots[name]):
-            heapq.heappush(self._heap, self._key(name, idx))
+        if idx < len(self.snapshots[name]):
+            heapq.heappush(self.heap, self.key(name, idx))
 
     def block(self, queue: str) -> None:
         """Consider no more jobs of ``queue`` in this cycle."""
         self._blocked.add(queue)
 
     def __iter__(self) -> Iterator[Job]:
-        heap = self._heap
+        heap = self.heap
         jobs = self.state.jobs
         fair_share = self.fair_share
         while heap:
@@ -76,17 +79,17 @@ class AdmissionOrder:
             if name in self._blocked:
                 continue
             if fair_share:
-                fresh = self._key(name, idx)
+                fresh = self.key(name, idx)
                 if fresh[0] > key[0] and heap and fresh > heap[0]:
                     heapq.heappush(heap, fresh)
                     continue
-            snapshot = self._snapshots[name]
+            snapshot = self.snapshots[name]
             last = len(snapshot) - 1
             usage = self.state.queues[name].usage
             # Yield this queue's jobs for as long as its next one would be popped straight after
             # (its key below every other queue's): the same order as pushing and popping each.
             while True:
-                following = self._key(name, idx + 1) if idx < last else None
+                following = self.key(name, idx + 1) if idx < last else None
                 used = (usage[0], usage[1], usage[2])
                 yield jobs[snapshot[idx][3]]
                 if following is None or name in self._blocked:
@@ -95,7 +98,7 @@ class AdmissionOrder:
                     heapq.heappush(heap, following)
                     break
                 if fair_share and (usage[0], usage[1], usage[2]) != used:
-                    fresh = self._key(name, idx + 1)
+                    fresh = self.key(name, idx + 1)
                     if fresh[0] > following[0] and heap and fresh > heap[0]:
                         heapq.heappush(heap, fresh)
                         break
