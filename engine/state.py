@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import insort
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .enums import (
     Approval,
@@ -35,6 +35,7 @@ HOSTNAME_LEVEL = "kubernetes.io/hostname"
 INF = float("inf")
 
 if TYPE_CHECKING:
+    from .cycle import Plan
     from .policy.fragmentation import WorkloadProfile
 
 #: A node's shape: GPU model, free CPU, free milli-GPUs sorted high to low.
@@ -345,9 +346,9 @@ class ClusterState:
         self.change_counter = 0
         #: per job id: its groups, minCount and the admission attempts the cycle makes for it
         #: (``cycle.attempts_of``), computed once rather than on every cycle
-        self.attempt_plans: dict[int, Any] = {}
+        self.attempt_plans: dict[int, Plan] = {}
         #: the same plans by (queue, priority, minCount, groups): jobs alike share one
-        self.plans_by_signature: dict[tuple, Any] = {}
+        self.plans_by_signature: dict[tuple, Plan] = {}
         #: the memo keys of those attempts, interned as small ints
         self.memo_ids: dict[tuple, int] = {}
         #: failed preemption searches (``policy.preemption.VictimSearch``), kept across cycles
