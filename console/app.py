@@ -509,10 +509,18 @@ class UsherApp(App[int]):
         """Redraw the header and the visible view if anything they show changed."""
         if not self.is_mounted:
             return
+        try:
+            self._redraw(force)
+        except NoMatches:
+            # the widgets are being replaced (starting, a theme change, closing): the next
+            # redraw draws them
+            return
+
+    def _redraw(self, force: bool) -> None:
         bar = self.bar_text()
         if bar != self._bar:
-            self._bar = bar
             self.query_one("#bar", Static).update(bar)
+            self._bar = bar
         stale = self.run_state() in (RunState.RECONNECTING, RunState.STALE)
         self.query_one("#views").set_class(stale, "-stale")
         now = self.controller.now
@@ -528,10 +536,7 @@ class UsherApp(App[int]):
         )
         if not force and self._drawn.get(self.view) == key:
             return
-        try:
-            getattr(self, f"_draw_{self.view}")(now)
-        except NoMatches:
-            return  # the view's widgets are being replaced (a theme change): the next redraw draws
+        getattr(self, f"_draw_{self.view}")(now)
         self._drawn[self.view] = key
 
     def _draw_overview(self, now: float) -> None:
