@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
+from usher.engine.backends.http_server import HttpServer, Request, Response
 from usher.engine.backends.kube.client import (
     NODES,
     PODS,
@@ -32,7 +32,6 @@ from usher.engine.backends.kube.client import (
     TooManyRequests,
     Unauthorized,
 )
-from usher.engine.backends.http_server import HttpServer, Request, Response
 from usher.sandbox.apiserver import FakeApiServer, FaultKind
 from usher.sandbox.store import ApiError as StoreError
 from usher.sandbox.store import Subresource
@@ -220,6 +219,17 @@ async def test_watch_streams_changes_and_too_old_is_gone(server: FakeApiServer, 
             pass
 
 
+async def test_a_watch_event_larger_than_the_client_buffers_arrives_whole(server: FakeApiServer, client: KubeClient) -> None:
+    start = str(server.store.resource_version)
+    big = "x" * 200_000  # annotations may hold 256 KiB; aiohttp's readline stops at 128 KiB
+    pod = {"metadata": {"name": "big", "annotations": {"note": big}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    server.store.create("pods", pod, "default")
+    make_pod(server, "small")
+    seen = [event async for event in client.watch(PODS.path("default"), resource_version=start, timeout_seconds=1)]
+    assert [e.object["metadata"]["name"] for e in seen if e.type == "ADDED"] == ["big", "small"]
+    assert seen[0].object["metadata"]["annotations"]["note"] == big
+
+
 # --- retries ---
 
 
@@ -240,6 +250,21 @@ async def test_a_create_is_not_repeated_after_a_500(server: FakeApiServer, clien
         await client.create("/api/v1/namespaces/default/configmaps", {"metadata": {"name": "c"}, "data": {}})
     assert caught.value.code == 500
     assert server.count("POST", "/api/v1/namespaces/default/configmaps") == 1
+
+
+async def test_a_dropped_connection_is_repeated_only_by_the_retry_policy(server: FakeApiServer, client: KubeClient, sleeps: Sleeps) -> None:
+    path = "/api/v1/namespaces/default"
+    server.inject(FaultKind.DROP, method="GET", path=path, watch=False)
+    with pytest.raises(ClusterUnreachable):
+        await client.get(path)
+    assert len([r for r in server.requests if r.path == path]) == FAST.attempts  # no resend by the HTTP client itself
+    assert len(sleeps) == FAST.attempts - 1
+    server.clear_faults()
+    configmaps = "/api/v1/namespaces/default/configmaps"
+    server.inject(FaultKind.DROP, method="POST", path=configmaps)
+    with pytest.raises(ClusterUnreachable):
+        await client.create(configmaps, {"metadata": {"name": "c"}, "data": {}})
+    assert len([r for r in server.requests if r.path == configmaps]) == 1  # the server may have acted: not repeated
 
 
 async def test_429_waits_retry_after(server: FakeApiServer, client: KubeClient, sleeps: Sleeps) -> None:
@@ -384,3 +409,68 @@ async def test_access_review_answers_are_cached(server: FakeApiServer, tmp_path:
         {"verb": "list", "group": "", "resource": "pods"},
         {"verb": "create", "group": "", "resource": "pods", "namespace": "default", "subresource": "eviction"},
     ]
+
+
+async def test_the_proxy_comes_from_the_kubeconfig_and_no_proxy_bypasses_it(
+    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``proxy-url`` (or ``HTTP_PROXY``) carries the requests, with the proxy's credentials from its
+    URL; ``NO_PROXY`` naming the server bypasses an environment proxy."""
+    relayed: list[tuple[str, str]] = []
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        auth = next((line.split(":", 1)[1].strip() for line in lines if line.lower().startswith("proxy-authorization:")), "")
+        relayed.append((lines[0], auth))
+        target = lines[0].split(" ")[1].split("/")[2]  # an absolute-form request: http://host:port/path
+        host, port = target.rsplit(":", 1)
+        upstream_reader, upstream = await asyncio.open_connection(host, int(port))
+        upstream.write(head)  # HTTP/1.1 servers accept the absolute form too
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            try:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            except ConnectionError:
+                pass
+            finally:
+                sink.close()
+
+        await asyncio.gather(pipe(reader, upstream), pipe(upstream_reader, writer))
+
+    proxy = await asyncio.start_server(relay, "127.0.0.1", 0)
+    proxy_port = proxy.sockets[0].getsockname()[1]
+    try:
+        config = server.kubeconfig()
+        config["clusters"][0]["cluster"]["proxy-url"] = f"http://me:secret@127.0.0.1:{proxy_port}"
+        path = tmp_path / "proxied"
+        path.write_text(yaml.safe_dump(config))
+        async with await KubeClient.connect(str(path)) as kube:
+            await kube.get("/api/v1/namespaces/default")
+        assert relayed and relayed[0][0].startswith(f"GET {server.url}/version ")
+        assert relayed[0][1] == "Basic bWU6c2VjcmV0"  # me:secret
+
+        relayed.clear()
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy_port}")
+        monkeypatch.delenv("http_proxy", raising=False)
+        async with await KubeClient.connect(write_kubeconfig(tmp_path / "plain", server)) as kube:
+            await kube.get("/api/v1/namespaces/default")
+        assert relayed
+
+        relayed.clear()
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        monkeypatch.delenv("no_proxy", raising=False)
+        async with await KubeClient.connect(write_kubeconfig(tmp_path / "plain", server)) as kube:
+            await kube.get("/api/v1/namespaces/default")
+        assert relayed == []
+
+        monkeypatch.delenv("NO_PROXY")
+        config["clusters"][0]["cluster"]["proxy-url"] = f"socks5://127.0.0.1:{proxy_port}"
+        path.write_text(yaml.safe_dump(config))
+        with pytest.raises(KubeConfigError) as caught:
+            await KubeClient.connect(str(path))
+        assert "socks5://" in str(caught.value) and "\n" not in str(caught.value)
+    finally:
+        proxy.close()

@@ -1,21 +1,25 @@
 """The Kubernetes API client of usher's kube backend.
 
 Everything usher says to a cluster goes through :class:`KubeClient` over HTTP/1.1 with kept-alive
-connections: requests on a pool of ``pool_size`` (16) connections, at most one request in flight
-on each (the rest wait their turn in the client, in order), split into httpx clients of
-``SHARD_CONNECTIONS``; watches on a pool of their own, each holding one connection for as long
-as it streams.
+connections, through aiohttp's client: requests on a pool of ``pool_size`` (16) connections, at
+most one request in flight on each (the rest wait their turn in the client, in order); watches on
+a pool of their own (``WATCH_CONNECTIONS``), each holding one connection for as long as it
+streams. (It was httpx over httpcore and anyio until issue 14: some 0.6 ms of CPU a request, five
+times aiohttp's, which made the HTTP client the largest cost of a bind.) The server's address,
+its TLS material (CA, client certificate, ``insecure-skip-tls-verify``, ``tls-server-name`` for
+SNI) and the proxy (the kubeconfig's ``proxy-url``, else ``HTTPS_PROXY``/``HTTP_PROXY``/
+``ALL_PROXY`` unless ``NO_PROXY`` names the server) are read from the credentials.
 
 Credentials come from ``kubernetes.config`` (:class:`Credentials`): an explicit kubeconfig
 path, else ``$KUBECONFIG`` or ``~/.kube/config``, else the in-cluster service account. The
 library fills a ``kubernetes.client.Configuration``; the address and TLS material build the
-httpx client, and the ``Authorization`` header is read through ``Configuration.auth_settings()``
+HTTP sessions, and the ``Authorization`` header is read through ``Configuration.auth_settings()``
 before every request, because that call runs the library's refresh hook (an exec plugin whose
 token has expired runs again; the in-cluster token file is re-read every minute). The hook may
 run a subprocess, so it runs in a worker thread, one at a time. A static token (a kubeconfig
 user with ``token`` or ``tokenFile`` and neither ``exec`` nor ``auth-provider``: the library
 sets a hook for it too, but the hook never changes it) is read once a minute instead. A 401 reloads the credentials
-once (rebuilding the httpx client if the address or TLS identity changed) and repeats the request.
+once (rebuilding the HTTP sessions if the address, TLS identity or proxy changed) and repeats the request.
 Anything that means "there is no usable cluster" is a :class:`ClusterAccessError` whose message is
 one line for the user; when :meth:`KubeClient.connect` finds no usable cluster, it ends with a
 pointer to ``usher demo``.
@@ -39,21 +43,24 @@ Retries (:class:`RetryPolicy`, bounded attempts):
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import os
 import random
 import ssl
 import time
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Self
+from urllib.parse import SplitResult, urlsplit
 
-import httpx
+import aiohttp
 from kubernetes.client import Configuration
 from kubernetes.config import (
     ConfigException,
@@ -74,10 +81,8 @@ DEMO_HINT = "or run `usher demo` to try usher on a simulated cluster"
 WATCH_READ_GRACE = 30.0
 #: connections for watches, apart from the requests' pool (usher runs a dozen or so informers)
 WATCH_CONNECTIONS = 32
-#: connections per httpx client of the requests' pool: httpcore looks at every connection of a
-#: pool (a readability check of each idle socket) when a request starts and when it ends, so the
-#: pool is split into clients of this many connections and a request goes to the least busy one
-SHARD_CONNECTIONS = 4
+#: how long an idle kept-alive connection is kept
+KEEPALIVE = 60.0
 #: how long an Authorization header is used before it is read again (client-go re-reads a
 #: projected service-account token every minute too)
 AUTH_REFRESH = 60.0
@@ -206,12 +211,37 @@ def _blames_disruption_budget(message: str, causes: tuple[Obj, ...]) -> bool:
     return "disruption budget" in message.lower()
 
 
-def _response_error(response: httpx.Response) -> ApiError:
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    """A response read whole: its status, headers and body."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+    charset: str | None = None
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status < 300
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def text(self) -> str:
+        """The body decoded by the charset the server named (UTF-8 if none or unknown), as httpx did."""
+        try:
+            return self.body.decode(self.charset or "utf-8", errors="replace")
+        except LookupError:
+            return self.body.decode("utf-8", errors="replace")
+
+
+def _response_error(response: _Reply) -> ApiError:
     try:
         status = response.json()
     except ValueError:
-        status = {"message": response.text[:200] or _phrase(response.status_code)}
-    return api_error(response.status_code, status, response.headers.get("Retry-After"))
+        status = {"message": response.text[:200] or _phrase(response.status)}
+    return api_error(response.status, status, response.headers.get("Retry-After"))
 
 
 # --- small value types ------------------------------------------------------------------------
@@ -466,7 +496,7 @@ def _one_line(error: BaseException) -> str:
 
 
 def _transport_identity(config: Configuration) -> tuple[object, ...]:
-    """What the httpx client is built from; when it changes the client must be rebuilt."""
+    """What the HTTP sessions are built from; when it changes they must be rebuilt."""
     return (
         config.host,
         config.ssl_ca_cert,
@@ -474,6 +504,7 @@ def _transport_identity(config: Configuration) -> tuple[object, ...]:
         config.key_file,
         config.verify_ssl,
         config.proxy,
+        getattr(config, "no_proxy", None),
         getattr(config, "tls_server_name", None),
     )
 
@@ -488,9 +519,63 @@ def _tls_context(config: Configuration) -> ssl.SSLContext:
     return context
 
 
+def _proxy(config: Configuration) -> str | None:
+    """The proxy for the API server, as ``kubernetes.client`` resolves it: the kubeconfig's
+    ``proxy-url``, else ``HTTPS_PROXY``/``HTTP_PROXY`` for the server's scheme or ``ALL_PROXY``
+    (recent versions of the library fill ``config.proxy`` from them; older ones leave it to the
+    HTTP client, as httpx did), and none when ``NO_PROXY`` names the server. A proxy must speak
+    HTTP or HTTPS (aiohttp has no SOCKS)."""
+    proxies = urllib.request.getproxies_environment()
+    server = urlsplit(str(config.host))
+    proxy = config.proxy or proxies.get(server.scheme) or proxies.get("all") or None
+    if proxy is None:
+        return None
+    no_proxy = getattr(config, "no_proxy", None)
+    if _bypasses_proxy(server, proxies.get("no", "") if no_proxy is None else no_proxy):
+        return None
+    if "://" not in proxy:
+        proxy = f"http://{proxy}"
+    if urlsplit(proxy).scheme not in ("http", "https"):
+        raise KubeConfigError(f"proxy {proxy} is not an HTTP or HTTPS proxy; {DEMO_HINT}")
+    return proxy
+
+
+def _bypasses_proxy(server: SplitResult, no_proxy: str) -> bool:
+    """Whether ``NO_PROXY`` (``*``, host names and their subdomains, ``host:port``, addresses and
+    networks) names the server, by the rules of ``kubernetes.client``."""
+    host = (server.hostname or "").lower()
+    if not host:
+        return True
+    netloc = server.netloc.lower().rpartition("@")[2]
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    for entry in (entry.strip().lower() for entry in no_proxy.split(",")):
+        if not entry:
+            continue
+        if entry == "*":
+            return True
+        if address is not None:
+            try:
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                pass
+        entry = entry.lstrip(".")
+        if entry in (host, netloc) or host.endswith("." + entry) or netloc.endswith("." + entry):
+            return True
+    return False
+
+
 # --- the client -------------------------------------------------------------------------------
 
-_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+#: what a failed exchange raises, below the HTTP answer: no connection, a broken or silent one
+#: (aiohttp's timeouts are ``TimeoutError`` too), an unreadable answer
+_TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError)
+#: failures before the request left: no connection could be made (refused, no such host, TLS
+#: handshake, proxy) or none in time; a POST may be repeated after these
+_NEVER_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 
 
 class KubeClient:
@@ -521,17 +606,11 @@ class KubeClient:
         self._auth_lock = asyncio.Lock()
         #: the Authorization header as last read, its credentials' generation and when (monotonic)
         self._auth: tuple[str | None, int, float] | None = None
-        #: the requests' pool: ``pool_size`` connections in clients of ``SHARD_CONNECTIONS``
-        self._shards = self._build_shards(pool_size)
-        #: requests in flight on each shard
-        self._busy = [0] * len(self._shards)
         #: requests in flight on the requests' pool, at most one per connection: the rest wait
-        #: here, in order, rather than in httpcore's queue, which is scanned on every request
-        #: that ends (thousands of queued Events made each bind cost milliseconds)
+        #: here, in order (thousands of Events may be queued at once)
         self._slots = asyncio.Semaphore(pool_size)
-        #: watches hold their connection for minutes: a pool of their own, so they never take
-        #: every connection of the requests' pool (nor make it scan long-lived ones)
-        self._streams = self._build_http(WATCH_CONNECTIONS)
+        self._requests_timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=timeout, sock_read=timeout)
+        self._build_sessions()
 
     @property
     def pool_size(self) -> int:
@@ -563,11 +642,10 @@ class KubeClient:
         return str(self._credentials.config.host)
 
     async def aclose(self) -> None:
-        for shard in self._shards:
-            await shard.aclose()
-        await self._streams.aclose()
+        await self._session.close()
+        await self._streams.close()
 
-    async def __aenter__(self) -> KubeClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -627,24 +705,40 @@ class KubeClient:
             "resourceVersion": resource_version,
             "timeoutSeconds": str(timeout_seconds),
         }
-        timeout = httpx.Timeout(self._timeout, read=timeout_seconds + WATCH_READ_GRACE)
+        # a connection from the watches' pool, or a new one, within the timeout (httpx's pool and
+        # connect timeouts); then at most timeout_seconds and a grace between two reads
+        timeout = aiohttp.ClientTimeout(
+            total=None, connect=self._timeout, sock_connect=self._timeout, sock_read=timeout_seconds + WATCH_READ_GRACE
+        )
         try:
             response = await self._send("GET", path, params=params, stream=True, timeout=timeout)
-        except httpx.TransportError as exc:
+        except _TRANSPORT_ERRORS as exc:
             raise self._unreachable(exc) from exc
+        ended = False
         try:
-            if not response.is_success:
-                await response.aread()
-                raise _response_error(response)
+            if not 200 <= response.status < 300:
+                body = await response.read()
+                raise _response_error(_Reply(response.status, response.headers, body, response.charset))
             if on_open is not None:
                 on_open()
-            async for line in response.aiter_lines():
-                if line.strip():
-                    yield _watch_event(line)
-        except httpx.TransportError as exc:
+            # lines of any length (aiohttp's readline refuses lines past its buffer's limit)
+            rest = b""
+            async for chunk in response.content.iter_any():
+                lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
+                rest = lines.pop()
+                for line in lines:
+                    if line.strip():
+                        yield _watch_event(line.decode("utf-8", errors="replace"))
+            if rest.strip():
+                yield _watch_event(rest.decode("utf-8", errors="replace"))
+            ended = True
+        except _TRANSPORT_ERRORS as exc:
             raise self._unreachable(exc) from exc
         finally:
-            await response.aclose()
+            if ended:
+                response.release()  # read to its end: the connection may serve another watch
+            else:
+                response.close()
 
     async def create(self, path: str, obj: Obj, *, retry_ambiguous: bool = False) -> Obj:
         """POST ``obj`` to a collection. Set ``retry_ambiguous`` only if a repeat is harmless."""
@@ -825,7 +919,7 @@ class KubeClient:
             attempt += 1
             try:
                 response = await self._send(method, path, params=params, body=body, content_type=content_type)
-            except httpx.TransportError as exc:
+            except _TRANSPORT_ERRORS as exc:
                 may_repeat = retry_ambiguous or isinstance(exc, _NEVER_SENT)
                 if not may_repeat or attempt >= self._retry.attempts:
                     raise self._unreachable(exc) from exc
@@ -835,7 +929,7 @@ class KubeClient:
                 if response.is_success:
                     if as_text:
                         return response.text
-                    return response.json() if response.content else {}
+                    return response.json() if response.body else {}
                 error = _response_error(response)
                 delay = self._retry_delay(error, attempt, retry_ambiguous)
                 if delay is None:
@@ -862,41 +956,38 @@ class KubeClient:
         body: object = None,
         content_type: str = "application/json",
         stream: bool = False,
-        timeout: httpx.Timeout | None = None,
-    ) -> httpx.Response:
-        """One HTTP exchange; a 401 reloads the credentials once and repeats it."""
+        timeout: aiohttp.ClientTimeout | None = None,
+    ) -> Any:
+        """One HTTP exchange; a 401 reloads the credentials once and repeats it. A request's
+        answer is read whole (a :class:`_Reply`); a stream's is the open ``ClientResponse``,
+        which the caller releases or closes."""
         content = None if body is None else json.dumps(body).encode()
         headers = {"Accept": "application/json"}
         if content is not None:
             headers["Content-Type"] = content_type
 
-        async def exchange() -> httpx.Response:
+        async def exchange() -> Any:
             authorization = await self._authorization()
-            request = self._streams.build_request(
-                method,
-                path,
-                params=params,
-                content=content,
-                headers=headers | ({"Authorization": authorization} if authorization else {}),
-                timeout=timeout or self._timeout,
-                extensions=self._extensions(),
-            )
+            options: dict[str, Any] = {
+                "params": params,
+                "data": content,
+                "headers": (headers | {"Authorization": authorization}) if authorization else headers,
+                "allow_redirects": False,  # as httpx: a redirect is an answer, not followed
+                "proxy": self._proxy,
+                "server_hostname": self._server_name,
+            }
+            url = self._base + path
             if stream:
-                return await self._streams.send(request, stream=True)
-            async with self._slots:
-                busy = self._busy
-                shard = busy.index(min(busy))
-                busy[shard] += 1
-                try:
-                    return await self._shards[shard].send(request)
-                finally:
-                    busy[shard] -= 1
+                return await self._streams.request(method, url, timeout=timeout or self._requests_timeout, **options)
+            async with self._slots, self._session.request(method, url, timeout=timeout or self._requests_timeout, **options) as response:
+                return _Reply(response.status, response.headers, await response.read(), response.charset)
 
         generation = self._credentials.generation
         response = await exchange()
-        if response.status_code != 401:
+        if response.status != 401:
             return response
-        await response.aclose()
+        if stream:
+            response.close()
         log.info("%s %s: 401; reloading credentials from %s", method, path, self._credentials.describe())
         await self._reload(generation)
         return await exchange()
@@ -925,40 +1016,39 @@ class KubeClient:
             await asyncio.to_thread(self._credentials.load)
             self._auth = None
             if _transport_identity(self._credentials.config) != before:
-                stale, self._shards = self._shards, self._build_shards(self._pool_size)
-                streams, self._streams = self._streams, self._build_http(WATCH_CONNECTIONS)
-                for shard in stale:
-                    await shard.aclose()
-                await streams.aclose()
+                session, streams = self._session, self._streams
+                self._build_sessions()
+                await session.close()
+                await streams.close()
 
-    def _build_shards(self, pool_size: int) -> list[httpx.AsyncClient]:
-        """httpx clients with ``pool_size`` connections in all, ``SHARD_CONNECTIONS`` or fewer each."""
-        sizes = [SHARD_CONNECTIONS] * (pool_size // SHARD_CONNECTIONS)
-        if pool_size % SHARD_CONNECTIONS or not sizes:
-            sizes.append(max(1, pool_size % SHARD_CONNECTIONS))
-        return [self._build_http(size) for size in sizes]
-
-    def _build_http(self, pool_size: int) -> httpx.AsyncClient:
+    def _build_sessions(self) -> None:
+        """The requests' session (``pool_size`` connections) and the watches' one
+        (``WATCH_CONNECTIONS``), from the credentials' address, TLS material and proxy."""
         config = self._credentials.config
-        limits = httpx.Limits(
-            max_connections=pool_size,
-            max_keepalive_connections=pool_size,
-            keepalive_expiry=60.0,
-        )
-        return httpx.AsyncClient(
-            base_url=str(config.host),
-            verify=_tls_context(config),
-            proxy=config.proxy or None,
-            limits=limits,
-            timeout=self._timeout,
+        tls = _tls_context(config)
+        self._proxy = _proxy(config)
+        self._base = str(config.host).rstrip("/")
+        server_name = getattr(config, "tls_server_name", None)
+        self._server_name: str | None = server_name or None
+        self._session = self._build_session(self._pool_size, tls)
+        self._streams = self._build_session(WATCH_CONNECTIONS, tls)
+
+    def _build_session(self, pool_size: int, tls: ssl.SSLContext) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(limit=pool_size, limit_per_host=0, ssl=tls, keepalive_timeout=KEEPALIVE)
+        session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=self._requests_timeout,
             headers={"User-Agent": f"{COMPONENT}/kube-backend"},
+            trust_env=False,  # the proxy from the environment is read once, by _proxy
         )
+        # aiohttp sends a GET, PUT or DELETE a second time by itself when the connection broke
+        # before the answer (RFC 9112, 9.3.1); the retry policy alone decides repeats here, with
+        # its backoff and bounded attempts (aiohttp's own test client turns it off the same way)
+        if hasattr(session, "_retry_connection"):
+            session._retry_connection = False
+        return session
 
-    def _extensions(self) -> dict[str, str]:
-        server_name = getattr(self._credentials.config, "tls_server_name", None)
-        return {"sni_hostname": server_name} if server_name else {}
-
-    def _unreachable(self, error: httpx.TransportError) -> ClusterUnreachable:
+    def _unreachable(self, error: BaseException) -> ClusterUnreachable:
         return ClusterUnreachable(
             f"cannot reach the Kubernetes API at {self.host} ({self._credentials.describe()}): {_one_line(error)}"
         )
@@ -967,9 +1057,9 @@ class KubeClient:
         """Check, with a single request, that the server answers and accepts the credentials."""
         try:
             response = await self._send("GET", "/version")
-        except httpx.TransportError as exc:
+        except _TRANSPORT_ERRORS as exc:
             raise ClusterUnreachable(f"{self._unreachable(exc)}; check the cluster and the network, {DEMO_HINT}") from exc
-        if response.status_code == 401:
+        if response.status == 401:
             raise KubeConfigError(
                 f"the API server at {self.host} rejected the credentials of "
                 f"{self._credentials.describe()}; {DEMO_HINT}"
