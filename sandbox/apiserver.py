@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import fnmatch
+import hashlib
 import inspect
 import json
 import logging
@@ -58,20 +58,30 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Self
 
-from usher.engine.backends.http_server import AbortConnection, HttpServer, Request, Response
-from usher.sandbox.admission import check_scenario_write
-from usher.sandbox.auth import Attributes, Auth, Decision, UserInfo, parse_service_account, request_attributes
+from usher.engine.backends.http_server import (
+    AbortConnection,
+    HttpServer,
+    Request,
+    Response,
+)
 from usher.sandbox import openapi, validation
-from usher.sandbox.podlogs import int_param, pod_log
-from usher.sandbox.tables import IncludeObject, table
+from usher.sandbox.admission import check_scenario_write
+from usher.sandbox.auth import (
+    Attributes,
+    Auth,
+    Decision,
+    UserInfo,
+    parse_service_account,
+    request_attributes,
+)
 from usher.sandbox.controllers import Controllers
-from usher.sandbox.store import _check_preconditions as check_preconditions
+from usher.sandbox.podlogs import int_param, pod_log
 from usher.sandbox.store import (
     RESOURCE_TYPES,
-    Catalogue,
     ApiError,
+    Catalogue,
     Change,
     EventType,
     Filter,
@@ -88,6 +98,8 @@ from usher.sandbox.store import (
     WatchEvent,
     parse_resource_version,
 )
+from usher.sandbox.store import _check_preconditions as check_preconditions
+from usher.sandbox.tables import IncludeObject, table
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +108,8 @@ _JSON = "application/json"
 _TABLE_CONTENT_TYPE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 _NOT_FOUND = "the server could not find the requested resource"
 TOO_LARGE_WAIT = 3.0
+#: at most this many queued watch events go out in one write
+WATCH_BATCH = 256
 """How long kube-apiserver's watch cache waits for a resourceVersion it has not seen (blockTimeout)."""
 
 
@@ -574,7 +588,9 @@ class DisruptionController:
 def _json_body(request: Request) -> Any:
     content_type = (request.header("content-type") or _JSON).split(";")[0].strip()
     if content_type in ("application/vnd.kubernetes.protobuf", "application/yaml"):
-        from usher.sandbox.protobuf import decode_body  # protobuf (built-in kinds) and YAML bodies
+        from usher.sandbox.protobuf import (
+            decode_body,  # protobuf (built-in kinds) and YAML bodies
+        )
 
         return decode_body(content_type, request.body)
     if "protobuf" in content_type:
@@ -1147,10 +1163,20 @@ class FakeApiServer:
                     if subscription.closed:
                         return
                     continue
-                sent += 1
-                if initial_left:
-                    initial_left -= 1
-                yield self._event_line(subscription.rt, event, options)
+                # the events queued already go out in one write: kube-apiserver too flushes a
+                # watch's response only when no more events wait (one flush per burst, not per event)
+                lines: list[bytes] = []
+                while event is not None:
+                    sent += 1
+                    if initial_left:
+                        initial_left -= 1
+                    lines.append(self._event_line(subscription.rt, event, options))
+                    if initial_left == 0 or len(lines) >= WATCH_BATCH:
+                        break  # the initial events' bookmark comes right after them
+                    if options.drop_after is not None and sent >= options.drop_after:
+                        break
+                    event = subscription.take()
+                yield b"".join(lines)
         finally:
             subscription.close()
 
@@ -1369,7 +1395,7 @@ class ServerThread:
         self._loop.close()
         self._loop = self._thread = None
 
-    def __enter__(self) -> ServerThread:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

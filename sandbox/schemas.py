@@ -596,6 +596,8 @@ class Schema:
         self.components = components
         self._name = name
         self._children: dict[tuple[str, str], Schema | None] = {}
+        self.memo: dict[str, Any] = {}
+        """What other modules derive from this schema, kept with it (validation's plan of it)."""
 
     @property
     def name(self) -> str | None:

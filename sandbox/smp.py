@@ -28,7 +28,6 @@ as the real server does, and kubectl falls back to a JSON merge patch.
 
 from __future__ import annotations
 
-import copy
 from enum import StrEnum
 from typing import Any
 
@@ -97,13 +96,26 @@ def check_supported(rt: ResourceType) -> None:
         )
 
 
-def apply_strategic_merge_patch(original: JsonObject, patch: Any, schema: Schema | None) -> JsonObject:
+def apply_strategic_merge_patch(
+    original: JsonObject, patch: Any, schema: Schema | None, *, original_is_ours: bool = False
+) -> JsonObject:
     """``original`` patched by the strategic merge ``patch``, using ``schema`` (the kind's schema,
     see :func:`usher.sandbox.schemas.schema_for`) for list semantics; ``None``: every list is
-    atomic. Neither argument is modified. Raises :class:`StrategicMergePatchError`."""
+    atomic. Neither argument is modified, unless ``original_is_ours``: the caller hands over a copy
+    of its own (the store's fresh decoding of the object), which is patched in place rather than
+    copied again. Raises :class:`StrategicMergePatchError`."""
     if not isinstance(patch, dict):
         raise _bad_request("invalid JSON document")
-    return _merge_map(copy.deepcopy(original), copy.deepcopy(patch), schema)
+    return _merge_map(original if original_is_ours else _copy(original), _copy(patch), schema)
+
+
+def _copy(value: Any) -> Any:
+    """A copy of a JSON value's objects and arrays (``copy.deepcopy`` takes three times as long)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
 
 
 # --------------------------------------------------------------------------- maps

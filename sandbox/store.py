@@ -47,14 +47,28 @@ import re
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Self
 
 from . import defaults, smp
+from .kinds import (
+    RESOURCE_TYPES,
+    Catalogue,
+    Resource,
+    ResourceType,
+    UnknownResource,
+    crd_types,
+)
 from .schemas import schema_for
-from .kinds import RESOURCE_TYPES, Catalogue, Resource, ResourceType, UnknownResource, crd_types
 
 JsonObject = dict[str, Any]
 
@@ -623,6 +637,10 @@ class Subscription:
         """How many events are queued, not yet taken."""
         return self._queue.qsize()
 
+    def take(self) -> WatchEvent | None:
+        """The next event if one is queued already, else ``None`` (without waiting)."""
+        return None if self._queue.empty() else self._queue.get_nowait()
+
     async def get(self, timeout: float | None = None) -> WatchEvent | None:
         """The next event, or ``None`` after ``timeout`` seconds without one or once closed."""
         if not self._queue.empty():
@@ -651,7 +669,7 @@ class Subscription:
             raise StopAsyncIteration
         return event
 
-    def __enter__(self) -> Subscription:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -1117,16 +1135,17 @@ class Store:
         precondition = meta.get("resourceVersion")
         if precondition and parse_resource_version(precondition) != old.rv:
             raise ApiError.stale(rt, meta["name"])
-        new = self._merge_update(rt, old.obj, obj, subresource)
+        new = self._merge_update(rt, old, obj, subresource)
         stored = self.commit_update(rt, old, new)
         self._release_if_done(rt, stored)
         return stored
 
     def _merge_update(
-        self, rt: ResourceType, old: JsonObject, new: JsonObject, subresource: Subresource | None
+        self, rt: ResourceType, stored: Stored, new: JsonObject, subresource: Subresource | None
     ) -> JsonObject:
+        old = stored.obj
         if subresource is Subresource.STATUS:
-            result = json.loads(_dumps(old))
+            result = stored.copy()
             if "status" in new:
                 result["status"] = new["status"]
             else:
@@ -1204,7 +1223,7 @@ class Store:
         elif PatchType(patch_type) is PatchType.STRATEGIC_MERGE:
             try:
                 smp.check_supported(rt)
-                patched = smp.apply_strategic_merge_patch(current.copy(), patch, schema_for(rt))
+                patched = smp.apply_strategic_merge_patch(current.copy(), patch, schema_for(rt), original_is_ours=True)
             except smp.StrategicMergePatchError as error:
                 raise ApiError(error.code, error.reason, error.message) from None
         elif isinstance(patch, dict):

@@ -150,7 +150,13 @@ class FieldReport:
 _ANY_VALUE = frozenset({INT_OR_STRING, QUANTITY})
 
 
+_JSON_TYPES: dict[type, str] = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+
+
 def _json_type(value: Any) -> str:
+    got = _JSON_TYPES.get(type(value))
+    if got is not None:
+        return got
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
@@ -166,22 +172,62 @@ def _json_type(value: Any) -> str:
     return "null"
 
 
+class _Plan:
+    """What validating a value against one schema asks of it, worked out once per schema (the
+    walk visits the same schemas on every write) and kept in the schema's ``memo``."""
+
+    __slots__ = ("alternatives", "any_value", "children", "inner", "int_or_string", "open", "properties", "schema", "values", "wanted")
+
+    def __init__(self, schema: Schema) -> None:
+        resolved = schema.resolved
+        self.schema = schema
+        self.any_value = schema.name in _ANY_VALUE
+        alternatives = resolved.get("oneOf") or resolved.get("anyOf")
+        self.alternatives = tuple(Schema(a, schema.components) for a in alternatives) if alternatives else ()
+        self.wanted = schema.type
+        self.int_or_string = bool(resolved.get("x-kubernetes-int-or-string"))
+        self.properties = schema.properties
+        self.inner = schema.name.rsplit(".", 1)[-1] if schema.name else None
+        self.values = schema.values()
+        self.open = schema.open
+        #: the schema of each property asked for so far
+        self.children: dict[str, Schema | None] = {}
+
+    def child(self, key: str) -> Schema | None:
+        try:
+            return self.children[key]
+        except KeyError:
+            child = self.children[key] = self.schema.field(key)
+            return child
+
+    def fits(self, value: Any) -> bool:
+        """Whether ``value``'s JSON type is one the schema allows (``null`` always is)."""
+        if value is None or self.any_value:
+            return True
+        if self.alternatives:
+            return any(_plan(a).fits(value) for a in self.alternatives)
+        wanted, got = self.wanted, _json_type(value)
+        if wanted == got and not self.int_or_string:
+            return True
+        if wanted is None or self.int_or_string:
+            return wanted is None or got in ("integer", "string")
+        if wanted == JsonType.NUMBER:
+            return got in ("integer", "number")
+        if wanted == JsonType.INTEGER and got == "number":
+            return float(value).is_integer()
+        return False
+
+
+def _plan(schema: Schema) -> _Plan:
+    plan = schema.memo.get("validation")
+    if plan is None:
+        plan = schema.memo["validation"] = _Plan(schema)
+    return plan
+
+
 def _fits(value: Any, schema: Schema) -> bool:
     """Whether ``value``'s JSON type is one ``schema`` allows (``null`` always is)."""
-    if value is None or schema.name in _ANY_VALUE:
-        return True
-    resolved = schema.resolved
-    alternatives = resolved.get("oneOf") or resolved.get("anyOf")
-    if alternatives:
-        return any(_fits(value, Schema(a, schema.components)) for a in alternatives)
-    wanted, got = schema.type, _json_type(value)
-    if wanted is None or resolved.get("x-kubernetes-int-or-string"):
-        return wanted is None or got in ("integer", "string")
-    if wanted == JsonType.NUMBER:
-        return got in ("integer", "number")
-    if wanted == JsonType.INTEGER and got == "number":
-        return float(value).is_integer()
-    return wanted == got
+    return _plan(schema).fits(value)
 
 
 def _go_type(schema: Schema) -> str:
@@ -210,46 +256,79 @@ def _go_type(schema: Schema) -> str:
 
 
 class _Walker:
-    """One pass over an object and its schema, collecting (and optionally pruning) problems."""
+    """One pass over an object and its schema, collecting (and optionally pruning) problems.
+
+    The path to the value at hand is kept as a stack of keys and indices, and written out only
+    for a problem (most writes have none)."""
 
     def __init__(self, prune: bool) -> None:
         self.prune = prune
         self.report = FieldReport()
+        self.stack: list[str | int] = []
 
-    def walk(self, value: Any, schema: Schema | None, path: str, go_path: str, struct: str) -> None:
+    def path(self) -> str:
+        """``spec.containers[0].ports[0].containerPort``."""
+        path = ""
+        for step in self.stack:
+            path = f"{path}[{step}]" if isinstance(step, int) else _join(path, step)
+        return path
+
+    def go_path(self) -> str:
+        """The path without indices: ``spec.containers.ports.containerPort``."""
+        path = ""
+        for step in self.stack:
+            if not isinstance(step, int):
+                path = _join(path, step)
+        return path
+
+    def walk(self, value: Any, schema: Schema | None, struct: str) -> None:
         if schema is None:
             return
-        if not _fits(value, schema):
-            self.report.types.append(TypeProblem(path, go_path, struct, schema.type or "object", _go_type(schema), value))
+        plan = _plan(schema)
+        if not plan.fits(value):
+            self.report.types.append(TypeProblem(self.path(), self.go_path(), struct, schema.type or "object", _go_type(schema), value))
             return
         if isinstance(value, dict):
-            self._object(value, schema, path, go_path, struct)
+            self._object(value, plan, struct)
         elif isinstance(value, list):
             items = schema.items()
+            if items is None:
+                return
+            stack = self.stack
             for i, item in enumerate(value):
-                self.walk(item, items, f"{path}[{i}]", go_path, struct)
+                stack.append(i)
+                self.walk(item, items, struct)
+                stack.pop()
 
-    def _object(self, value: JsonObject, schema: Schema, path: str, go_path: str, struct: str) -> None:
-        properties = schema.properties
-        inner = schema.name.rsplit(".", 1)[-1] if schema.name else struct
-        values = schema.values()
+    def _object(self, value: JsonObject, plan: _Plan, struct: str) -> None:
+        properties = plan.properties
+        inner = plan.inner or struct
+        values = plan.values
+        stack = self.stack
         for key in list(value):
-            child_path, child_go = _join(path, key), _join(go_path, key)
             if key in properties:
-                self.walk(value[key], schema.field(key), child_path, child_go, inner)
+                child = plan.child(key)
             elif values is not None:
-                self.walk(value[key], values, child_path, child_go, inner)
-            elif not schema.open:
-                self.report.unknown.append(child_path)
-                if self.prune:
-                    del value[key]
+                child = values
+            else:
+                if not plan.open:
+                    stack.append(key)
+                    self.report.unknown.append(self.path())
+                    stack.pop()
+                    if self.prune:
+                        del value[key]
+                continue
+            if child is not None:
+                stack.append(key)
+                self.walk(value[key], child, inner)
+                stack.pop()
 
 
 def inspect(obj: Any, schema: Schema | None, *, prune: bool = False) -> FieldReport:
     """The unknown fields and type problems of ``obj`` against ``schema`` (``None``: none);
     ``prune``: remove the unknown fields from ``obj`` as they are found."""
     walker = _Walker(prune)
-    walker.walk(obj, schema, "", "", "")
+    walker.walk(obj, schema, "")
     return walker.report
 
 

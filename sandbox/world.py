@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import itertools
 import json
 import logging
 import time
@@ -132,6 +133,11 @@ class World:
         self.http = httpx.AsyncClient(base_url=base_url, timeout=30.0, headers={"User-Agent": "usher-sandbox"})
         self.jobs = {j.name: j for j in scenario.all_jobs()}
         self.running: dict[str, Running] = {}
+        #: (end, seq, name, run) for each pod started with an end, soonest first: ``next_time``
+        #: reads the soonest without a scan of every running pod; entries of pods no longer in
+        #: ``running`` (or in it as another start) are dropped when they reach the top
+        self._ends: list[tuple[float, int, str, Running]] = []
+        self._end_seq = itertools.count()
         #: the container names of each pod the World started (for its status when it ends)
         self.containers: dict[str, list[str]] = {}
         self.finished: set[str] = set()
@@ -192,9 +198,11 @@ class World:
         times = []
         if self._timeline:
             times.append(self._timeline[0].at)
-        ends = [r.end for r in self.running.values() if r.end is not None]
+        ends = self._ends
+        while ends and self.running.get(ends[0][2]) is not ends[0][3]:
+            heapq.heappop(ends)
         if ends:
-            times.append(min(ends))
+            times.append(ends[0][0])
         return min(times) if times else None
 
     async def step(self, now: float) -> None:
@@ -424,7 +432,9 @@ class World:
             duration = (meta.get("annotations") or {}).get(Annotation.DURATION)
             now = self.clock.now()
             end = now + parse_duration(duration) / self.scale if duration else None
-            self.running[name] = Running(now, end, meta.get("uid", ""))
+            run = self.running[name] = Running(now, end, meta.get("uid", ""))
+            if end is not None:
+                heapq.heappush(self._ends, (end, next(self._end_seq), name, run))
             gpus = (meta.get("annotations") or {}).get(Annotation.GPUS, "")
             self.starts.append((job, now, node, tuple(int(g) for g in gpus.split(",") if g)))
             self.pod_node[name] = node
