@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from . import state as state_module
 from .enums import DecisionKind, EndReason, JobState, PendingReason
 from .state import Job, PodPlacement, Vec
 
@@ -48,7 +49,8 @@ _STATE_OF_REASON = {
 
 def mark_waiting(job: Job, reason: PendingReason) -> None:
     """Record that ``job`` waits, and why (held and awaiting approval are states of their own)."""
-    job.pending_reason = reason
+    job._reason = reason  # the pending_reason setter, inlined: the cycle's hottest write
+    job._reason_at = state_module.reason_stamp()
     if job.state != JobState.FINISHED:
         job.state = _STATE_OF_REASON.get(reason, JobState.PENDING)
 

@@ -369,15 +369,15 @@ class Engine(Admitter):
 
     def _job_action(self, action: Action, job: Job, now: float, result: CycleResult) -> str:
         if action == Action.APPROVE:
-            job.approved = True
+            self.state.set_operator_flags(job, approved=True)
             return "approved"
         if action == Action.HOLD:
-            job.held = True
+            self.state.set_operator_flags(job, held=True)
             return "held" if job.current_run is None else "held (keeps running; will not be readmitted)"
         if action == Action.RELEASE:
             if not job.held:
                 return "not held; nothing to release"
-            job.held = False
+            self.state.set_operator_flags(job, held=False)
             return "released"
         if job.current_run is None:
             return "not running; nothing to preempt"

@@ -45,6 +45,7 @@ import heapq
 from dataclasses import dataclass
 from itertools import islice
 
+from . import state as state_module
 from .admission import Admitter, CycleResult, mark_waiting
 from .enums import (
     Approval,
@@ -68,9 +69,15 @@ from .policy.ordering import AdmissionOrder
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
 from .policy.preemption import find_victims
 from .policy.registry import Backfill, Policy, ReserveFor
-from .state import ClusterState, Job, Queue, Vec
+from .state import ClusterState, Job, Queue, ReasonCell, Vec
 
 CAPACITY_REASONS = (PendingReason.INSUFFICIENT_CAPACITY, PendingReason.TOPOLOGY_UNSATISFIABLE)
+#: waiting jobs per reason cell above which a cycle marks the jobs it has not reached by cell
+#: (below, marking them one by one costs less than looking for the moment it could stop)
+CELLS_PAY_OFF = 16
+#: the guard values the jobs of a reason cell can have (see ``_GangCycle._tail_needs``)
+UNGUARDED: tuple[bool, ...] = (False,)
+EITHER_GUARD: tuple[bool, ...] = (False, True)
 
 
 @dataclass(slots=True, frozen=True)
@@ -178,6 +185,18 @@ class _GangCycle:
         self.preemptors_left: set[str] = set()
         self.blocked: set[str] = set()
         self.reservation: Reservation | None = None
+        #: reason stamps: a cell written at ``tail_at`` gives way to every job this cycle marks
+        #: itself (at ``walk_at`` or later), and overrides what earlier cycles marked
+        self.tail_at = state_module.reason_stamp()
+        self.walk_at = state_module.reason_stamp()
+        #: what the tail needs settled: (cell, kind, guard values), for the reservation it was
+        #: computed under (``_tail_needs``)
+        self.needs: list[tuple[ReasonCell, int, tuple[bool, ...]]] | None = None
+        self.needs_for: Reservation | None = None
+        #: the last visit settled the kind that kept the tail off (or any, when none is known):
+        #: only then may the tail have become possible
+        self.just_settled = False
+        self.tail_blocker: int | None = None
 
     def run(self) -> CycleResult:
         state, now, policy = self.state, self.now, self.policy
@@ -213,10 +232,15 @@ class _GangCycle:
         if self.policy.preemption:
             self.preemptors_left = {name for name in snapshots if _may_preempt(queues[name])}
         may_finish = not self.policy.strict_fifo
+        # marking by reason cells pays only when the backlog is much deeper than its kinds
+        by_cells = may_tail = may_finish and sum(map(len, snapshots.values())) > CELLS_PAY_OFF * len(state.reason_cells)
+        walk_at = self.walk_at
         #: queues whose last attempt to finish at once stopped short, at which stable_version
         finish_tried: dict[str, int] = {}
         #: where a queue goes on when its entry comes up after jumping over finished jobs
         resume: dict[str, int] = {}
+        #: queues whose last attempt to finish by reason cells failed, at which stable_version
+        cells_tried: dict[str, int] = {}
 
         def finish(name: str, idx: int) -> tuple[int, tuple[float, int, float, int, str, int] | None] | None:
             """Mark the queue's jobs from ``idx`` on whose verdict is stable; None when that is all
@@ -273,6 +297,10 @@ class _GangCycle:
                     heapq.heappush(heap, fresh)
                     continue
             if may_finish and self.stable and not self.preemptors_left and finish_tried.get(name) != self.stable_version:
+                if by_cells and cells_tried.get(name) != self.stable_version:
+                    cells_tried[name] = self.stable_version
+                    if self._finish_by_cells(name):
+                        continue
                 stopped = finish(name, idx)
                 if stopped is None:
                     continue
@@ -306,13 +334,28 @@ class _GangCycle:
                     known = settled.get((plan.kind, guarded))
                     if known is not None and (not known.passed or passed_quota.issuperset(known.passed)):
                         # mark_waiting inlined: a settled reason is never held or awaiting approval
-                        job.pending_reason = known.reason
+                        job._reason = known.reason
+                        job._reason_at = walk_at
                         if job.state is not JobState.FINISHED:
                             job.state = JobState.PENDING
                     else:
                         following = key_of(name, idx + 1) if idx < last else None
                         used = (usage[0], usage[1], usage[2])
                         self._visit(job, plan, guarded)
+                        if self.just_settled:
+                            # the visits after which the rest could be marked at once
+                            self.just_settled = False
+                            if may_tail and self._tail():
+                                return
+                        if (
+                            by_cells
+                            and self.stable
+                            and not self.preemptors_left
+                            and cells_tried.get(name) != self.stable_version
+                        ):
+                            cells_tried[name] = self.stable_version
+                            if self._finish_by_cells(name):
+                                break
                         if following is None or name in blocked:
                             break
                         if heap and following > heap[0]:
@@ -348,6 +391,144 @@ class _GangCycle:
                             heapq.heappush(heap, following)
                             break
                 idx += 1
+
+    def _tail(self) -> bool:
+        """The rest of the walk at once, when every job it has not reached would only be marked
+        with its kind's settled reason: each reason cell is written instead of each job (the
+        jobs waiting on an operator, and the reservation's holder, are marked one by one).
+        Nothing else could happen: no job left would be visited, so none admitted or preempting.
+        True when done."""
+        reservation = self.reservation
+        needs = self._needs(reservation)
+        settled, passed, stable = self.settled, self.passed_quota, self.stable
+        queues = self.state.queues
+        reasons: list[PendingReason | None] = []
+        for i, (cell, kind, guards) in enumerate(needs):
+            counts = cell.counts
+            if not counts[0] and (not counts[2] or queues[cell.queue].approval == Approval.MANUAL):
+                reasons.append(None)  # only jobs waiting on an operator, each marked apart
+                continue
+            reason = stable.get(kind) if not self.preemptors_left else None
+            if reason is not None:
+                reasons.append(reason)  # a quota verdict: the same guarded or not
+                continue
+            for guarded in guards:
+                known = settled.get((kind, guarded))
+                if (
+                    known is None
+                    or (known.passed and not passed.issuperset(known.passed))
+                    or (reason is not None and known.reason != reason)
+                ):
+                    if i:  # look at what failed first next time: it will likely fail again
+                        needs[0], needs[i] = needs[i], needs[0]
+                    self.tail_blocker = kind  # nothing to look at again before it settles
+                    return False
+                reason = known.reason
+            reasons.append(reason)
+        apart = self._apart_reasons(reservation, None)
+        if apart is None:
+            self.tail_blocker = None
+            return False
+        self._write_cells(needs, reasons, apart)
+        return True
+
+    def _finish_by_cells(self, queue: str) -> bool:
+        """The rest of ``queue``'s jobs at once, when the kind of every job it has left is
+        stable (a quota verdict no later admission can change, no queue left to preempt): the
+        queue's reason cells are written instead of its jobs. True when done."""
+        reservation = self.reservation
+        needs = [need for need in self._needs(reservation) if need[0].queue == queue]
+        stable = self.stable
+        manual = self.state.queues[queue].approval == Approval.MANUAL
+        reasons: list[PendingReason | None] = []
+        for cell, kind, _ in needs:
+            counts = cell.counts
+            if not counts[0] and (not counts[2] or manual):
+                reasons.append(None)
+                continue
+            reason = stable.get(kind)
+            if reason is None:
+                return False
+            reasons.append(reason)
+        apart = self._apart_reasons(reservation, queue)
+        if apart is None:
+            return False
+        self._write_cells(needs, reasons, apart)
+        return True
+
+    def _needs(self, reservation: Reservation | None) -> list[tuple[ReasonCell, int, tuple[bool, ...]]]:
+        needs = self.needs
+        if needs is None or self.needs_for is not reservation:
+            needs = self.needs = self._tail_needs(reservation)
+            self.needs_for = reservation
+        return needs
+
+    def _write_cells(
+        self,
+        needs: list[tuple[ReasonCell, int, tuple[bool, ...]]],
+        reasons: list[PendingReason | None],
+        apart: list[tuple[Job, PendingReason]],
+    ) -> None:
+        tail_at = self.tail_at
+        for (cell, _, _), reason in zip(needs, reasons):
+            if reason is not None:
+                cell.reason = reason
+                cell.at = tail_at
+        state = self.state
+        for job, reason in apart:
+            mark_waiting(job, reason)
+            if not state.waits_on_operator(job):
+                state.apart.discard(job.id)
+
+    def _tail_needs(self, reservation: Reservation | None) -> list[tuple[ReasonCell, int, tuple[bool, ...]]]:
+        """Per reason cell of the pending jobs: its kind, and the guard values its jobs can
+        have (guarded: the job would run past the reservation's start; read off the cell's
+        bounds on the estimated runtime)."""
+        state, now = self.state, self.now
+        needs = []
+        for cell in state.reason_cells.values():
+            kind = cell.kind
+            if kind < 0:
+                assert cell.sample is not None
+                kind = cell.kind = plan_of(state, cell.sample).kind
+            if reservation is None:
+                guards = UNGUARDED
+            else:
+                low = now + cell.min_runtime > reservation.start
+                high = now + cell.max_runtime > reservation.start
+                guards = (low,) if low == high else EITHER_GUARD
+            needs.append((cell, kind, guards))
+        return needs
+
+    def _apart_reasons(self, reservation: Reservation | None, queue: str | None) -> list[tuple[Job, PendingReason]] | None:
+        """The reasons of the jobs (of ``queue``, or all) that the walk has not reached and that
+        are marked one by one: those waiting on an operator (``ClusterState.apart``) and the
+        reservation's holder; None when one of them has no settled verdict."""
+        state, now = self.state, self.now
+        ids = list(state.apart)
+        if reservation is not None:
+            ids.append(reservation.job_id)
+        stable = self.stable if not self.preemptors_left else {}
+        out = []
+        for jid in ids:
+            job = state.jobs[jid]
+            if job._cell is None or job._reason_at > self.tail_at or (queue is not None and job.queue != queue):
+                continue  # not pending, marked by this cycle already, not in its walk, or not asked
+            if job.held:
+                out.append((job, PendingReason.HELD))
+            elif not job.approved and state.queues[job.queue].approval == Approval.MANUAL:
+                out.append((job, PendingReason.AWAITING_APPROVAL))
+            else:
+                kind = plan_of(state, job).kind
+                if kind in stable:
+                    out.append((job, stable[kind]))
+                    continue
+                guarded = reservation is not None and job.id != reservation.job_id and now + job.estimated_runtime() > reservation.start
+                known = self.settled.get((kind, guarded))
+                if known is None or (known.passed and not self.passed_quota.issuperset(known.passed)):
+                    return None
+                out.append((job, known.reason))
+        return out
 
     def _visit(self, job: Job, plan: Plan, guarded: bool) -> None:
         """Try to admit ``job`` (quota, placement, preemption); or record why it waits."""
@@ -415,6 +596,7 @@ class _GangCycle:
             self.stable.clear()
             self.stable_version += 1
         if admitted:
+            self.tail_blocker = None  # its kind may have no job left: look again at the next settle
             if reservation is not None and reservation.job_id == job.id:
                 self.reservation = None  # the holder started: nothing to hold back for the rest
                 self.settled.clear()
@@ -472,6 +654,8 @@ class _GangCycle:
         ):
             return
         self.settled[(plan.kind, guarded)] = Settled(reason, tuple(passed))
+        if self.tail_blocker is None or self.tail_blocker == plan.kind:
+            self.just_settled = True
         if not passed:
             # failed on quota alone (guarded or not): it stays so unless a preemption frees some
             self.stable[plan.kind] = reason

@@ -14,8 +14,9 @@ used GPU, and per topology domain the whole GPUs free. Every change of capacity 
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
+from itertools import count
 from typing import TYPE_CHECKING
 
 from .enums import (
@@ -37,6 +38,37 @@ INF = float("inf")
 if TYPE_CHECKING:
     from .cycle import Plan
     from .policy.fragmentation import WorkloadProfile
+
+#: stamps that order every write of a pending reason, a job's own or its ``ReasonCell``'s: the
+#: later one is the reason (a process-wide counter, so stamps from any state compare; a state
+#: unpickled from another process moves it past its own stamps)
+reason_stamp = count(1).__next__
+
+
+def _clock_past(stamp: int) -> None:
+    global reason_stamp
+    if reason_stamp() <= stamp:
+        reason_stamp = count(stamp + 1).__next__
+
+
+class OperatorWait:
+    """Index into ``ReasonCell.counts``: a pending job waits on no operator, is held, or
+    awaits approval (counted whatever its queue's mode; only a manual queue makes it wait)."""
+
+    NONE = 0
+    HELD = 1
+    UNAPPROVED = 2
+
+
+def operator_wait(job: Job) -> int:
+    if job.held:
+        return OperatorWait.HELD
+    return OperatorWait.NONE if job.approved else OperatorWait.UNAPPROVED
+
+
+def signature_of(job: Job) -> tuple:
+    """What makes jobs alike for a cycle: queue, priority, minCount and pod groups."""
+    return (job.queue, job.priority, job.min_count, job.groups)
 
 #: A node's shape: GPU model, free CPU, free milli-GPUs sorted high to low.
 Shape = tuple[str, int, tuple[int, ...]]
@@ -203,6 +235,8 @@ class Job:
     request: Vec = ZERO
     state: JobState = JobState.PENDING
     submitted: bool = False
+    #: approved, held: change them through ``ClusterState.set_operator_flags`` (its queue's
+    #: reason cell counts them)
     approved: bool = False
     held: bool = False
     #: work still to do (seconds of run time); None = runs until the end
@@ -213,10 +247,29 @@ class Job:
     #: the request charged to the queue while running (full or minCount gang)
     charged: Vec = ZERO
     admitted_seq: int = 0
-    pending_reason: PendingReason | None = None
+    #: why it waits, as last written for this job alone (read ``pending_reason``)
+    _reason: PendingReason | None = field(default=None, repr=False)
+    #: when ``_reason`` was written (``reason_stamp``)
+    _reason_at: int = field(default=0, repr=False, compare=False)
+    #: while pending: the cell of the jobs alike in its queue, which a cycle may write for them
+    #: all at once (``ReasonCell``); None otherwise
+    _cell: ReasonCell | None = field(default=None, repr=False, compare=False)
     seq: int = 0
     #: when the current run should end by the estimate (inf when unknown); set on admission
     est_end: float = INF
+
+    @property
+    def pending_reason(self) -> PendingReason | None:
+        """Why the job waits: its own reason, or its cell's when a cycle wrote that later."""
+        cell = self._cell
+        if cell is not None and cell.at > self._reason_at:
+            return cell.reason
+        return self._reason
+
+    @pending_reason.setter
+    def pending_reason(self, reason: PendingReason | None) -> None:
+        self._reason = reason
+        self._reason_at = reason_stamp()
 
     @property
     def total_pods(self) -> int:
@@ -262,6 +315,33 @@ class Job:
         if self.checkpoint_every:
             return elapsed % self.checkpoint_every
         return elapsed
+
+
+@dataclass(slots=True, eq=False)
+class ReasonCell:
+    """The pending jobs of one signature (queue, priority, minCount, groups) in their queue.
+
+    A cycle whose remaining jobs all have settled verdicts writes each cell's reason once
+    instead of each job's (``cycle``: the tail of the walk); a job's ``pending_reason`` is the
+    cell's while no later reason was written for the job itself. The counts say whether any
+    job of the signature still waits on the scheduler, not on an operator; the jobs that wait
+    on an operator are marked one by one (``ClusterState.apart``).
+    """
+
+    signature: tuple
+    queue: str
+    #: pending jobs by ``OperatorWait``
+    counts: list[int] = field(default_factory=lambda: [0, 0, 0])
+    #: the latest job enqueued with this signature (to find the signature's plan)
+    sample: Job | None = field(default=None, repr=False)
+    #: bounds on the estimated runtime of every job enqueued in it (they only widen)
+    min_runtime: float = INF
+    max_runtime: float = -INF
+    reason: PendingReason | None = None
+    #: the stamp the reason was written at
+    at: int = 0
+    #: the cycle's kind of its jobs (``cycle.Plan.kind``), once a cycle asked; -1 before
+    kind: int = -1
 
 
 @dataclass(slots=True)
@@ -351,6 +431,11 @@ class ClusterState:
         self.plans_by_signature: dict[tuple, Plan] = {}
         #: the memo keys of those attempts, interned as small ints
         self.memo_ids: dict[tuple, int] = {}
+        #: the reason cells of the pending jobs, by signature (``signature_of``)
+        self.reason_cells: dict[tuple, ReasonCell] = {}
+        #: pending jobs a cycle marks one by one, never through their cell: held, awaiting
+        #: approval in a manual queue, or hold/approval changed since the last such marking
+        self.apart: set[int] = set()
         #: failed preemption searches (``policy.preemption.VictimSearch``), kept across cycles
         #: until the ``epoch`` changes
         self.failed_searches: dict[tuple, tuple] = {}
@@ -608,19 +693,56 @@ class ClusterState:
 
     # -- queues ---------------------------------------------------------------------------
 
-    def enqueue(self, job: Job) -> None:
-        from bisect import insort
+    def __setstate__(self, saved: dict) -> None:
+        self.__dict__.update(saved)
+        _clock_past(max([job._reason_at for job in self.jobs] + [cell.at for cell in self.reason_cells.values()], default=0))
 
+    def enqueue(self, job: Job) -> None:
         insort(self.queues[job.queue].pending, (*job.order_key(), job.id))
+        signature = signature_of(job)
+        cell = self.reason_cells.get(signature)
+        if cell is None:
+            cell = self.reason_cells[signature] = ReasonCell(signature, job.queue)
+        cell.counts[operator_wait(job)] += 1
+        cell.sample = job
+        runtime = job.estimated_runtime()
+        cell.min_runtime = min(cell.min_runtime, runtime)
+        cell.max_runtime = max(cell.max_runtime, runtime)
+        job._cell = cell
+        job._reason_at = reason_stamp()  # a cell written before it joined is not its reason
+        if self.waits_on_operator(job):
+            self.apart.add(job.id)
 
     def dequeue(self, job: Job) -> None:
-        from bisect import bisect_left
-
         pending = self.queues[job.queue].pending
         key = (*job.order_key(), job.id)
         i = bisect_left(pending, key)
         if i < len(pending) and pending[i] == key:
             del pending[i]
+            cell = job._cell
+            if cell is not None:
+                cell.counts[operator_wait(job)] -= 1
+                if not any(cell.counts) and self.reason_cells.get(cell.signature) is cell:
+                    del self.reason_cells[cell.signature]
+        job._cell = None
+        self.apart.discard(job.id)
+
+    def waits_on_operator(self, job: Job) -> bool:
+        """Held, or awaiting approval in a queue that asks for it."""
+        return job.held or (not job.approved and self.queues[job.queue].approval == Approval.MANUAL)
+
+    def set_operator_flags(self, job: Job, *, held: bool | None = None, approved: bool | None = None) -> None:
+        """Hold, release or approve ``job``: through here, so its cell's counts stay right."""
+        cell = job._cell
+        if cell is not None:
+            cell.counts[operator_wait(job)] -= 1
+        if held is not None:
+            job.held = held
+        if approved is not None:
+            job.approved = approved
+        if cell is not None:
+            cell.counts[operator_wait(job)] += 1
+            self.apart.add(job.id)  # its next marking sets its state too
 
     def charge(self, job: Job, amount: Vec) -> None:
         q = self.queues[job.queue]

@@ -225,7 +225,7 @@ def test_pending_jobs_by_reason_every_reason_exported_and_back_to_zero() -> None
     assert sum(reasons.values()) == 5
     # approved and admitted: the reason goes back to 0 (the series stays, for alerts and graphs)
     hero = engine.state.job("hero")
-    hero.approved = True
+    engine.state.set_operator_flags(hero, approved=True)
     engine.cycle(30.0)
     metrics.observe_state(engine.state, now=30.0)
     scrape = scrape_of(metrics)

@@ -327,8 +327,7 @@ class Mirror:
 
     def _refresh_flags(self, gang: Gang, job: Job) -> None:
         pods = gang.live()
-        job.approved = any(p.approved for p in pods)
-        job.held = any(p.held for p in pods)
+        self.state.set_operator_flags(job, approved=any(p.approved for p in pods), held=any(p.held for p in pods))
 
     def refresh_flags(self, gang: Gang) -> None:
         if gang.job is not None:
