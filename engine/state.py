@@ -14,10 +14,13 @@ used GPU, and per topology domain the whole GPUs free. Every change of capacity 
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import insort
 from dataclasses import dataclass, field
 from itertools import count
+from operator import attrgetter
 from typing import TYPE_CHECKING
+
+from sortedcontainers import SortedList
 
 from .enums import (
     Approval,
@@ -43,6 +46,8 @@ if TYPE_CHECKING:
 #: later one is the reason (a process-wide counter, so stamps from any state compare; a state
 #: unpickled from another process moves it past its own stamps)
 reason_stamp = count(1).__next__
+
+_WHOLE_FREE = attrgetter("whole_free")
 
 
 def _clock_past(stamp: int) -> None:
@@ -359,8 +364,9 @@ class Queue:
     reclaim_within_cohort: ReclaimWithinCohort
     borrow_within_cohort: BorrowWithinCohort
     usage: list[int] = field(default_factory=lambda: [0, 0, 0])
-    #: pending job order keys, kept sorted: (-priority, submit, seq, job id)
-    pending: list[tuple[int, float, int, int]] = field(default_factory=list)
+    #: pending job order keys, kept sorted: (-priority, submit, seq, job id); a SortedList, since
+    #: admitting from the head of a plain list of 50,000 moved the whole list each time
+    pending: SortedList = field(default_factory=SortedList)
     admitted: int = 0
 
     #: nominal quota that is never lent (nominal minus lending limit); see ``refresh``
@@ -543,7 +549,7 @@ class ClusterState:
         """The most whole GPUs free in one domain of ``level`` (kept until capacity changes)."""
         cached = self._most_free.get(level)
         if cached is None or cached[0] != self.capacity_changes:
-            cached = self._most_free[level] = (self.capacity_changes, max((d.whole_free for d in self.domains[level]), default=0))
+            cached = self._most_free[level] = (self.capacity_changes, max(map(_WHOLE_FREE, self.domains[level]), default=0))
         return cached[1]
 
     def _index_add(self, node: Node) -> None:
@@ -698,7 +704,7 @@ class ClusterState:
         _clock_past(max([job._reason_at for job in self.jobs] + [cell.at for cell in self.reason_cells.values()], default=0))
 
     def enqueue(self, job: Job) -> None:
-        insort(self.queues[job.queue].pending, (*job.order_key(), job.id))
+        self.queues[job.queue].pending.add((*job.order_key(), job.id))
         signature = signature_of(job)
         cell = self.reason_cells.get(signature)
         if cell is None:
@@ -716,9 +722,8 @@ class ClusterState:
     def dequeue(self, job: Job) -> None:
         pending = self.queues[job.queue].pending
         key = (*job.order_key(), job.id)
-        i = bisect_left(pending, key)
-        if i < len(pending) and pending[i] == key:
-            del pending[i]
+        if key in pending:
+            pending.remove(key)
             cell = job._cell
             if cell is not None:
                 cell.counts[operator_wait(job)] -= 1

@@ -27,10 +27,11 @@ scanning them instead of the capacity index.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Iterable, Protocol
 
 from ..enums import PendingReason, TopologyMode
-from ..state import MILLI, ClusterState, Job, Node, PodGroup, PodPlacement
+from ..state import MILLI, ClusterState, Domain, Job, Node, PodGroup, PodPlacement
 from .fragmentation import FragmentationModel, PodDemand
 from .registry import Scoring
 
@@ -242,6 +243,10 @@ def lowest_shared_gpu(node: Node, share: int) -> int | None:
 
 
 # -- choosing a node ----------------------------------------------------------------------
+
+
+#: best fit among topology domains: the fewest whole GPUs free, then the name
+_BEST_FIT_DOMAIN = attrgetter("whole_free", "name")
 
 
 @dataclass(slots=True)
@@ -521,22 +526,33 @@ class Placer:
         need_whole = pod.whole_gpus * n
         for li in levels:
             cands = [d for d in state.domains[li] if d.whole_free >= need_whole]
-            if self.scoring != Scoring.FIRST_FIT:
-                cands.sort(key=lambda d: (d.whole_free, d.name))
-            g = pod.whole_gpus
-            for dom in cands:
-                # at most this many pods fit by whole GPUs alone (from the domain's counts of
-                # nodes by GPUs free): a domain of scattered free GPUs is passed over at once
-                if g and sum(nodes * (free // g) for free, nodes in enumerate(dom.free_hist) if free >= g) < n:
-                    continue
-                if self._domain_capacity(pod, dom.node_ids, n) < n:
-                    continue
-                mark = len(self.taken)
-                if self._place_group_on(job, pod, n, start, dom.node_ids):
+            if self.scoring != Scoring.FIRST_FIT and len(cands) > 1:
+                # best fit: the first domain of the sorted order usually takes the gang, so it is
+                # found with min() and the rest sorted only when it does not
+                if self._place_group_in(job, pod, n, start, min(cands, key=_BEST_FIT_DOMAIN)):
                     return True
-                self.undo(job, mark)
+                cands.sort(key=_BEST_FIT_DOMAIN)
+                del cands[0]
+            for dom in cands:
+                if self._place_group_in(job, pod, n, start, dom):
+                    return True
         if unconstrained_ok and pod.topology_mode == TopologyMode.PREFERRED:
             return self._place_group_on(job, pod, n, start, None)
+        return False
+
+    def _place_group_in(self, job: Job, pod: PodGroup, n: int, start: int, dom: Domain) -> bool:
+        """Place ``n`` pods of ``pod`` in one topology domain, or take nothing."""
+        g = pod.whole_gpus
+        # at most this many pods fit by whole GPUs alone (from the domain's counts of nodes by
+        # GPUs free): a domain of scattered free GPUs is passed over at once
+        if g and sum(nodes * (free // g) for free, nodes in enumerate(dom.free_hist) if free >= g) < n:
+            return False
+        if self._domain_capacity(pod, dom.node_ids, n) < n:
+            return False
+        mark = len(self.taken)
+        if self._place_group_on(job, pod, n, start, dom.node_ids):
+            return True
+        self.undo(job, mark)
         return False
 
     def place_gang(self, job: Job, counts: list[int], ignore_topology: bool = False) -> bool:
