@@ -6,6 +6,7 @@
     python bench/run.py b2-busy    # B2 at 130% offered load: a backlog of hundreds all week
     python bench/run.py b3-cycle   # one cycle over 100,000 pending jobs, then one completion
     python bench/run.py scaling    # nodes 250 / 1,000 / 4,000 x offered load 0.7-1.6 (long)
+    python bench/run.py depth      # B3's cluster and kinds, 10,000 to 100,000 waiting: per completion
 
 Each benchmark builds its scenario as YAML text, loads it through the normal loader (timed
 separately), and then times the engine alone. RSS is the process's peak (ru_maxrss), so run one
@@ -106,10 +107,12 @@ def busy_replay(nodes: int, offered: float, jobs_per_node: int = 20, days: float
     gc.freeze()  # as `usher replay` does: the state lives to the end
     ctrl.metrics.cycle_times = []
     pending_sum = 0
+    kinds_sum = 0
     events = 0
     while ctrl.step():
         events += 1
         pending_sum += sum(len(q.pending) for q in ctrl.state.queues.values())
+        kinds_sum += len(ctrl.state.reason_cells)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     times = sorted(ctrl.metrics.cycle_times)
     return {
@@ -121,6 +124,7 @@ def busy_replay(nodes: int, offered: float, jobs_per_node: int = 20, days: float
         "mean_ms": 1000 * sum(times) / len(times),
         "p99_ms": 1000 * times[min(len(times) - 1, int(0.99 * len(times)))],
         "pending": pending_sum / max(1, events),
+        "kinds": kinds_sum / max(1, events),
         "us_per_event": 1e6 * cpu / max(1, events),
         "rss": peak_rss_mib(),
     }
@@ -190,14 +194,46 @@ def scaling() -> list[tuple[str, str]]:
             r = busy_replay(nodes, offered, SCALING_JOBS_PER_NODE, SCALING_DAYS)
             rows.append((
                 f"scaling {nodes:,} nodes, {nodes * SCALING_JOBS_PER_NODE:,} jobs in {SCALING_DAYS:g} days, offered {offered:.0%}",
-                f"{r['wall']:.1f} s wall, {r['cpu']:.1f} s CPU, {r['events']:,} events, {r['pending']:.0f} pending on average, "
+                f"{r['wall']:.1f} s wall, {r['cpu']:.1f} s CPU, {r['events']:,} events, {r['pending']:.0f} pending "
+                f"of {r['kinds']:.0f} kinds on average, "
                 f"{r['us_per_event']:.0f} us CPU per event, cycle mean {r['mean_ms']:.2f} ms p99 {r['p99_ms']:.1f} ms, RSS {r['rss']:.0f} MiB",
             ))
             print(f"| {rows[-1][0]} | {rows[-1][1]} |", file=sys.stderr, flush=True)
     return rows
 
 
-BENCHES = {"b1": b1, "b2": b2, "b2-heavy": b2_heavy, "b2-busy": b2_busy, "b3": b3, "b3-cycle": b3_cycle, "scaling": scaling}
+def depth() -> list[tuple[str, str]]:
+    """The same cluster and the same kinds of job, ever more of them waiting: does a completion
+    (and the cycle it causes) cost more when the backlog is deeper?"""
+    rows = []
+    for jobs in (10_000, 30_000, 100_000):
+        scenario, _ = load(workloads.b3_scale(jobs=jobs))
+        gc.collect()
+        ctrl = Controller(scenario)
+        gc.collect()
+        gc.freeze()
+        ctrl.step()  # everything is submitted at 0: the first cycle starts what fits
+        pending = sum(len(q.pending) for q in ctrl.state.queues.values())
+        ctrl.metrics.cycle_times = []
+        steady = []
+        cpu0 = time.process_time()
+        for _ in range(200):
+            t0 = time.perf_counter()
+            ctrl.step()
+            steady.append(time.perf_counter() - t0)
+        cpu = time.process_time() - cpu0
+        steady.sort()
+        rows.append((
+            f"depth 5,000 nodes, {jobs:,} jobs: {pending:,} waiting of {len(ctrl.state.reason_cells)} kinds",
+            f"per completion and its cycle: median {1000 * steady[len(steady) // 2]:.2f} ms, p90 {1000 * steady[9 * len(steady) // 10]:.2f} ms, "
+            f"{1e6 * cpu / len(steady):.0f} us CPU",
+        ))
+        gc.unfreeze()
+        print(f"| {rows[-1][0]} | {rows[-1][1]} |", file=sys.stderr, flush=True)
+    return rows
+
+
+BENCHES = {"b1": b1, "b2": b2, "b2-heavy": b2_heavy, "b2-busy": b2_busy, "b3": b3, "b3-cycle": b3_cycle, "scaling": scaling, "depth": depth}
 
 
 def main(argv: list[str]) -> None:

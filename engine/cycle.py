@@ -220,20 +220,28 @@ class _GangCycle:
         """Every pending job in admission order (``policy.ordering``'s, inlined): a queue's next
         job goes on at once while its key stays below every other queue's, as a heap would pop
         it; a job whose verdict is settled is only marked."""
+        # the order's keys, snapshots (read lazily: a walk that ends early by reason cells never
+        # reads the rest) and heap of queue heads are AdmissionOrder's; only the walk over them
+        # is inlined here
+        order = AdmissionOrder(self.state, fair_share=self.policy.fair_share, lazy=True)
+        try:
+            self._walk_order(order)
+        finally:
+            order.close()
+
+    def _walk_order(self, order: AdmissionOrder) -> None:
         state, now = self.state, self.now
         fair_share = self.policy.fair_share
         jobs, queues, plans = state.jobs, state.queues, state.attempt_plans
         settled, passed_quota, blocked = self.settled, self.passed_quota, self.blocked
-        # the order's keys, snapshots and heap of queue heads are AdmissionOrder's; only the walk
-        # over them is inlined here
-        order = AdmissionOrder(state, fair_share=fair_share)
-        heap, snapshots, shares, key_of = order.heap, order.snapshots, order.shares, order.key
+        heap, snapshots, shares, key_of, grow = order.heap, order.snapshots, order.shares, order.key, order.grow
+        lengths = order.lengths
         manual = {name for name, q in queues.items() if q.approval == Approval.MANUAL}
         if self.policy.preemption:
             self.preemptors_left = {name for name in snapshots if _may_preempt(queues[name])}
         may_finish = not self.policy.strict_fifo
         # marking by reason cells pays only when the backlog is much deeper than its kinds
-        by_cells = may_tail = may_finish and sum(map(len, snapshots.values())) > CELLS_PAY_OFF * len(state.reason_cells)
+        by_cells = may_tail = may_finish and sum(lengths.values()) > CELLS_PAY_OFF * len(state.reason_cells)
         walk_at = self.walk_at
         #: queues whose last attempt to finish at once stopped short, at which stable_version
         finish_tried: dict[str, int] = {}
@@ -247,6 +255,7 @@ class _GangCycle:
             of them, else where the first other job is and the key its queue's entry then has
             (the largest key jumped over or its own: a heap pops it no sooner)."""
             snapshot = snapshots[name]
+            total = lengths[name]
             stable = self.stable
             needs_approval = name in manual
             top: tuple[float, int] = (-1.0, idx)
@@ -254,7 +263,9 @@ class _GangCycle:
             if fair_share:
                 key_of(name, idx)  # brings the queue's share memo up to date
                 share_memo = shares[name][1]
-            for i in range(idx, len(snapshot)):
+            for i in range(idx, total):
+                if i >= len(snapshot):
+                    grow(name, i)  # read on only as far as it marks
                 job = jobs[snapshot[i][3]]
                 if job.held:
                     reason = PendingReason.HELD
@@ -311,10 +322,13 @@ class _GangCycle:
                     heapq.heappush(heap, entry)
                     continue
             snapshot = snapshots[name]
-            last = len(snapshot) - 1
+            have = len(snapshot)  # read so far (the order reads a long queue piecemeal)
+            last = lengths[name] - 1
             usage = queues[name].usage
             needs_approval = name in manual
             while True:
+                if idx >= have:
+                    have = len(grow(name, idx))
                 job = jobs[snapshot[idx][3]]
                 # the fast path: a job whose verdict is known is marked and nothing else
                 if job.held:
@@ -379,6 +393,8 @@ class _GangCycle:
                         if memo is None or memo[0] != usage:
                             share = key_of(name, idx + 1)[0]
                         else:
+                            if idx + 1 >= have:
+                                have = len(grow(name, idx + 1))
                             share = memo[1].get(jobs[snapshot[idx + 1][3]].request)  # type: ignore[assignment]
                             if share is None:
                                 share = key_of(name, idx + 1)[0]

@@ -442,6 +442,9 @@ class ClusterState:
         #: pending jobs a cycle marks one by one, never through their cell: held, awaiting
         #: approval in a manual queue, or hold/approval changed since the last such marking
         self.apart: set[int] = set()
+        #: while a cycle reads the queues lazily (``AdmissionOrder.lazy``): the jobs enqueued
+        #: since it started, which it does not see
+        self.enqueued_since: set[int] | None = None
         #: failed preemption searches (``policy.preemption.VictimSearch``), kept across cycles
         #: until the ``epoch`` changes
         self.failed_searches: dict[tuple, tuple] = {}
@@ -602,7 +605,9 @@ class ClusterState:
 
     def allocate(self, node: Node, gpus: list[int], share: int, cpu: int, memory: int) -> None:
         """Take GPUs (whole, or ``share`` milli of each listed GPU), CPU and memory on a node."""
-        if node.schedulable:
+        indexed = node.schedulable
+        whole_before = node.whole_free
+        if indexed and self.workload is not None:
             self._index_remove(node)
         free = node.gpu_free
         take = share or MILLI
@@ -612,12 +617,17 @@ class ClusterState:
             free[i] -= take
         node.cpu_free -= cpu
         node.mem_free -= memory
-        if node.schedulable:
-            self._index_add(node)
+        if indexed:
+            if self.workload is not None:
+                self._index_add(node)
+            else:
+                self._reindex(node, whole_before, len(gpus) * take)
 
     def release(self, node: Node, gpus: list[int], share: int, cpu: int, memory: int) -> None:
         """Give back what ``allocate`` took."""
-        if node.schedulable:
+        indexed = node.schedulable
+        whole_before = node.whole_free
+        if indexed and self.workload is not None:
             self._index_remove(node)
         free = node.gpu_free
         give = share or MILLI
@@ -627,8 +637,39 @@ class ClusterState:
                 node.whole_free += 1
         node.cpu_free += cpu
         node.mem_free += memory
-        if node.schedulable:
-            self._index_add(node)
+        if indexed:
+            if self.workload is not None:
+                self._index_add(node)
+            else:
+                self._reindex(node, whole_before, -len(gpus) * give)
+
+    def _reindex(self, node: Node, whole_before: int, used_more: int) -> None:
+        """``_index_remove`` before a change and ``_index_add`` after it, as one update: the
+        same indexes, touched only where the node's whole GPUs free moved (the hot path of
+        every placement trial and its undo). Fragmentation scoring's shapes need the old
+        shape, so with a workload profile the two halves run instead."""
+        self.capacity_changes += 2
+        whole = node.whole_free
+        if whole != whole_before:
+            bucket = self._bucket(node.gpu_model)
+            bucket[whole_before].discard(node.id)
+            bucket[whole].add(node.id)
+            moved = whole - whole_before
+            self.total_whole_free += moved
+            domains = self.domains
+            for li, did in enumerate(node.domains):
+                dom = domains[li][did]
+                dom.whole_free += moved
+                hist = dom.free_hist
+                hist[whole_before] -= 1
+                if len(hist) <= whole:
+                    hist.extend([0] * (whole + 1 - len(hist)))
+                hist[whole] += 1
+        self.schedulable_used_milli += used_more
+        if node.has_partial():
+            self.partial_nodes.add(node.id)
+        else:
+            self.partial_nodes.discard(node.id)
 
     def place(self, job: Job, placements: list[PodPlacement]) -> None:
         for p in placements:
@@ -705,6 +746,8 @@ class ClusterState:
 
     def enqueue(self, job: Job) -> None:
         self.queues[job.queue].pending.add((*job.order_key(), job.id))
+        if self.enqueued_since is not None:
+            self.enqueued_since.add(job.id)
         signature = signature_of(job)
         cell = self.reason_cells.get(signature)
         if cell is None:

@@ -19,9 +19,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 
 from ..state import ClusterState, Job
 from .quota import dominant_share
+
+
+#: pending jobs in a queue from which a lazy order reads it piecemeal
+LAZY_FROM = 2048
 
 
 @dataclass(slots=True)
@@ -32,22 +37,57 @@ class AdmissionOrder:
     fair_share: bool = True
     #: one entry per queue: the key of its next job (share, -priority, submit, seq, queue, index)
     heap: list[tuple[float, int, float, int, str, int]] = field(default_factory=list)
-    #: each queue's pending jobs as the order started
+    #: each queue's pending jobs as the order started (with ``lazy``: the part read so far)
     snapshots: dict[str, list[tuple[int, float, int, int]]] = field(default_factory=dict)
+    #: read each queue's snapshot only as far as asked (``grow``), not copied whole at the start:
+    #: a cycle that ends early (reason cells) then costs nothing for the jobs it never reached.
+    #: Jobs enqueued meanwhile are left out (``ClusterState.enqueued_since``), as from a copy; the
+    #: owner ends it with ``close``
+    lazy: bool = False
+    #: each queue's number of pending jobs as the order started
+    lengths: dict[str, int] = field(default_factory=dict)
     _blocked: set[str] = field(default_factory=set)
     #: per queue: the usage its shares were computed at, and the share per request
     shares: dict[str, tuple[list[int], dict[tuple[int, int, int], float]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.lazy:
+            self.state.enqueued_since = set()
         for name, q in self.state.queues.items():
             if q.pending:
-                snap = list(q.pending)
-                self.snapshots[name] = snap
+                self.lengths[name] = len(q.pending)
+                # a short queue is copied at once: reading it piecemeal would cost more
+                self.snapshots[name] = [] if self.lazy and len(q.pending) > LAZY_FROM else list(q.pending)
                 self._push(name, 0)
+
+    def grow(self, name: str, idx: int) -> list[tuple[int, float, int, int]]:
+        """The queue's snapshot, read at least to ``idx`` (or to its end)."""
+        snap = self.snapshots[name]
+        if idx < len(snap):
+            return snap
+        total = self.lengths[name]
+        want = min(total, max(idx + 1, 2 * len(snap), 64)) - len(snap)
+        pending = self.state.queues[name].pending
+        # the rest of the queue as it was: what follows the last entry read, less the jobs
+        # enqueued since the order started (a job read is the only kind that leaves meanwhile)
+        rest = pending.irange(minimum=snap[-1], inclusive=(False, True)) if snap else iter(pending)
+        fresh = self.state.enqueued_since
+        if fresh:
+            rest = (entry for entry in rest if entry[3] not in fresh)
+        snap.extend(islice(rest, want))
+        return snap
+
+    def close(self) -> None:
+        """A lazy order's owner is done with it: jobs enqueued from now on need no watching."""
+        if self.lazy:
+            self.state.enqueued_since = None
 
     def key(self, name: str, idx: int) -> tuple[float, int, float, int, str, int]:
         """The heap key of the queue's job at ``idx``, its share at the queue's usage now."""
-        prio, submit, seq, jid = self.snapshots[name][idx]
+        snap = self.snapshots[name]
+        if idx >= len(snap):
+            snap = self.grow(name, idx)
+        prio, submit, seq, jid = snap[idx]
         share = 0.0
         if self.fair_share:
             request = self.state.jobs[jid].request
@@ -62,7 +102,7 @@ class AdmissionOrder:
         return (share, prio, submit, seq, name, idx)
 
     def _push(self, name: str, idx: int) -> None:
-        if idx < len(self.snapshots[name]):
+        if idx < self.lengths[name]:
             heapq.heappush(self.heap, self.key(name, idx))
 
     def block(self, queue: str) -> None:
@@ -84,7 +124,7 @@ class AdmissionOrder:
                     heapq.heappush(heap, fresh)
                     continue
             snapshot = self.snapshots[name]
-            last = len(snapshot) - 1
+            last = self.lengths[name] - 1
             usage = self.state.queues[name].usage
             # Yield this queue's jobs for as long as its next one would be popped straight after
             # (its key below every other queue's): the same order as pushing and popping each.
