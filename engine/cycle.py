@@ -61,6 +61,7 @@ from .policy import quota
 from .policy.backfill import (
     Reservation,
     cached_reservation,
+    kept_reservation,
     plan_reservation,
     quick_reject,
     reservation_now,
@@ -69,7 +70,7 @@ from .policy.ordering import AdmissionOrder
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
 from .policy.preemption import find_victims
 from .policy.registry import Backfill, Policy, ReserveFor
-from .state import ClusterState, Job, Queue, ReasonCell, Vec
+from .state import INF, ClusterState, Job, Queue, ReasonCell, Vec
 
 CAPACITY_REASONS = (PendingReason.INSUFFICIENT_CAPACITY, PendingReason.TOPOLOGY_UNSATISFIABLE)
 #: waiting jobs per reason cell above which a cycle marks the jobs it has not reached by cell
@@ -688,10 +689,16 @@ def _may_preempt(queue: Queue) -> bool:
 
 
 def _reserve(state: ClusterState, job: Job, counts: list[int], now: float) -> Reservation | None:
-    """The backfill reservation for ``job``: the last cycle's plan while still valid, else a new one."""
-    reservation = cached_reservation(state.last_plan, state, job, now)
+    """The backfill reservation for ``job``: the last cycle's plan while nothing started or
+    stopped; else a new plan, unless it would start later than the last plan for the same job
+    and that one still holds (``kept_reservation``): a reservation's start never moves later
+    while its nodes still free up in time."""
+    last = state.last_plan
+    reservation = cached_reservation(last, state, job, now)
     if reservation is None:
         reservation = plan_reservation(state, job, counts, now)
+        if last is not None and last.job_id == job.id and (reservation is None or reservation.start > last.start):
+            reservation = kept_reservation(state, last, now) or reservation
         state.last_plan = reservation.fresh_copy() if reservation is not None else None
     return reservation
 
@@ -702,9 +709,16 @@ URGENT_SCAN = 256
 
 def most_urgent_blocked(state: ClusterState) -> Job | None:
     """The job a ``most-urgent`` reservation is for: blocked for capacity in the last cycle,
-    highest priority first, then the oldest (the first of each queue's pending order)."""
+    highest priority first, then the oldest (the first of each queue's pending order). The
+    job holding the reservation keeps it while it is still so blocked, unless one of strictly
+    higher priority is: an older job of its priority that comes to be blocked for capacity
+    later does not take it over (the holder's planned start is a promise)."""
     best: Job | None = None
     best_key: tuple[int, float, int] | None = None
+    if state.reservation is not None:
+        holder = state.jobs[state.reservation[0]]
+        if holder._cell is not None and not holder.held and holder.pending_reason in CAPACITY_REASONS:
+            best, best_key = holder, (-holder.priority, -INF, 0)  # before every other job of its priority
     for queue in state.queues.values():
         for entry in islice(queue.pending, URGENT_SCAN):
             key = (entry[0], entry[1], entry[2])

@@ -16,10 +16,10 @@ for the report and the console. It works on the state in place and undoes everyt
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..enums import TopologyMode
-from ..state import INF, ClusterState, Job, Vec
+from ..state import INF, MILLI, ClusterState, Job, Vec
 from . import quota
 from .placement import Guard, Placer, node_allowed, pods_fitting_by_gpus, request_of
 
@@ -34,10 +34,79 @@ class Reservation:
     guard: Guard
     #: (admissions, stops) of the state it was planned on: while both are unchanged, so is the plan
     epoch: tuple[int, int] = (0, 0)
+    #: what the holder takes on each node at ``start``: [whole GPUs, cpu, memory, then a
+    #: (GPU, milli) pair per slice of a shared GPU]
+    takes: dict[int, list] = field(default_factory=dict)
 
     def fresh_copy(self) -> Reservation:
         """The same plan with a guard that has not been drawn on yet."""
-        return Reservation(self.job_id, self.start, Guard({k: list(v) for k, v in self.guard.headroom.items()}), self.epoch)
+        return Reservation(
+            self.job_id, self.start, Guard({k: list(v) for k, v in self.guard.headroom.items()}), self.epoch, self.takes
+        )
+
+
+def _takes(placer: Placer) -> dict[int, list]:
+    """Per node, what the placed gang took (``Reservation.takes``)."""
+    takes: dict[int, list] = {}
+    for p in placer.taken:
+        t = takes.setdefault(p.node_id, [0, 0, 0])
+        if p.share:
+            t.extend((gpu, p.share) for gpu in p.gpus)
+        else:
+            t[0] += len(p.gpus)
+        t[1] += p.cpu
+        t[2] += p.memory
+    return takes
+
+
+def kept_reservation(state: ClusterState, kept: Reservation, now: float) -> Reservation | None:
+    """``kept``, an earlier plan for the same holder, if it still holds: on each node it takes,
+    what is free now plus what the jobs running there give back by ``kept.start`` (by their
+    estimates) still covers the holder. The guard is then what is left over at that start.
+
+    This is EASY backfill's promise: the reservation's start only ever moves earlier. Planning
+    afresh each cycle would pick the best-fitting nodes anew, and jobs started beside the old
+    nodes under the old guard can then fill every candidate, pushing the start back by hours.
+    """
+    if not kept.takes or kept.start < now:
+        return None
+    nodes = state.nodes
+    headroom: dict[int, list[int]] = {}
+    for nid, (whole, cpu, memory, *slices) in kept.takes.items():
+        node = nodes[nid]
+        if not node.schedulable:
+            return None
+        free = list(node.gpu_free)
+        cpu_free, mem_free = node.cpu_free, node.mem_free
+        for jid in node.jobs:
+            job = state.jobs[jid]
+            if job.est_end > kept.start:
+                continue
+            run = job.current_run
+            if run is None:
+                continue
+            for p in run.placements:
+                if p.node_id == nid:
+                    for g in p.gpus:
+                        free[g] += p.share or MILLI
+                    cpu_free += p.cpu
+                    mem_free += p.memory
+        # the slices of shared GPUs, largest first, each on a GPU already in use if one has room,
+        # else on a whole one (enough for the holder to fit, not necessary)
+        for _, share in sorted(slices, key=lambda pair: -pair[1]):
+            partial = [i for i, f in enumerate(free) if share <= f < MILLI]
+            if partial:
+                free[min(partial, key=lambda i: free[i])] -= share
+                continue
+            whole_gpu = next((i for i, f in enumerate(free) if f == MILLI and i not in node.out_of_service), None)
+            if whole_gpu is None:
+                return None
+            free[whole_gpu] -= share
+        whole_free = sum(1 for i, f in enumerate(free) if f == MILLI and i not in node.out_of_service)
+        if whole_free < whole or cpu_free < cpu or mem_free < memory:
+            return None
+        headroom[nid] = [whole_free - whole, cpu_free - cpu, mem_free - memory]
+    return Reservation(kept.job_id, kept.start, Guard(headroom), (state.admit_counter, state.stop_counter), kept.takes)
 
 
 def cached_reservation(
@@ -85,8 +154,9 @@ def _first_step(state: ClusterState, job: Job, counts: list[int]) -> int | None:
     CPU and memory to per-node tallies and counts how many pods fit per node, per domain of
     the required level (a domain's count is taken on first touch), or cluster-wide (from the
     capacity buckets). It may be early (it ignores NVLink and the spread of GPUs over models),
-    never late except for GPUs shared between jobs, so the caller still checks by placing.
-    Returns 0 for gangs it does not model, None when the gang never fits by the estimates.
+    never late (a GPU shared between jobs counts as whole once the last of them is gone), so
+    the caller still checks by placing. Returns 0 for gangs it does not model, None when the
+    gang never fits by the estimates.
     """
     if len(job.groups) != 1 or not job.groups[0].whole_gpus:
         return 0
@@ -95,6 +165,8 @@ def _first_step(state: ClusterState, job: Job, counts: list[int]) -> int | None:
     nodes = state.nodes
     level = g.topology_level if g.topology_mode == TopologyMode.REQUIRED else None
     tally: dict[int, list[int]] = {}
+    #: per node whose shared GPUs are being given back: its GPUs' free milli as they would be
+    shared_free: dict[int, list[int]] = {}
 
     def pods_on(nid: int) -> int:
         node = nodes[nid]
@@ -131,7 +203,20 @@ def _first_step(state: ClusterState, job: Job, counts: list[int]) -> int | None:
             if t is None:
                 node = nodes[nid]
                 t = tally[nid] = [node.whole_free, node.cpu_free, node.mem_free]
-            t[0] += 0 if p.share else len(p.gpus)
+            if p.share:
+                gpus = shared_free.get(nid)
+                if gpus is None:
+                    gpus = shared_free[nid] = list(nodes[nid].gpu_free)
+                for gi in p.gpus:
+                    gpus[gi] += p.share
+                    if gpus[gi] == MILLI:
+                        t[0] += 1
+            else:
+                t[0] += len(p.gpus)
+                gpus = shared_free.get(nid)
+                if gpus is not None:
+                    for gi in p.gpus:
+                        gpus[gi] += MILLI
             t[1] += p.cpu
             t[2] += p.memory
             delta = pods_on(nid) - before
@@ -161,8 +246,9 @@ def reservation_now(state: ClusterState, job: Job, counts: list[int], now: float
     if not placer.place_gang(job, counts):
         return None
     headroom = _headroom(state, placer)
+    takes = _takes(placer)
     placer.undo(job)
-    return Reservation(job.id, now, Guard(headroom), (state.admit_counter, state.stop_counter))
+    return Reservation(job.id, now, Guard(headroom), (state.admit_counter, state.stop_counter), takes)
 
 
 def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: float) -> Reservation | None:
@@ -187,8 +273,9 @@ def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: floa
         placer = Placer(state)
         if placer.place_gang(job, counts):
             headroom = _headroom(state, placer)
+            takes = _takes(placer)
             placer.undo(job)
-            found = Reservation(job.id, end, Guard(headroom), (state.admit_counter, state.stop_counter))
+            found = Reservation(job.id, end, Guard(headroom), (state.admit_counter, state.stop_counter), takes)
             break
     for v in reversed(released):
         _restore(state, v)

@@ -261,7 +261,9 @@ class Placer:
     def _fits_node(self, node: Node, pod: PodGroup) -> bool:
         if node.cpu_free < pod.cpu or node.mem_free < pod.memory:
             return False
-        if self.guard is not None and not self.guard.allows(node.id, pod.whole_gpus, pod.cpu, pod.memory):
+        # a pod sharing a GPU may take a whole one (the first slice of it): on a reserved node it
+        # needs room for one whole GPU, or it could break up one the reservation counts on
+        if self.guard is not None and not self.guard.allows(node.id, pod.whole_gpus or (1 if pod.share else 0), pod.cpu, pod.memory):
             return False
         return True
 
