@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from usher.engine.controller import Controller
 from usher.engine.policy.registry import POLICIES, Backfill
 from usher.engine.scenario import parse_scenario
