@@ -21,6 +21,7 @@ from .backends.replay import Kind, ReplayBackend
 from .build import build_state, resources_dict
 from .core import CommandError, Engine
 from .enums import Action, JobState
+from .eta_accuracy import EtaAccuracy
 from .policy.registry import Policy
 from .scenario import EventSpec, Scenario
 from .state import MILLI, AuditEntry, ClusterState
@@ -124,6 +125,13 @@ class Controller:
         #: live GPU telemetry for the console (filled by the synthetic source while watched)
         self.telemetry = TelemetryStore()
         self.synthetic_telemetry = SyntheticTelemetry(self.telemetry, seed)
+        #: how close the estimated starts come true, when asked for (``record_eta_accuracy``)
+        self.eta_accuracy: EtaAccuracy | None = None
+
+    def record_eta_accuracy(self) -> EtaAccuracy:
+        """Sample the estimated starts as the replay goes, for the report's ``etaAccuracy``."""
+        self.eta_accuracy = EtaAccuracy()
+        return self.eta_accuracy
 
     @property
     def state(self):
@@ -155,17 +163,21 @@ class Controller:
             return False
         self._advance(t)
         engine = self.engine
+        submitted = False
         for due in self.backend.pop_due(t):
             if due.kind == Kind.FINISH:
                 engine.finish(engine.state.jobs[due.job_id], t)
             elif due.kind == Kind.SUBMIT:
                 engine.submit(engine.state.jobs[due.job_id], t)
+                submitted = True
             else:
                 ev = due.event
                 assert ev is not None
                 self._scenario_event(ev, t)
         self.last_activity = t
         self.schedule()
+        if self.eta_accuracy is not None:
+            self.eta_accuracy.observe(engine.state, t, submitted)
         self._publish()
         return True
 

@@ -63,6 +63,8 @@ class Engine(Admitter):
         run = job.current_run
         if run is None:
             return
+        if reason == EndReason.FINISHED:
+            self.state.note_run_finished(job, now)
         self._end_run(job, run, now, reason, None)
         job.remaining = 0.0
         job.state = JobState.FINISHED

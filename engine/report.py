@@ -127,6 +127,8 @@ def build_report(ctrl: Controller) -> dict[str, Any]:
         "gangsDeadlocked": len(deadlocked_gangs(state, ctrl.engine.policy)),
         "gpuHeldIdle": round(idle, 6),
     }
+    if ctrl.eta_accuracy is not None:
+        summary["etaAccuracy"] = ctrl.eta_accuracy.summary()
     return {
         "scenario": state.name,
         "policy": ctrl.engine.policy.name,

@@ -15,6 +15,7 @@ used GPU, and per topology domain the whole GPUs free. Every change of capacity 
 from __future__ import annotations
 
 from bisect import insort
+from collections import deque
 from dataclasses import dataclass, field
 from itertools import count
 from operator import attrgetter
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
 reason_stamp = count(1).__next__
 
 _WHOLE_FREE = attrgetter("whole_free")
+
+#: finished runs before the start-time planner trusts their ratio to the estimates
+RATIOS_TO_LEARN = 16
 
 
 def _clock_past(stamp: int) -> None:
@@ -437,6 +441,9 @@ class ClusterState:
         self.plans_by_signature: dict[tuple, Plan] = {}
         #: the memo keys of those attempts, interned as small ints
         self.memo_ids: dict[tuple, int] = {}
+        #: how long finished runs took over how long their estimates said (the latest 256):
+        #: users overshoot, and the start-time planner scales its estimates by the median
+        self.runtime_ratios: deque[float] = deque(maxlen=256)
         #: the reason cells of the pending jobs, by signature (``signature_of``)
         self.reason_cells: dict[tuple, ReasonCell] = {}
         #: pending jobs a cycle marks one by one, never through their cell: held, awaiting
@@ -739,6 +746,24 @@ class ClusterState:
             del self.ends[i]
 
     # -- queues ---------------------------------------------------------------------------
+
+    def runtime_scale(self) -> float:
+        """The median of ``runtime_ratios`` once 16 runs have finished (1 before): what an
+        estimate is multiplied by to say when a run will really end."""
+        ratios = self.runtime_ratios
+        if len(ratios) < RATIOS_TO_LEARN:
+            return 1.0
+        ordered = sorted(ratios)
+        return ordered[len(ordered) // 2]
+
+    def note_run_finished(self, job: Job, now: float) -> None:
+        """A run ended by itself: remember how it compared with its estimate."""
+        run = job.current_run
+        if run is None or job.est_end == INF:
+            return
+        began = run.start if run.work_start is None else run.work_start
+        if job.est_end > began:
+            self.runtime_ratios.append((now - began) / (job.est_end - began))
 
     def __setstate__(self, saved: dict) -> None:
         self.__dict__.update(saved)

@@ -296,8 +296,11 @@ def estimate_starts(state: ClusterState, order: list[Job], now: float) -> dict[i
     pending = order[:PLAN_DEPTH]
     if not pending:
         return out
+    # runs end when their estimates say, scaled by how finished runs compared with theirs
+    scale = state.runtime_scale()
     # heap entries: (time, tie-break, running job id or ~index into ``planned``)
-    heap = [(max(end, now), seq, j) for end, seq, j in state.ends if end != INF]
+    heap = [(max(_scaled_end(state, j, end, scale), now), seq, j) for end, seq, j in state.ends if end != INF]
+    heapq.heapify(heap)
     released: list[Job] = []
     planned: list[tuple[Job, list, Vec]] = []
     live: set[int] = set()
@@ -397,7 +400,7 @@ def estimate_starts(state: ClusterState, order: list[Job], now: float) -> dict[i
                     live.add(len(planned) - 1)
                     runtime = job.estimated_runtime()
                     if runtime != INF:
-                        heapq.heappush(heap, (t + runtime, job.seq, ~(len(planned) - 1)))
+                        heapq.heappush(heap, (t + runtime * scale, job.seq, ~(len(planned) - 1)))
                     if not ahead[shape]:
                         open_shapes -= 1
                 if not open_shapes:
@@ -413,6 +416,16 @@ def estimate_starts(state: ClusterState, order: list[Job], now: float) -> dict[i
             _restore(state, job)
             _usage(state, job.queue, job.charged, +1)
     return out
+
+
+def _scaled_end(state: ClusterState, jid: int, end: float, scale: float) -> float:
+    """When a running job should end, its estimated run time scaled by ``scale``."""
+    if scale == 1.0:
+        return end
+    run = state.jobs[jid].current_run
+    assert run is not None
+    began = run.start if run.work_start is None else run.work_start
+    return began + (end - began) * scale
 
 
 def _one_domain_gang(job: Job) -> bool:

@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--speed", type=float, default=60.0, help="simulated seconds per wall second (default 60)")
     replay.add_argument("--no-ui", action="store_true", help="replay as fast as possible, no console")
     replay.add_argument("--report", type=Path, default=None, help="write the JSON report here")
+    replay.add_argument("--eta-accuracy", action="store_true",
+                        help="--no-ui: sample the estimated starts every 5 simulated minutes and score them in the "
+                             "report's summary.etaAccuracy (slower: one start-time plan per sample)")
     sandbox = sub.add_parser("sandbox", help="serve a scenario as a fake Kubernetes API on 127.0.0.1")
     sandbox.add_argument("file", type=Path)
     sandbox.add_argument("--port", type=int, default=6443, help="port on 127.0.0.1 (default 6443; 0 picks one)")
@@ -174,9 +177,14 @@ def _controller(args: argparse.Namespace, path: Path):
 
 def cmd_replay(args: argparse.Namespace, path: Path) -> int:
     ctrl = _controller(args, path)
+    eta_accuracy = getattr(args, "eta_accuracy", False)  # replay's option; demo has none
+    if eta_accuracy and not args.no_ui:
+        raise UsageError("--eta-accuracy scores a whole replay for its report: use it with --no-ui")
     if args.no_ui:
         from usher.engine.report import build_report, dumps
 
+        if eta_accuracy:
+            ctrl.record_eta_accuracy()
         ctrl.run_to_end()
         text = dumps(build_report(ctrl))
         if args.report is not None:

@@ -32,10 +32,12 @@ import workloads  # bench/ is not a package
 
 def plain_estimate_starts(state: ClusterState, order: list[Job], now: float) -> dict[int, float]:
     """The planner without its shortcuts: at every release, every pending job in order (a shape
-    that failed placement or quota is skipped for the rest of that release only)."""
+    that failed placement or quota is skipped for the rest of that release only); run times
+    scaled as the planner scales them (``ClusterState.runtime_scale``)."""
     out: dict[int, float] = {}
     pending = order[: backfill.PLAN_DEPTH]
-    heap = [(max(end, now), seq, j) for end, seq, j in state.ends if end != INF]
+    scale = state.runtime_scale()
+    heap = sorted((max(backfill._scaled_end(state, j, end, scale), now), seq, j) for end, seq, j in state.ends if end != INF)
     released: list[Job] = []
     planned: list[tuple[Job, list, tuple]] = []
     live: set[int] = set()
@@ -77,7 +79,7 @@ def plain_estimate_starts(state: ClusterState, order: list[Job], now: float) -> 
                 live.add(len(planned) - 1)
                 runtime = job.estimated_runtime()
                 if runtime != INF:
-                    heapq.heappush(heap, (t + runtime, job.seq, ~(len(planned) - 1)))
+                    heapq.heappush(heap, (t + runtime * scale, job.seq, ~(len(planned) - 1)))
             pending = still
     finally:
         for i in sorted(live, reverse=True):

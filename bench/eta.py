@@ -1,0 +1,98 @@
+"""ETA accuracy (issue 15): how close the estimated starts usher shows come true.
+
+    nice python bench/eta.py            # the table into docs/results.md (between the eta markers)
+    nice python bench/eta.py --print    # the table on stdout, docs untouched
+
+Replays ``usher generate --nodes 64 --racks 8 --queues 4 --load L --seed S --days 2`` (Philly run
+times from the traces; users' estimates overshoot the run time by 0-100%, as generated) with the
+recorder of ``usher.engine.eta_accuracy`` on (``usher replay --eta-accuracy``): for each job that
+waited, the first estimate it was given and the one it had an hour before it started, against its
+start. Median and p90 absolute error, the share within 10% of the time from the estimate to the
+start, and the share that started later than estimated; over seeds 1-3 pooled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import date
+from pathlib import Path
+
+from usher.engine.controller import Controller
+from usher.engine.eta_accuracy import Score, _summarise
+from usher.engine.scenario import parse_scenario
+
+from usher.generate import GenerateParams, generate, read_runtimes, traces_dir
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "results.md"
+BEGIN, END = "<!-- eta:begin -->", "<!-- eta:end -->"
+LOADS = (0.9, 1.2)
+SEEDS = (1, 2, 3)
+POLICIES = ("usher", "slurm", "kueue")
+
+
+def scores(load: float, policy: str, runtimes: list[float]) -> tuple[list[Score], list[Score]]:
+    first: list[Score] = []
+    hour: list[Score] = []
+    for seed in SEEDS:
+        text = generate(GenerateParams(nodes=64, racks=8, queues=4, load=load, seed=seed, days=2.0), runtimes)
+        ctrl = Controller(parse_scenario(text, file=f"llm-{load}-{seed}.yaml"), policy)
+        recorder = ctrl.record_eta_accuracy()
+        ctrl.run_to_end()
+        first += recorder.first
+        hour += recorder.hour_before
+    return first, hour
+
+
+def hours(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 3600:.1f} h"
+
+
+def share(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def table(runtimes: list[float]) -> str:
+    rows = [
+        "| load | policy | estimate | jobs | median error | p90 error | within 10% | started later |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for load in LOADS:
+        for policy in POLICIES:
+            first, hour = scores(load, policy, runtimes)
+            for label, group in (("first", first), ("an hour before", hour)):
+                s = _summarise(group)
+                rows.append(
+                    f"| {load:g} | {policy} | {label} | {s['jobs']} | {hours(s['medianAbsErrorSeconds'])} | "
+                    f"{hours(s['p90AbsErrorSeconds'])} | {share(s['within10Percent'])} | {share(s['startedLaterThanEstimated'])} |"
+                )
+            print(rows[-2], rows[-1], sep="\n", file=sys.stderr, flush=True)
+    return "\n".join(rows)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--print", action="store_true", help="print the table, leave docs/results.md alone")
+    args = parser.parse_args(argv)
+    runtimes = read_runtimes(traces_dir(None))
+    body = (
+        f"`python bench/eta.py`, {date.today().isoformat()}: 64 nodes, 4 queues, two days of submissions "
+        f"at each load, seeds {SEEDS[0]}-{SEEDS[-1]} pooled, estimates sampled every 5 simulated minutes.\n\n"
+        + table(runtimes)
+        + "\n"
+    )
+    if args.print:
+        print(body)
+        return
+    text = DOCS.read_text()
+    if BEGIN in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + BEGIN + "\n" + body + END + rest.split(END, 1)[1]
+    else:
+        text += f"\n## ETA accuracy\n\n{BEGIN}\n{body}{END}\n"
+    DOCS.write_text(text)
+    print(f"wrote {DOCS}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
