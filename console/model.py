@@ -116,6 +116,10 @@ class QueueRow:
     running: int
     fair_share: float
     manual: bool
+    #: decayed fair share: the GPUs it held lately (its average, older use weighing less), and
+    #: the half-life; None without one
+    lately: float | None = None
+    half_life: float | None = None
 
     def cells(self) -> tuple[str, ...]:
         label = f"  {self.name}" if self.cohort else self.name
@@ -128,10 +132,11 @@ class QueueRow:
             str(self.pending),
             str(self.running),
             f"{self.fair_share:.2f}",
+            "" if self.lately is None or self.half_life is None else f"{gpus(self.lately)} (half-life {fmt.duration(self.half_life)})",
         )
 
 
-QUEUE_COLUMNS = ("queue", "quota", "used", "borrowed", "lent", "pending", "running", "share")
+QUEUE_COLUMNS = ("queue", "quota", "used", "borrowed", "lent", "pending", "running", "share", "used lately")
 
 
 @dataclass(slots=True, frozen=True)
@@ -330,6 +335,8 @@ class ConsoleModel:
                 len(state.running_by_queue.get(q.name, ())),
                 quota.dominant_share(state, q),
                 str(q.approval) == "manual",
+                q.past_gpu if q.half_life is not None else None,
+                q.half_life,
             )
 
         for cohort in sorted(state.cohorts):

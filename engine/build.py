@@ -114,6 +114,7 @@ def queue_from_spec(qs: QueueSpec) -> Queue:
         within_queue=WithinQueue(qs.preemption.within_queue),
         reclaim_within_cohort=ReclaimWithinCohort(qs.preemption.reclaim_within_cohort),
         borrow_within_cohort=BorrowWithinCohort(qs.preemption.borrow_within_cohort),
+        half_life=qs.usage_half_life,
     )
 
 

@@ -160,6 +160,7 @@ class Engine(Admitter):
 
     def _end_run(self, job: Job, run: Run, now: float, reason: EndReason, by: str | None) -> None:
         state = self.state
+        state.age_usage(now)
         run.end = now
         run.end_reason = reason
         run.by = by
@@ -175,6 +176,7 @@ class Engine(Admitter):
         if run is None:
             return
         state = self.state
+        state.age_usage(now)
         state.unplace(job, run.placements)
         state.mark_stopped(job, run)
         state.uncharge(job)
@@ -196,6 +198,7 @@ class Engine(Admitter):
         """
         result = CycleResult()
         state = self.state
+        state.age_usage(now)
         elastic = self._elastic_running()
         if not elastic:
             return result
@@ -277,6 +280,7 @@ class Engine(Admitter):
         state = self.state
         q = state.queues[job.queue]
         state.changed()
+        state.age_usage(now)
         with self._resizing(job, run):
             gone = [p for p in run.placements if p.pod in pods]
             run.placements[:] = [p for p in run.placements if p.pod not in pods]
@@ -304,6 +308,7 @@ class Engine(Admitter):
 
     def cycle(self, now: float) -> CycleResult:
         self.cycles += 1
+        self.state.age_usage(now)
         return run_cycle(self.state, now, self.policy, self)
 
     # -- operator commands and node events -------------------------------------------------

@@ -368,6 +368,11 @@ class Queue:
     reclaim_within_cohort: ReclaimWithinCohort
     borrow_within_cohort: BorrowWithinCohort
     usage: list[int] = field(default_factory=lambda: [0, 0, 0])
+    #: decayed fair share (``usage_half_life``): the seconds over which the weight of past use
+    #: halves, and the average milli-GPUs held, weighted so, up to ``past_at``
+    half_life: float | None = None
+    past_gpu: float = 0.0
+    past_at: float = 0.0
     #: pending job order keys, kept sorted: (-priority, submit, seq, job id); a SortedList, since
     #: admitting from the head of a plain list of 50,000 moved the whole list each time
     pending: SortedList = field(default_factory=SortedList)
@@ -746,6 +751,18 @@ class ClusterState:
             del self.ends[i]
 
     # -- queues ---------------------------------------------------------------------------
+
+    def age_usage(self, now: float) -> None:
+        """Bring the decayed average use of the queues with a half-life up to ``now`` (call it
+        before their usage changes at a new moment: the average is of what they held since)."""
+        for queue in self.queues.values():
+            if queue.half_life is None:
+                continue
+            elapsed = now - queue.past_at
+            if elapsed > 0:
+                kept = 0.5 ** (elapsed / queue.half_life)
+                queue.past_gpu = queue.past_gpu * kept + queue.usage[0] * (1.0 - kept)
+                queue.past_at = now
 
     def runtime_scale(self) -> float:
         """The median of ``runtime_ratios`` once 16 runs have finished (1 before): what an

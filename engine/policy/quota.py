@@ -153,14 +153,15 @@ def share_basis(state: ClusterState, queue: Queue) -> tuple[float, float, float]
 
 
 def dominant_share(state: ClusterState, queue: Queue, extra: Vec = (0, 0, 0)) -> float:
-    """Dominant resource share over weight, with ``extra`` added to the queue's usage."""
+    """Dominant resource share over weight, with ``extra`` added to the queue's usage (and, for
+    a queue with a usage half-life, the GPUs it held lately: ``Queue.past_gpu``)."""
     basis = share_basis(state, queue)
     best = 0.0
     for r in range(3):
         b = basis[r]
         if b <= 0 or b >= 1 << 60:
             continue
-        s = (queue.usage[r] + extra[r]) / b
+        s = (queue.usage[r] + extra[r] + (queue.past_gpu if r == 0 else 0.0)) / b
         if s > best:
             best = s
     return best / queue.weight

@@ -363,6 +363,10 @@ class QueueSpec(SchemaModel):
     namespaces: list[str] = Field(default_factory=list)
     """On a cluster: the namespaces whose pods land in this queue when they name no queue (as
     Kueue's LocalQueue per namespace); a replay's jobs always name their queue."""
+    usage_half_life: PositiveSeconds | None = None
+    """Decayed fair share: the queue's share also counts the GPUs it used lately, an average
+    whose weight halves every this long (Slurm's PriorityDecayHalfLife), so a team that used the
+    cluster all week yields to one that did not. None: only what it holds now counts."""
 
 
 # --- jobs -----------------------------------------------------------------------------------

@@ -519,7 +519,10 @@ class Mirror:
             node.cordoned, node.failed = view.unschedulable, not view.ready
         state.finish_building()
         for spec in cfg.queues:
-            state.queues[spec.name] = queue_from_spec(spec)
+            queue = state.queues[spec.name] = queue_from_spec(spec)
+            before = self.engine.state.queues.get(spec.name)
+            if before is not None and queue.half_life is not None:
+                queue.past_gpu, queue.past_at = before.past_gpu, before.past_at  # its recent use survives a rebuild
             if spec.cohort is not None:
                 state.cohorts.setdefault(spec.cohort, []).append(spec.name)
         self.engine = Engine(state, self.policy)
