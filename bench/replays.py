@@ -48,7 +48,18 @@ WHAT_IF = {
     "what if: usher without reservations": replace(get_policy("usher"), backfill=Backfill.NONE),
     "what if: usher with first-fit placement": replace(get_policy("usher"), scoring=Scoring.FIRST_FIT),
     "what if: usher ordered by priority, not fair share": replace(get_policy("usher"), ordering=Ordering.PRIORITY),
+    "what if: usher with decayed fair share (every queue's usageHalfLife 1d)": get_policy("usher"),
 }
+#: what-if rows that change the scenario rather than the policy
+WHAT_IF_SCENARIO = {
+    "what if: usher with decayed fair share (every queue's usageHalfLife 1d)": lambda scenario: with_half_life(scenario, 86400.0),
+}
+
+
+def with_half_life(scenario: Scenario, seconds: float) -> Scenario:
+    """``scenario`` with every queue's share counting its recent use (``usageHalfLife``)."""
+    queues = [q.model_copy(update={"usage_half_life": seconds}) for q in scenario.queues]
+    return scenario.model_copy(update={"queues": queues})
 LOADS = {"llm-load0.7": 0.7, "llm-load0.9": 0.9}
 WORKLOADS = ["openb-default", *LOADS]
 DEFAULT_SEEDS = "1-5"
@@ -305,8 +316,9 @@ def main(argv: list[str]) -> int:
             runs += [(label, policy, True) for label, policy in WHAT_IF.items()]
         for label, policy, what_if in runs:
             row = Row(label, what_if=what_if)
+            change = WHAT_IF_SCENARIO.get(label, lambda scenario: scenario)
             for scenario in scenarios:
-                row.outcomes.append(replay(scenario, policy))
+                row.outcomes.append(replay(change(scenario), policy))
             took = sum(o.seconds for o in row.outcomes)
             print(f"{name} {label}: wait {row.mean('avg_wait'):.0f} s, util {row.mean('util'):.4f} ({took:.1f} s)",
                   file=sys.stderr, flush=True)
