@@ -12,7 +12,7 @@ Variants (16 nodes of 8 GPUs in racks of 4, 300 jobs over ~2.3 days, five seeds 
 - ``quota``: the same with cohort quotas (40 GPUs each): a queue's borrowing can leave a holder
   waiting for quota, which usher does not guard yet.
 - ``priority``: two priorities: a higher-priority job blocked for capacity may take the
-  reservation over, as the promise allows.
+  reservation over, as the promise allows ("outranked" counts the late holders that saw it).
 - ``under``: estimates from half the run time up: jobs that run past their estimates delay the
   holders (usher does not enforce estimates as time limits).
 """
@@ -55,23 +55,31 @@ def scenario(seed: int, variant: str, nodes: int = 16, jobs: int = 300) -> str:
     return "\n".join(lines) + "\n"
 
 
-def late_holders(text: str, policy: str) -> tuple[int, list[str]]:
-    """Holders, and those that started after the earliest start a reservation promised them."""
+def late_holders(text: str, policy: str) -> tuple[int, list[str], int]:
+    """Holders; those that started after the earliest start a reservation promised them; and how
+    many of the late ones saw a job of strictly higher priority hold the reservation after the
+    promise (which the promise allows)."""
     ctrl = Controller(parse_scenario(text, file="promise.yaml"), policy)
     promised: dict[int, tuple[float, float]] = {}
+    holders: list[tuple[float, int]] = []  # (when, holder) at every change of holder
     while ctrl.step():
         reservation = ctrl.state.reservation
         if reservation is not None:
             holder, start = reservation
+            if not holders or holders[-1][1] != holder:
+                holders.append((ctrl.now, holder))
             if holder not in promised or start < promised[holder][0]:
                 promised[holder] = (start, ctrl.now)
-    late = []
+    jobs = ctrl.state.jobs
+    late, outranked = [], 0
     for holder, (start, when) in promised.items():
-        job = ctrl.state.jobs[holder]
+        job = jobs[holder]
         began = job.runs[0].start if job.runs else None
         if began is None or began > start + 1e-6:
             late.append(f"{job.name} (priority {job.priority}): promised at {when:g} to start by {start:g}, started {began}")
-    return len(promised), late
+            end = began if began is not None else float("inf")
+            outranked += any(when <= t <= end and jobs[h].priority > job.priority for t, h in holders)
+    return len(promised), late, outranked
 
 
 def main(argv: list[str]) -> None:
@@ -80,18 +88,19 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--policy", default="usher")
     parser.add_argument("--seeds", type=int, default=5)
     args = parser.parse_args(argv)
-    print("| variant | holders | started late | first late |\n|---|---|---|---|")
+    print("| variant | holders | started late | of them outranked | first late |\n|---|---|---|---|---|")
     unknown = [v for v in args.variants if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown variant {unknown[0]!r}; known: {', '.join(VARIANTS)}")
     for variant in args.variants or VARIANTS:
-        holders = 0
+        holders = outranked = 0
         late: list[str] = []
         for seed in range(args.seeds):
-            n, found = late_holders(scenario(seed, variant), args.policy)
+            n, found, higher = late_holders(scenario(seed, variant), args.policy)
             holders += n
             late += found
-        print(f"| {variant} | {holders} | {len(late)} | {late[0] if late else ''} |", flush=True)
+            outranked += higher
+        print(f"| {variant} | {holders} | {len(late)} | {outranked} | {late[0] if late else ''} |", flush=True)
 
 
 if __name__ == "__main__":
