@@ -186,6 +186,8 @@ class _GangCycle:
         self.preemptors_left: set[str] = set()
         self.blocked: set[str] = set()
         self.reservation: Reservation | None = None
+        #: the reservation the holder's request was worked out for, and that request
+        self.holder_request: tuple[Reservation | None, Vec] = (None, (0, 0, 0))
         #: reason stamps: a cell written at ``tail_at`` gives way to every job this cycle marks
         #: itself (at ``walk_at`` or later), and overrides what earlier cycles marked
         self.tail_at = state_module.reason_stamp()
@@ -201,8 +203,14 @@ class _GangCycle:
 
     def run(self) -> CycleResult:
         state, now, policy = self.state, self.now, self.policy
-        if policy.backfill == Backfill.EASY and policy.reserve_for == ReserveFor.MOST_URGENT:
+        if policy.backfill == Backfill.EASY:
             holder = most_urgent_blocked(state)
+            if policy.reserve_for == ReserveFor.FIRST_BLOCKED and (
+                holder is None or state.reservation is None or holder.id != state.reservation[0]
+            ):
+                # first-blocked: the walk picks the holder, except that the last cycle's keeps
+                # its reservation until it starts (unless one of higher priority is blocked)
+                holder = None
             if holder is not None:
                 counts = gang_counts(holder, False)
                 # A reservation that has come due is honoured: when the room it waited for is
@@ -557,6 +565,7 @@ class _GangCycle:
         reason: PendingReason | None = None
         admitted = False
         preempted = False
+        holder = self._holder_quota(job.queue) if guard is not None else None
         for attempt in plan.attempts:
             counts = list(attempt.counts)
             request = attempt.request
@@ -566,6 +575,15 @@ class _GangCycle:
                 verdict_reason = quota.check(state, queue, request, policy.borrowing).reason
                 if verdict_reason is None:
                     passed_quota.add(qkey)
+            if verdict_reason is None and holder is not None:
+                # it would run past the reservation's start: the holder's quota is not for it
+                qkey = ~qkey
+                verdict_reason = failed_quota.get(qkey)
+                if verdict_reason is None and qkey not in passed_quota:
+                    if not quota.fits_beside(state, queue, request, policy.borrowing, *holder):
+                        verdict_reason = PendingReason.RESERVED_FOR_HIGHER_PRIORITY
+                    else:
+                        passed_quota.add(qkey)
             if verdict_reason is not None:
                 failed_quota[qkey] = verdict_reason
                 if (
@@ -617,6 +635,7 @@ class _GangCycle:
             if reservation is not None and reservation.job_id == job.id:
                 self.reservation = None  # the holder started: nothing to hold back for the rest
                 self.settled.clear()
+                self._forget_holder_quota()
             return
         assert reason is not None
         mark_waiting(job, reason)
@@ -632,6 +651,27 @@ class _GangCycle:
             self.settled.clear()
         else:
             self._settle(job, plan, guarded, reason)
+
+    def _forget_holder_quota(self) -> None:
+        """The quota verdicts worked out beside the reservation's holder (negative memo keys)
+        no longer hold once another job holds it, or none does."""
+        for key in [k for k in self.failed_quota if k < 0]:
+            del self.failed_quota[key]
+        self.passed_quota.difference_update([k for k in self.passed_quota if k < 0])
+
+    def _holder_quota(self, queue: str) -> tuple[Queue, Vec] | None:
+        """For a job that would run past the reservation's start: the holder's queue and
+        request, when the job's queue draws on the same quota (it must leave the holder its
+        share, as the guard leaves it its nodes); None otherwise."""
+        reservation = self.reservation
+        if reservation is None:
+            return None
+        holder = self.state.jobs[reservation.job_id]
+        if holder.current_run is not None or not quota.shares_quota(self.state, queue, holder.queue):
+            return None
+        if self.holder_request[0] is not reservation:
+            self.holder_request = (reservation, request_of(holder, gang_counts(holder, False)))
+        return self.state.queues[holder.queue], self.holder_request[1]
 
     def _may_try_preemption(self, queue: str, preempt_key: int) -> bool:
         """As in Kueue, a queue's first blocked job tries preemption, once per kind of job."""
@@ -649,15 +689,23 @@ class _GangCycle:
         it again: every attempt fails on a remembered verdict and no preemption attempt or
         reservation is left for its queue to make."""
         passed: list[int] = []
+        beside_holder = guarded and self.reservation is not None and self._holder_quota(job.queue) is not None
         for attempt in plan.attempts:
-            failed = self.failed_quota.get(attempt.quota_key)
+            qkey = attempt.quota_key
+            failed = self.failed_quota.get(qkey)
             if failed is not None:
                 if failed == PendingReason.WAITING_FOR_QUOTA and self._may_try_preemption(job.queue, attempt.preempt_key):
                     return
                 continue
-            if attempt.quota_key not in self.passed_quota:
+            if qkey not in self.passed_quota:
                 return
-            passed.append(attempt.quota_key)
+            passed.append(qkey)
+            if beside_holder:
+                if ~qkey in self.failed_quota:
+                    continue  # the reservation's holder has the quota it needs
+                if ~qkey not in self.passed_quota:
+                    return
+                passed.append(~qkey)
             failed = self.failed_shapes.get((attempt.shape, guarded and self.reservation is not None))
             if failed is None:
                 return
@@ -707,6 +755,10 @@ def _reserve(state: ClusterState, job: Job, counts: list[int], now: float) -> Re
 URGENT_SCAN = 256
 
 
+#: why a reservation's holder may be waiting and still keep it
+HOLDER_REASONS = (*CAPACITY_REASONS, PendingReason.WAITING_FOR_QUOTA)
+
+
 def most_urgent_blocked(state: ClusterState) -> Job | None:
     """The job a ``most-urgent`` reservation is for: blocked for capacity in the last cycle,
     highest priority first, then the oldest (the first of each queue's pending order). The
@@ -717,7 +769,9 @@ def most_urgent_blocked(state: ClusterState) -> Job | None:
     best_key: tuple[int, float, int] | None = None
     if state.reservation is not None:
         holder = state.jobs[state.reservation[0]]
-        if holder._cell is not None and not holder.held and holder.pending_reason in CAPACITY_REASONS:
+        # blocked by its quota now is no reason to drop it: the jobs ahead of it that hold that
+        # quota end before its start, and those that would not are kept from it (``_holder_quota``)
+        if holder._cell is not None and not holder.held and holder.pending_reason in HOLDER_REASONS:
             best, best_key = holder, (-holder.priority, -INF, 0)  # before every other job of its priority
     for queue in state.queues.values():
         for entry in islice(queue.pending, URGENT_SCAN):

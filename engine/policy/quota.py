@@ -117,6 +117,29 @@ def check(state: ClusterState, queue: Queue, request: Vec, borrowing: bool = Tru
     return FITS
 
 
+def shares_quota(state: ClusterState, a: str, b: str) -> bool:
+    """Whether queues ``a`` and ``b`` draw on the same quota (one queue, or one cohort)."""
+    if a == b:
+        return True
+    cohort = state.queues[a].cohort
+    return cohort is not None and cohort == state.queues[b].cohort
+
+
+def fits_beside(
+    state: ClusterState, queue: Queue, request: Vec, borrowing: bool, other: Queue, other_request: Vec
+) -> bool:
+    """Whether ``request`` fits ``queue``'s quota with ``other_request`` held by ``other`` too
+    (a backfill reservation's holder: a job that runs past its start must leave it its quota)."""
+    usage = other.usage
+    for r in range(3):
+        usage[r] += other_request[r]
+    try:
+        return check(state, queue, request, borrowing).reason is None
+    finally:
+        for r in range(3):
+            usage[r] -= other_request[r]
+
+
 def is_borrowing(queue: Queue) -> bool:
     """True when the queue uses more than its nominal quota of some resource."""
     return any(queue.usage[r] > queue.nominal[r] for r in range(3))

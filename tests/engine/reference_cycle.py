@@ -119,8 +119,12 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
     failed_preempt: set[tuple] = set()
     tried_preempt: set[str] = set()
     reservation: Reservation | None = None
-    if policy.backfill == Backfill.EASY and policy.reserve_for == ReserveFor.MOST_URGENT:
+    if policy.backfill == Backfill.EASY:
         holder = most_urgent_blocked(state)
+        if policy.reserve_for == ReserveFor.FIRST_BLOCKED and (
+            holder is None or state.reservation is None or holder.id != state.reservation[0]
+        ):
+            holder = None
         if holder is not None:
             counts = gang_counts(holder, False)
             due = state.reservation is not None and state.reservation[0] == holder.id and state.reservation[1] <= now
@@ -161,12 +165,22 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
             attempts.append(gang_counts(job, True))
         reason: PendingReason | None = None
         admitted = False
+        holder = state.jobs[reservation.job_id] if guard is not None and reservation is not None else None
+        beside = holder is not None and holder.current_run is None and quota.shares_quota(state, job.queue, holder.queue)
         for counts in attempts:
             request = request_of(job, counts)
             pkey = (job.queue, job.priority, request, job.groups)
-            verdict = failed_quota.get((job.queue, request)) or quota.check(state, queue, request, policy.borrowing).reason
+            qkey = (job.queue, request, False)
+            verdict = failed_quota.get(qkey) or quota.check(state, queue, request, policy.borrowing).reason
+            if verdict is None and beside:
+                assert holder is not None
+                qkey = (job.queue, request, True)
+                holder_request = request_of(holder, gang_counts(holder, False))
+                verdict = failed_quota.get(qkey)
+                if verdict is None and not quota.fits_beside(state, queue, request, policy.borrowing, state.queues[holder.queue], holder_request):
+                    verdict = PendingReason.RESERVED_FOR_HIGHER_PRIORITY
             if verdict is not None:
-                failed_quota[(job.queue, request)] = verdict
+                failed_quota[qkey] = verdict
                 if verdict == PendingReason.WAITING_FOR_QUOTA and may_preempt(job, pkey) and preempt_for(job, counts, request, pkey):
                     admitted = True
                     break
@@ -196,6 +210,8 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
         if admitted:
             if reservation is not None and reservation.job_id == job.id:
                 reservation = None
+                for key in [k for k in failed_quota if k[2]]:
+                    del failed_quota[key]  # worked out beside the holder that just started
             continue
         assert reason is not None
         mark_waiting(job, reason)

@@ -4,8 +4,10 @@ Every cycle's reservation (holder and planned start) is recorded over a replay. 
 that may move a reservation happens (one priority, so no higher-priority arrival; no node
 failure or drain; no operator action; estimates that are upper bounds of the run times, as
 Slurm's time limits are), each holder must start no later than the earliest start it was
-promised, under every policy that backfills. Queues share the cluster by fair share, gangs need
-one rack, and some pods share GPUs, so the jobs started beside a reservation are of every kind.
+promised, under every policy that backfills. Queues share the cluster by fair share, sometimes
+under cohort quotas they borrow from each other, gangs need one rack, and some pods share GPUs,
+so the jobs started beside a reservation are of every kind. ``bench/promise.py`` counts the late
+holders of bigger replays, and of those where something may move a reservation.
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ def busy_scenarios(draw: st.DrawFn) -> str:
         "queues:",
     ]
     queues = [f"q{i}" for i in range(draw(st.integers(1, 3)))]
-    lines += [f"  - {{name: {q}, weight: {draw(st.integers(1, 3))}}}" for q in queues]
+    # some clusters share out by cohort quotas, which queues borrow from each other
+    quota = draw(st.one_of(st.none(), st.integers(4, racks * per_rack * 8)))
+    extra = "" if quota is None else f", cohort: c, quota: {{gpu: {quota}}}"
+    lines += [f"  - {{name: {q}, weight: {draw(st.integers(1, 3))}{extra}}}" for q in queues]
     lines.append("jobs:")
     for i in range(draw(st.integers(8, 40))):
         count = draw(st.integers(1, per_rack))

@@ -211,7 +211,7 @@ jobs:
   - {name: r1, queue: a, duration: 1h, pods: [{gpu: 8}]}
   - {name: r2, queue: a, duration: 3h, pods: [{gpu: 8}]}
   - {name: gang, queue: a, submit: 1m, duration: 1h, pods: [{count: 2, gpu: 8}]}
-  - {name: other, queue: b, submit: 2m, duration: 4h, pods: [{gpu: 8}]}
+  - {name: other, queue: b, submit: 1m, duration: 4h, pods: [{gpu: 8}]}
 """
 
 
@@ -224,7 +224,9 @@ def _replay_with(text: str, policy) -> dict:
 def test_most_urgent_reservation_keeps_a_big_gang_from_being_starved_by_fair_share():
     # Queue a holds everything, so fair share puts b's job first; with the reservation for the
     # first blocked job, b's job gets it and the gang waits for it too. usher reserves for the
-    # oldest blocked job instead: the gang starts when r2 ends, and b's job after it.
+    # oldest blocked job instead: the gang starts when r2 ends, and b's job after it. (Both are
+    # submitted together: had the gang been blocked a cycle earlier, first-blocked would now keep
+    # its reservation too, since a reservation stays with its holder until it starts.)
     usher = _replay_with(STARVED, get_policy("usher"))
     assert job(usher, "gang")["runs"][0]["start"] == 3 * 3600.0
     assert job(usher, "other")["runs"][0]["start"] == 4 * 3600.0
