@@ -9,8 +9,10 @@ Variants (16 nodes of 8 GPUs in racks of 4, 300 jobs over ~2.3 days, five seeds 
 - ``queues``: three fair-share queues, one priority, estimates at least the run times. Nothing
   here may move a reservation: the count must be 0 (``tests/engine/test_backfill_promise.py``
   checks it under hypothesis).
-- ``quota``: the same with cohort quotas (40 GPUs each): a queue's borrowing can leave a holder
-  waiting for quota, which usher does not guard yet.
+- ``quota``: the same with cohort quotas (40 GPUs each): a job that would run past a
+  reservation's start must leave the holder its quota too.
+- ``reclaim``: cohort quotas, and queues that take their quota back by preemption (a preemptor
+  is placed without the reservation's guard: does it ever take a holder's nodes?).
 - ``priority``: two priorities: a higher-priority job blocked for capacity may take the
   reservation over, as the promise allows ("outranked" counts the late holders that saw it).
 - ``under``: estimates from half the run time up: jobs that run past their estimates delay the
@@ -26,13 +28,15 @@ import sys
 from usher.engine.controller import Controller
 from usher.engine.scenario import parse_scenario
 
-VARIANTS = ("queues", "quota", "priority", "under")
+VARIANTS = ("queues", "quota", "reclaim", "priority", "under")
 
 
 def scenario(seed: int, variant: str, nodes: int = 16, jobs: int = 300) -> str:
     rng = random.Random(seed)
     queues = ["q0", "q1", "q2"]
-    quota = ", cohort: c, quota: {gpu: 40}" if variant == "quota" else ""
+    quota = ", cohort: c, quota: {gpu: 40}" if variant in ("quota", "reclaim") else ""
+    if variant == "reclaim":
+        quota += ", preemption: {reclaimWithinCohort: Any}"
     lines = [
         "name: promise",
         "topology: {levels: [usher/rack, kubernetes.io/hostname]}",
