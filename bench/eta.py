@@ -19,7 +19,7 @@ from datetime import date
 from pathlib import Path
 
 from usher.engine.controller import Controller
-from usher.engine.eta_accuracy import Score, _summarise
+from usher.engine.eta_accuracy import Score, summarise
 from usher.engine.scenario import parse_scenario
 
 from usher.generate import GenerateParams, generate, read_runtimes, traces_dir
@@ -61,7 +61,7 @@ def table(runtimes: list[float]) -> str:
         for policy in POLICIES:
             first, hour = scores(load, policy, runtimes)
             for label, group in (("first", first), ("an hour before", hour)):
-                s = _summarise(group)
+                s = summarise(group)
                 rows.append(
                     f"| {load:g} | {policy} | {label} | {s['jobs']} | {hours(s['medianAbsErrorSeconds'])} | "
                     f"{hours(s['p90AbsErrorSeconds'])} | {share(s['within10Percent'])} | {share(s['startedLaterThanEstimated'])} |"

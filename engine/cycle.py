@@ -186,8 +186,6 @@ class _GangCycle:
         self.preemptors_left: set[str] = set()
         self.blocked: set[str] = set()
         self.reservation: Reservation | None = None
-        #: the reservation the holder's request was worked out for, and that request
-        self.holder_request: tuple[Reservation | None, Vec] = (None, (0, 0, 0))
         #: reason stamps: a cell written at ``tail_at`` gives way to every job this cycle marks
         #: itself (at ``walk_at`` or later), and overrides what earlier cycles marked
         self.tail_at = state_module.reason_stamp()
@@ -429,8 +427,7 @@ class _GangCycle:
         queues = self.state.queues
         reasons: list[PendingReason | None] = []
         for i, (cell, kind, guards) in enumerate(needs):
-            counts = cell.counts
-            if not counts[0] and (not counts[2] or queues[cell.queue].approval == Approval.MANUAL):
+            if not cell.waits_on_scheduler(queues[cell.queue].approval == Approval.MANUAL):
                 reasons.append(None)  # only jobs waiting on an operator, each marked apart
                 continue
             reason = stable.get(kind) if not self.preemptors_left else None
@@ -467,8 +464,7 @@ class _GangCycle:
         manual = self.state.queues[queue].approval == Approval.MANUAL
         reasons: list[PendingReason | None] = []
         for cell, kind, _ in needs:
-            counts = cell.counts
-            if not counts[0] and (not counts[2] or manual):
+            if not cell.waits_on_scheduler(manual):
                 reasons.append(None)
                 continue
             reason = stable.get(kind)
@@ -669,9 +665,7 @@ class _GangCycle:
         holder = self.state.jobs[reservation.job_id]
         if holder.current_run is not None or not quota.shares_quota(self.state, queue, holder.queue):
             return None
-        if self.holder_request[0] is not reservation:
-            self.holder_request = (reservation, request_of(holder, gang_counts(holder, False)))
-        return self.state.queues[holder.queue], self.holder_request[1]
+        return self.state.queues[holder.queue], plan_of(self.state, holder).attempts[0].request
 
     def _may_try_preemption(self, queue: str, preempt_key: int) -> bool:
         """As in Kueue, a queue's first blocked job tries preemption, once per kind of job."""

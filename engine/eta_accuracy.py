@@ -81,7 +81,7 @@ class EtaAccuracy:
     def observe(self, state: ClusterState, now: float, submitted: bool) -> None:
         """Score the jobs that started since the last call; sample when a sample is due or a job
         was ``submitted`` (its first estimate is the one shown at its submission)."""
-        for jid in [jid for jid in self.watching if _started(state.jobs[jid]) is not None]:
+        for jid in [jid for jid in self.watching if state.jobs[jid].first_work_start is not None]:
             self._score(jid, state.jobs[jid])
         if now < self.next_sample and not submitted:
             return
@@ -102,7 +102,7 @@ class EtaAccuracy:
 
     def _score(self, jid: int, job: Job) -> None:
         watch = self.watching.pop(jid)
-        started = _started(job)
+        started = job.first_work_start
         assert started is not None
         self.first.append(Score(watch.first[0], watch.first[1], started))
         candidates = [s for s in (watch.before, *watch.recent) if s is not None and s[0] <= started - HORIZON]
@@ -114,16 +114,13 @@ class EtaAccuracy:
         """The report's ``etaAccuracy``: per kind of estimate, how many, how far off, how many close."""
         return {
             "sampleEverySeconds": SAMPLE_EVERY,
-            "first": _summarise(self.first),
-            "hourBefore": _summarise(self.hour_before),
+            "first": summarise(self.first),
+            "hourBefore": summarise(self.hour_before),
         }
 
 
-def _started(job: Job) -> float | None:
-    return job.first_work_start
-
-
-def _summarise(scores: list[Score]) -> dict[str, Any]:
+def summarise(scores: list[Score]) -> dict[str, Any]:
+    """How many scores, how many without an estimate, how far off (median, p90), how many close."""
     errors = sorted(abs(e) for s in scores if (e := s.error) is not None)
     late = [s for s in scores if s.error is not None and s.error < 0]
     return {

@@ -352,6 +352,12 @@ class ReasonCell:
     #: the cycle's kind of its jobs (``cycle.Plan.kind``), once a cycle asked; -1 before
     kind: int = -1
 
+    def waits_on_scheduler(self, manual: bool) -> bool:
+        """Whether any of its jobs waits on the scheduler, not on an operator (its queue asks
+        for approval when ``manual``)."""
+        counts = self.counts
+        return bool(counts[OperatorWait.NONE] or (counts[OperatorWait.UNAPPROVED] and not manual))
+
 
 @dataclass(slots=True)
 class Queue:

@@ -12,11 +12,17 @@ holders of bigger replays, and of those where something may move a reservation.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from usher.engine.controller import Controller
 from usher.engine.policy.registry import POLICIES, Backfill
-from usher.engine.scenario import parse_scenario
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import promise  # bench/ is not a package
+from promise import late_holders
 
 BACKFILLING = [name for name, policy in POLICIES.items() if policy.backfill == Backfill.EASY]
 
@@ -54,21 +60,7 @@ def busy_scenarios(draw: st.DrawFn) -> str:
 
 def promises_broken(text: str, policy: str) -> list[str]:
     """Each holder that started after the earliest start a reservation promised it."""
-    ctrl = Controller(parse_scenario(text, file="promise.yaml"), policy)
-    promised: dict[int, tuple[float, float]] = {}  # holder -> (earliest start promised, when)
-    while ctrl.step():
-        reservation = ctrl.state.reservation
-        if reservation is not None:
-            holder, start = reservation
-            if holder not in promised or start < promised[holder][0]:
-                promised[holder] = (start, ctrl.now)
-    broken = []
-    for holder, (start, when) in promised.items():
-        job = ctrl.state.jobs[holder]
-        began = job.runs[0].start if job.runs else None
-        if began is None or began > start + 1e-6:
-            broken.append(f"{job.name}: promised at {when:g} to start by {start:g}, started {began}")
-    return broken
+    return late_holders(text, policy)[1]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -78,33 +70,12 @@ def test_a_reservation_is_never_pushed_back_by_backfill(text: str, policy: str) 
 
 
 def test_the_promise_is_tested_on_reservations_that_matter() -> None:
-    """A fixed busy case: several holders, every one started by its promised start. Planning
-    afresh every cycle (the old way) breaks it here, so the property above can fail."""
-    import random
-
-    rng = random.Random(7)
-    lines = [
-        "name: promise-fixed",
-        "topology: {levels: [usher/rack, kubernetes.io/hostname]}",
-        "nodeGroups:",
-        "  - {prefix: n, count: 16, layout: {usher/rack: 4}, template: {gpus: 8}}",
-        "queues: [{name: q0}, {name: q1}, {name: q2}]",
-        "jobs:",
-    ]
-    for i in range(300):
-        count, gpu = rng.choice([(1, 1), (1, 2), (1, 4), (1, 8), (2, 8), (4, 8), (3, 4)])
-        topo = ", topology: {required: usher/rack}" if count > 1 else ""
-        duration = rng.randint(300, 20000)
-        lines.append(
-            f"  - {{name: j{i}, queue: q{rng.randrange(3)}, submit: {rng.randint(0, 200000)}, duration: {duration}, "
-            f"estimate: {int(duration * rng.uniform(1.0, 2.0))}, pods: [{{count: {count}, gpu: {gpu}{topo}}}]}}"
-        )
-    text = "\n".join(lines) + "\n"
-    ctrl = Controller(parse_scenario(text, file="promise-fixed.yaml"), "usher")
-    holders = set()
-    while ctrl.step():
-        if ctrl.state.reservation is not None:
-            holders.add(ctrl.state.reservation[0])
-    assert len(holders) > 20
+    """A fixed busy case (``bench/promise.py``'s three fair-share queues): many holders, every one
+    started by its promised start. Planning afresh every cycle (the old way) breaks it here, so
+    the property above can fail."""
+    text = promise.scenario(0, "queues")
+    holders, late, _ = late_holders(text, "usher")
+    assert holders > 20
+    assert late == []
     for policy in BACKFILLING:
         assert promises_broken(text, policy) == []
