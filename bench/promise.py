@@ -11,8 +11,8 @@ Variants (16 nodes of 8 GPUs in racks of 4, 300 jobs over ~2.3 days, five seeds 
   checks it under hypothesis).
 - ``quota``: the same with cohort quotas (40 GPUs each): a job that would run past a
   reservation's start must leave the holder its quota too.
-- ``reclaim``: cohort quotas, and queues that take their quota back by preemption (a preemptor
-  is placed without the reservation's guard: does it ever take a holder's nodes?).
+- ``reclaim``: cohort quotas, and queues that take their quota back by preemption: a preemptor
+  of no higher priority than the holder must leave it its nodes and quota too.
 - ``priority``: two priorities: a higher-priority job blocked for capacity may take the
   reservation over, as the promise allows ("outranked" counts the late holders that saw it).
 - ``under``: estimates from half the run time up: jobs that run past their estimates delay the

@@ -68,7 +68,7 @@ from .policy.backfill import (
 )
 from .policy.ordering import AdmissionOrder
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
-from .policy.preemption import find_victims
+from .policy.preemption import HolderLimit, find_victims
 from .policy.registry import Backfill, Policy, ReserveFor
 from .state import INF, ClusterState, Job, Queue, ReasonCell, Vec
 
@@ -562,6 +562,7 @@ class _GangCycle:
         admitted = False
         preempted = False
         holder = self._holder_quota(job.queue) if guard is not None else None
+        limit = self._holder_limit(job, holder) if guard is not None else None
         for attempt in plan.attempts:
             counts = list(attempt.counts)
             request = attempt.request
@@ -585,7 +586,7 @@ class _GangCycle:
                 if (
                     verdict_reason == PendingReason.WAITING_FOR_QUOTA
                     and self._may_try_preemption(job.queue, attempt.preempt_key)
-                    and self._try_preemption(job, counts, attempt)
+                    and self._try_preemption(job, counts, attempt, limit)
                 ):
                     admitted = preempted = True
                     break
@@ -612,7 +613,7 @@ class _GangCycle:
             if (
                 cached in CAPACITY_REASONS
                 and self._may_try_preemption(job.queue, attempt.preempt_key)
-                and self._try_preemption(job, counts, attempt)
+                and self._try_preemption(job, counts, attempt, limit)
             ):
                 admitted = preempted = True
                 break
@@ -671,12 +672,22 @@ class _GangCycle:
         """As in Kueue, a queue's first blocked job tries preemption, once per kind of job."""
         return self.policy.preemption and queue not in self.tried_preempt and preempt_key not in self.failed_preempt
 
-    def _try_preemption(self, job: Job, counts: list[int], attempt: Attempt) -> bool:
+    def _holder_limit(self, job: Job, holder_quota: tuple[Queue, Vec] | None) -> HolderLimit | None:
+        """What ``job``, which would run past the reservation's start, must leave its holder when
+        it preempts: nothing where it outranks the holder (a higher-priority job may move a
+        reservation), else the guard and the holder's quota, as when it is placed without."""
+        reservation = self.reservation
+        assert reservation is not None
+        if job.priority > self.state.jobs[reservation.job_id].priority:
+            return None
+        return HolderLimit(reservation.guard, (reservation.job_id, reservation.start), holder_quota)
+
+    def _try_preemption(self, job: Job, counts: list[int], attempt: Attempt, limit: HolderLimit | None) -> bool:
         """The queue's preemption attempt for this cycle: True when ``job`` was admitted."""
         self.tried_preempt.add(job.queue)
         self.preemptors_left.discard(job.queue)
         self.failed_preempt.add(attempt.preempt_key)
-        return _preempt_for(self.state, job, counts, attempt.request, self.now, self.engine, self.result)
+        return _preempt_for(self.state, job, counts, attempt.request, self.now, self.engine, self.result, limit)
 
     def _settle(self, job: Job, plan: Plan, guarded: bool, reason: PendingReason) -> None:
         """Remember ``reason`` for the job's kind when visiting another such job would only find
@@ -780,14 +791,21 @@ def most_urgent_blocked(state: ClusterState) -> Job | None:
 
 
 def _preempt_for(
-    state: ClusterState, job: Job, counts: list[int], request: Vec, now: float, engine: Admitter, result: CycleResult
+    state: ClusterState,
+    job: Job,
+    counts: list[int],
+    request: Vec,
+    now: float,
+    engine: Admitter,
+    result: CycleResult,
+    limit: HolderLimit | None = None,
 ) -> bool:
-    victims = find_victims(state, job, counts, request, now)
+    victims = find_victims(state, job, counts, request, now, limit)
     if not victims:
         return False
     for v in victims:
         engine.stop(v, now, EndReason.PREEMPTED, by=job.name, result=result)
-    placer = Placer(state)
+    placer = Placer(state, limit.guard if limit is not None else None)
     if not placer.place_gang(job, counts):  # cannot happen: find_victims checked it
         return False
     engine.admit(job, placer.taken, request, now, result)

@@ -15,22 +15,40 @@ queue furthest above its fair share first), lower priority first, less work lost
 checkpoint first, most recently admitted first. They are removed one by one until the preemptor
 fits; then a minimising pass puts back every victim that is not needed. Every check runs on the
 state itself and is undone, so nothing changes unless the caller evicts the victims it is given.
+
+A preemptor that would run past a backfill reservation's start, and does not outrank its holder,
+is searched for under the reservation's limits (``HolderLimit``): it is placed within the guard
+and must leave the holder its quota, as any job started beside a reservation must. Preemption
+never breaks backfill's promise; only a higher-priority job may.
 """
 
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 from enum import IntEnum
 
 from ..enums import BorrowWithinCohort, ReclaimWithinCohort, TopologyMode, WithinQueue
 from ..state import ClusterState, Job, Queue, Vec
 from . import quota
 from .backfill import quick_reject
-from .placement import Placer
+from .placement import Guard, Placer
 
 MAX_CANDIDATES = 64
 #: failed searches remembered at most (a busy cluster has a few dozen kinds of waiting job)
 MEMO_LIMIT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class HolderLimit:
+    """What a preemptor must leave a backfill reservation's holder: the nodes of its guard and,
+    where the preemptor draws on the same quota, the holder's request."""
+
+    guard: Guard
+    #: the reservation (holder id, planned start): searches under other limits are other searches
+    key: tuple[int, float]
+    #: the holder's queue and request, or None where the preemptor's quota is not the holder's
+    holder_quota: tuple[Queue, Vec] | None = None
 
 
 class Rule(IntEnum):
@@ -258,12 +276,15 @@ def _drop(state: ClusterState, v: Job, charged: Vec) -> None:
     state.charge(v, charged)
 
 
-def _fits(state: ClusterState, job: Job, counts: list[int], request: Vec) -> bool:
-    if not quota.check(state, state.queues[job.queue], request).fits:
+def _fits(state: ClusterState, job: Job, counts: list[int], request: Vec, limit: HolderLimit | None = None) -> bool:
+    queue = state.queues[job.queue]
+    if not quota.check(state, queue, request).fits:
+        return False
+    if limit is not None and limit.holder_quota is not None and not quota.fits_beside(state, queue, request, True, *limit.holder_quota):
         return False
     if quick_reject(state, job, counts):
         return False
-    placer = Placer(state)
+    placer = Placer(state, limit.guard if limit is not None else None)
     if placer.place_gang(job, counts):
         placer.undo(job)
         return True
@@ -346,25 +367,28 @@ def _could_fit(state: ClusterState, job: Job, counts: list[int], request: Vec, c
     return True
 
 
-def _search_key(state: ClusterState, job: Job, counts: list[int], request: Vec) -> tuple:
+def _search_key(state: ClusterState, job: Job, counts: list[int], request: Vec, limit: HolderLimit | None) -> tuple:
     """What a search's outcome depends on besides the cluster (the epoch) and the time: the
-    preemptor's queue, priority and gang, and its submit order where newer equal-priority jobs
-    are fair game."""
-    key: tuple = (job.queue, job.priority, request, job.groups, tuple(counts))
+    preemptor's queue, priority and gang, the reservation it must leave room for, and its submit
+    order where newer equal-priority jobs are fair game."""
+    key: tuple = (job.queue, job.priority, request, job.groups, tuple(counts), limit.key if limit is not None else None)
     if state.queues[job.queue].within_queue == WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY:
         key += (job.submit, job.seq)
     return key
 
 
-def find_victims(state: ClusterState, job: Job, counts: list[int], request: Vec, now: float) -> list[Job] | None:
-    """A minimal list of jobs whose eviction lets ``job`` fit, or None when none does.
+def find_victims(
+    state: ClusterState, job: Job, counts: list[int], request: Vec, now: float, limit: HolderLimit | None = None
+) -> list[Job] | None:
+    """A minimal list of jobs whose eviction lets ``job`` fit (within ``limit`` when given), or
+    None when none does.
 
     A search that fails on the aggregate bounds alone (``_bound``, ``_could_fit``) is remembered
     in ``state.failed_searches`` until the cluster changes (``state.epoch``): nothing else it
     looked at can change, unless its candidates depended on the time, in which case it is
     remembered for this moment only. Busy clusters fail most searches, every cycle, this way.
     """
-    key = _search_key(state, job, counts, request)
+    key = _search_key(state, job, counts, request, limit)
     epoch = state.epoch
     memo = state.failed_searches
     if len(memo) > MEMO_LIMIT:
@@ -392,7 +416,7 @@ def find_victims(state: ClusterState, job: Job, counts: list[int], request: Vec,
         lifted.append(v)
         if gate is not None and not gate.may_fit(v):
             continue  # no domain could take the gang yet: _fits would say no, touching nothing
-        if _fits(state, job, counts, request):
+        if _fits(state, job, counts, request, limit):
             found = True
             break
     if not found:
@@ -403,7 +427,7 @@ def find_victims(state: ClusterState, job: Job, counts: list[int], request: Vec,
     needed: list[Job] = []
     for v in reversed(lifted[:-1]):
         _drop(state, v, charged[v.id])
-        if not _fits(state, job, counts, request):
+        if not _fits(state, job, counts, request, limit):
             _lift(state, v)
             needed.append(v)
     needed.append(lifted[-1])

@@ -15,6 +15,7 @@ from usher.engine.enums import Approval, EndReason, PendingReason
 from usher.engine.policy import quota
 from usher.engine.policy.backfill import Reservation, quick_reject, reservation_now
 from usher.engine.policy.placement import (
+    Guard,
     Placer,
     classify_failure,
     gang_counts,
@@ -29,7 +30,7 @@ from usher.engine.policy.preemption import (
     queue_rule,
 )
 from usher.engine.policy.registry import Backfill, Policy, ReserveFor
-from usher.engine.state import ClusterState, Job, Vec
+from usher.engine.state import ClusterState, Job, Queue, Vec
 
 
 def plain_order(state: ClusterState, fair_share: bool, blocked: set[str]) -> Iterator[Job]:
@@ -58,8 +59,17 @@ def plain_order(state: ClusterState, fair_share: bool, blocked: set[str]) -> Ite
         yield state.jobs[snapshots[name][idx][3]]
 
 
-def full_search(state: ClusterState, job: Job, counts: list[int], request: Vec, now: float) -> list[Job] | None:
-    """Victims for ``job``: every allowed running job sorted, the first 64 lifted one by one."""
+def full_search(
+    state: ClusterState,
+    job: Job,
+    counts: list[int],
+    request: Vec,
+    now: float,
+    guard: Guard | None = None,
+    beside: tuple[Queue, Vec] | None = None,
+) -> list[Job] | None:
+    """Victims for ``job``: every allowed running job sorted, the first 64 lifted one by one;
+    placed within ``guard`` and leaving ``beside`` (a queue and its request) its quota, if given."""
     q = state.queues[job.queue]
     borrowing = quota.needs_borrowing(q, request)
     cands: list[Job] = []
@@ -81,7 +91,9 @@ def full_search(state: ClusterState, job: Job, counts: list[int], request: Vec, 
     def fits() -> bool:
         if not quota.check(state, q, request).fits:
             return False
-        placer = Placer(state)
+        if beside is not None and not quota.fits_beside(state, q, request, True, *beside):
+            return False
+        placer = Placer(state, guard)
         if placer.place_gang(job, counts):
             placer.undo(job)
             return True
@@ -134,10 +146,12 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
         """The first blocked job of its queue, of a kind that has not tried yet."""
         return policy.preemption and job.queue not in tried_preempt and pkey not in failed_preempt
 
-    def preempt_for(job: Job, counts: list[int], request: Vec, pkey: tuple) -> bool:
+    def preempt_for(job: Job, counts: list[int], request: Vec, pkey: tuple, guard: Guard | None, beside: tuple[Queue, Vec] | None) -> bool:
         tried_preempt.add(job.queue)
         failed_preempt.add(pkey)
-        victims = full_search(state, job, counts, request, now)
+        if guard is not None and reservation is not None and job.priority > state.jobs[reservation.job_id].priority:
+            guard = beside = None  # it outranks the holder: it may move the reservation
+        victims = full_search(state, job, counts, request, now, guard, beside)
         if not victims:
             return False
         failed_quota.clear()
@@ -145,7 +159,7 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
         failed_preempt.clear()
         for v in victims:
             engine.stop(v, now, EndReason.PREEMPTED, by=job.name, result=result)
-        placer = Placer(state)
+        placer = Placer(state, guard)
         assert placer.place_gang(job, counts)
         engine.admit(job, placer.taken, request, now, result)
         return True
@@ -167,6 +181,7 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
         admitted = False
         holder = state.jobs[reservation.job_id] if guard is not None and reservation is not None else None
         beside = holder is not None and holder.current_run is None and quota.shares_quota(state, job.queue, holder.queue)
+        holder_quota = (state.queues[holder.queue], request_of(holder, gang_counts(holder, False))) if beside and holder is not None else None
         for counts in attempts:
             request = request_of(job, counts)
             pkey = (job.queue, job.priority, request, job.groups)
@@ -181,7 +196,7 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
                     verdict = PendingReason.RESERVED_FOR_HIGHER_PRIORITY
             if verdict is not None:
                 failed_quota[qkey] = verdict
-                if verdict == PendingReason.WAITING_FOR_QUOTA and may_preempt(job, pkey) and preempt_for(job, counts, request, pkey):
+                if verdict == PendingReason.WAITING_FOR_QUOTA and may_preempt(job, pkey) and preempt_for(job, counts, request, pkey, guard, holder_quota):
                     admitted = True
                     break
                 reason = reason or verdict
@@ -203,7 +218,7 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
                 if cached is None:
                     cached = classify_failure(state, job, counts)
                 failed_shapes[shape] = cached
-            if cached in CAPACITY_REASONS and may_preempt(job, pkey) and preempt_for(job, counts, request, pkey):
+            if cached in CAPACITY_REASONS and may_preempt(job, pkey) and preempt_for(job, counts, request, pkey, guard, holder_quota):
                 admitted = True
                 break
             reason = reason or cached

@@ -5,7 +5,8 @@ that may move a reservation happens (one priority, so no higher-priority arrival
 failure or drain; no operator action; estimates that are upper bounds of the run times, as
 Slurm's time limits are), each holder must start no later than the earliest start it was
 promised, under every policy that backfills. Queues share the cluster by fair share, sometimes
-under cohort quotas they borrow from each other, gangs need one rack, and some pods share GPUs,
+under cohort quotas they borrow from each other and take back by preemption, gangs need one
+rack, and some pods share GPUs,
 so the jobs started beside a reservation are of every kind. ``bench/promise.py`` counts the late
 holders of bigger replays, and of those where something may move a reservation.
 """
@@ -17,7 +18,9 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from usher.engine.controller import Controller
 from usher.engine.policy.registry import POLICIES, Backfill
+from usher.engine.scenario import parse_scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
@@ -43,6 +46,8 @@ def busy_scenarios(draw: st.DrawFn) -> str:
     # some clusters share out by cohort quotas, which queues borrow from each other
     quota = draw(st.one_of(st.none(), st.integers(4, racks * per_rack * 8)))
     extra = "" if quota is None else f", cohort: c, quota: {{gpu: {quota}}}"
+    if quota is not None and draw(st.booleans()):
+        extra += ", preemption: {reclaimWithinCohort: Any}"  # queues take their quota back by preemption
     lines += [f"  - {{name: {q}, weight: {draw(st.integers(1, 3))}{extra}}}" for q in queues]
     lines.append("jobs:")
     for i in range(draw(st.integers(8, 40))):
@@ -79,3 +84,42 @@ def test_the_promise_is_tested_on_reservations_that_matter() -> None:
     assert late == []
     for policy in BACKFILLING:
         assert promises_broken(text, policy) == []
+
+
+PREEMPTOR_BESIDE_HOLDER = """\
+name: preemptor-beside-holder
+priorityClasses: {low: 10, high: 100}
+nodes: [{name: n1, gpus: 8}, {name: n2, gpus: 8}]
+queues: [{name: train}, {name: batch, preemption: {withinQueue: LowerPriority}}]
+jobs:
+  - {name: sweep, queue: batch, priority: low, duration: 36000, pods: [{count: 1, gpu: 8}]}
+  - {name: eval, queue: train, priority: high, preemptible: false, duration: 3600, pods: [{count: 1, gpu: 8}]}
+  - {name: pretrain, queue: train, priority: high, submit: 60, duration: 3600, pods: [{count: 2, gpu: 8}]}
+  - {name: finetune, queue: batch, priority: PRIORITY, submit: 600, duration: 72000, pods: [{count: 1, gpu: 8}]}
+"""
+
+
+def _runs(text: str, policy: str) -> dict[str, list[tuple[float, float | None]]]:
+    ctrl = Controller(parse_scenario(text, file="preemptor.yaml"), policy)
+    while ctrl.step():
+        pass
+    return {job.name: [(run.start, run.end) for run in job.runs] for job in ctrl.state.jobs}
+
+
+def test_a_preemptor_of_equal_priority_leaves_the_holder_its_nodes() -> None:
+    """``pretrain`` waits for both nodes and is promised the start when ``sweep`` ends (10 h).
+    ``finetune``, as urgent as ``pretrain`` but later and far longer, could take ``sweep``'s node
+    now by preemption; that would push ``pretrain`` back by 20 hours, so it waits instead."""
+    runs = _runs(PREEMPTOR_BESIDE_HOLDER.replace("PRIORITY", "high"), "usher")
+    assert runs["sweep"] == [(0.0, 36000.0)]  # never preempted
+    assert runs["pretrain"][0][0] == 36000.0
+    assert runs["finetune"][0][0] >= runs["pretrain"][0][1]
+
+
+def test_a_preemptor_of_higher_priority_may_move_the_reservation() -> None:
+    """The same, with ``finetune`` more urgent than the holder: it preempts ``sweep`` at once."""
+    text = PREEMPTOR_BESIDE_HOLDER.replace("PRIORITY", "urgent").replace("{low: 10, high: 100}", "{low: 10, high: 100, urgent: 1000}")
+    runs = _runs(text, "usher")
+    assert runs["sweep"][0] == (0.0, 600.0)
+    assert runs["finetune"][0][0] == 600.0
+    assert runs["pretrain"][0][0] > 36000.0
