@@ -43,6 +43,8 @@ from .errors import PathSegment, Problem, format_path
 from .limits import MIB, SCENARIO_LIMITS, YamlLimits
 
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: what libyaml says past a nesting limit of its own (1,000 levels in the one newer PyYAML wheels bundle)
+LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 YamlPath = tuple[PathSegment, ...]
@@ -315,6 +317,16 @@ def compose_bounded(text: str | bytes, limits: YamlLimits, *, cyclic_aliases: bo
     loader = _Loader(text)
     try:
         return _BoundedComposer(loader, limits, cyclic_aliases).single_node()
+    except yaml.MarkedYAMLError as exc:
+        if exc.problem is None or LIBYAML_TOO_DEEP not in exc.problem:
+            raise
+        # libyaml's own nesting limit: its scanner looks ahead and stops before the composer
+        # sees the nesting. PyYAML's Python parser has no such limit: it finds the place.
+        slow = yaml.SafeLoader(text)
+        try:
+            return _BoundedComposer(slow, limits, cyclic_aliases).single_node()
+        finally:
+            slow.dispose()
     finally:
         loader.dispose()
 
