@@ -58,10 +58,16 @@ def mark_waiting(job: Job, reason: PendingReason) -> None:
 class Admitter:
     """What the cycle needs from its owner: admitting and stopping jobs (see ``Engine``)."""
 
+    #: whether a stopped job can be bound again at once (a replay can; on a cluster its pods are
+    #: gone and its owner creates new ones later): consolidation moves jobs only where it can
+    moves_at_once: bool = False
+
     def admit(self, job: Job, placements: list[PodPlacement], request: Vec, now: float, result: CycleResult) -> None:
         raise NotImplementedError
 
-    def stop(self, job: Job, now: float, reason: EndReason, by: str | None, result: CycleResult | None) -> None:
+    def stop(
+        self, job: Job, now: float, reason: EndReason, by: str | None, result: CycleResult | None, note: bool = True
+    ) -> float:
         raise NotImplementedError
 
     def bind_pod(

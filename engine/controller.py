@@ -111,7 +111,7 @@ class Controller:
     def __init__(self, scenario: Scenario, policy: Policy | str = "usher", until: float | None = None, seed: int = 0) -> None:
         self.scenario = scenario
         self.seed = seed
-        self.engine = Engine(build_state(scenario), policy)
+        self.engine = Engine(build_state(scenario), policy, moves_at_once=True)  # a replay binds again at once
         self.backend = ReplayBackend(scenario, self.engine)
         self.until = until
         self.now = 0.0

@@ -44,10 +44,11 @@ class CommandError(ValueError):
 
 
 class Engine(Admitter):
-    def __init__(self, state: ClusterState, policy: Policy | str = "usher") -> None:
+    def __init__(self, state: ClusterState, policy: Policy | str = "usher", moves_at_once: bool = False) -> None:
         self.state = state
         self.policy = get_policy(policy) if isinstance(policy, str) else policy
         self.cycles = 0
+        self.moves_at_once = moves_at_once
 
     # -- jobs -----------------------------------------------------------------------------
 
@@ -137,11 +138,15 @@ class Engine(Admitter):
         job.submitted = False
         job.pending_reason = None
 
-    def stop(self, job: Job, now: float, reason: EndReason, by: str | None, result: CycleResult | None) -> None:
-        """End the job's run (preempted, drained, failed) and put it back in its queue."""
+    def stop(
+        self, job: Job, now: float, reason: EndReason, by: str | None, result: CycleResult | None, note: bool = True
+    ) -> float:
+        """End the job's run (preempted, drained, failed) and put it back in its queue; a
+        preemption is noted in the audit trail unless ``note`` is False. Returns the work lost
+        (run time since the last checkpoint)."""
         run = job.current_run
         if run is None:
-            return
+            return 0.0
         self._end_run(job, run, now, reason, by)
         elapsed = now - run.work_start if run.work_start is not None else 0.0
         saved = (elapsed // job.checkpoint_every) * job.checkpoint_every if job.checkpoint_every else 0.0
@@ -151,12 +156,13 @@ class Engine(Admitter):
         job.state = JobState.PENDING
         self.state.dequeue(job)  # an incomplete gang never left its queue
         self.state.enqueue(job)
-        if reason == EndReason.PREEMPTED:
+        if reason == EndReason.PREEMPTED and note:
             self.state.audit.append(
                 AuditEntry(now, "scheduler", "preempt", job.name, f"preempted for {by}; lost {fmt.duration(elapsed - saved)} of work")
             )
         if result is not None:
             result.decisions.append(Decision(DecisionKind.EVICT, job, list(run.placements), reason, by))
+        return elapsed - saved
 
     def _end_run(self, job: Job, run: Run, now: float, reason: EndReason, by: str | None) -> None:
         state = self.state

@@ -45,6 +45,7 @@ import heapq
 from dataclasses import dataclass
 from itertools import islice
 
+from . import fmt
 from . import state as state_module
 from .admission import Admitter, CycleResult, mark_waiting
 from .enums import (
@@ -66,11 +67,21 @@ from .policy.backfill import (
     quick_reject,
     reservation_now,
 )
+from .policy.consolidation import consolidation_for
 from .policy.ordering import AdmissionOrder
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
 from .policy.preemption import HolderLimit, find_victims
 from .policy.registry import Backfill, Policy, ReserveFor
-from .state import INF, ClusterState, Job, Queue, ReasonCell, Vec
+from .state import (
+    INF,
+    AuditEntry,
+    ClusterState,
+    Job,
+    PodPlacement,
+    Queue,
+    ReasonCell,
+    Vec,
+)
 
 CAPACITY_REASONS = (PendingReason.INSUFFICIENT_CAPACITY, PendingReason.TOPOLOGY_UNSATISFIABLE)
 #: waiting jobs per reason cell above which a cycle marks the jobs it has not reached by cell
@@ -201,6 +212,11 @@ class _GangCycle:
 
     def run(self) -> CycleResult:
         state, now, policy = self.state, self.now, self.policy
+        tried = None
+        if policy.consolidation and self.engine.moves_at_once:
+            tried = most_urgent_blocked(state)
+            if tried is not None:
+                self._consolidate(tried)
         if policy.backfill == Backfill.EASY:
             holder = most_urgent_blocked(state)
             if policy.reserve_for == ReserveFor.FIRST_BLOCKED and (
@@ -218,6 +234,13 @@ class _GangCycle:
                     state, holder, counts, now
                 )
         self._walk()
+        if policy.consolidation and self.engine.moves_at_once:
+            # a job the walk found blocked, more urgent than any before it: it need not wait
+            # for the next cycle (on a quiet cluster, the next event)
+            urgent = most_urgent_blocked(state)
+            holder = self.reservation.job_id if self.reservation is not None else None
+            if urgent is not None and urgent is not tried and holder in (None, urgent.id) and self._consolidate(urgent):
+                self.reservation = None
         reservation = self.reservation
         self.result.reservation = reservation
         state.reservation = (reservation.job_id, reservation.start) if reservation else None
@@ -682,6 +705,32 @@ class _GangCycle:
             return None
         return HolderLimit(reservation.guard, (reservation.job_id, reservation.start), holder_quota)
 
+    def _consolidate(self, job: Job) -> bool:
+        """Before the walk, for the most urgent job blocked for capacity (the one backfill
+        reserves for): when its quota lets it start and the cluster has the GPUs free, only not
+        together, move jobs out of one topology domain so that it starts in it, if every moved
+        job can start again elsewhere now; say so in the audit trail. True when ``job`` started."""
+        state, now, engine, result = self.state, self.now, self.engine, self.result
+        found = consolidation_for(state, job, now, self.policy)
+        if found is None:
+            return False
+        request = request_of(job, gang_counts(job, False))
+        lost = [engine.stop(m.job, now, EndReason.PREEMPTED, job.name, result, note=False) for m in found.moves]
+        state.place(job, found.gang)
+        engine.admit(job, found.gang, request, now, result)
+        where = f"{found.level_name} {found.domain}"
+        for move, seconds in zip(found.moves, lost):
+            state.place(move.job, move.after)
+            engine.admit(move.job, move.after, move.charged, now, result)
+            state.audit.append(AuditEntry(
+                now, "scheduler", "move", move.job.name,
+                f"moved from {_node_names(state, move.before)} to {_node_names(state, move.after)} so that "
+                f"{job.name} could start in {where}; lost {fmt.duration(seconds)} of work",
+            ))
+        moved = ", ".join(m.job.name for m in found.moves)
+        state.audit.append(AuditEntry(now, "scheduler", "consolidate", job.name, f"started in {where} after moving {moved}"))
+        return True
+
     def _try_preemption(self, job: Job, counts: list[int], attempt: Attempt, limit: HolderLimit | None) -> bool:
         """The queue's preemption attempt for this cycle: True when ``job`` was admitted."""
         self.tried_preempt.add(job.queue)
@@ -788,6 +837,10 @@ def most_urgent_blocked(state: ClusterState) -> Job | None:
                 best, best_key = job, key
                 break
     return best
+
+
+def _node_names(state: ClusterState, placements: list[PodPlacement]) -> str:
+    return ",".join(dict.fromkeys(state.nodes[p.node_id].name for p in placements))
 
 
 def _preempt_for(

@@ -466,6 +466,8 @@ class ClusterState:
         #: failed preemption searches (``policy.preemption.VictimSearch``), kept across cycles
         #: until the ``epoch`` changes
         self.failed_searches: dict[tuple, tuple] = {}
+        #: failed consolidation searches (``policy.consolidation``): (epoch, time) by kind of gang
+        self.failed_consolidations: dict[tuple, tuple] = {}
         self.audit: list[AuditEntry] = []
         self.share_basis_cache: dict[str, tuple[float, float, float]] = {}
         self.pool_cache: dict[tuple[str, int], float] = {}

@@ -3,7 +3,8 @@
 ``usher`` is the default and turns everything on: gang admission, fair share (DRF) across
 queues, EASY backfill with the reservation for the most urgent blocked job (highest priority,
 then oldest, so that a big gang is not starved by the fair-share order; honoured when it comes
-due), preemption as the queues allow, and topology- and NVLink-aware bin packing. The others behave like what people run
+due), preemption as the queues allow, topology- and NVLink-aware bin packing, and consolidation
+(preemptible jobs moved out of a domain a waiting gang needs, where they fit elsewhere at once). The others behave like what people run
 instead, so that a replay can compare them on the same workload:
 
 - ``kube-default``: the default kube-scheduler. Pods one at a time (no gang: a job's pods are
@@ -84,6 +85,9 @@ class Policy:
     scoring: Scoring = Scoring.USHER
     #: False: a queue never holds more than its nominal quota (a namespace ResourceQuota)
     borrowing: bool = True
+    #: move preemptible jobs out of a topology domain so that a gang waiting for one can start
+    #: (``policy/consolidation.py``; only where the backend can bind moved jobs again at once)
+    consolidation: bool = False
 
     @property
     def fair_share(self) -> bool:
@@ -99,7 +103,7 @@ class Policy:
 
 
 POLICIES: dict[str, Policy] = {
-    "usher": Policy("usher", reserve_for=ReserveFor.MOST_URGENT),
+    "usher": Policy("usher", reserve_for=ReserveFor.MOST_URGENT, consolidation=True),
     "kube-default": Policy(
         "kube-default",
         admission=Admission.POD_BY_POD,

@@ -14,6 +14,7 @@ from usher.engine.cycle import CAPACITY_REASONS, _reserve, most_urgent_blocked
 from usher.engine.enums import Approval, EndReason, PendingReason
 from usher.engine.policy import quota
 from usher.engine.policy.backfill import Reservation, quick_reject, reservation_now
+from usher.engine.policy.consolidation import consolidation_for
 from usher.engine.policy.placement import (
     Guard,
     Placer,
@@ -131,6 +132,24 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
     failed_preempt: set[tuple] = set()
     tried_preempt: set[str] = set()
     reservation: Reservation | None = None
+    consolidating = policy.consolidation and engine.moves_at_once
+
+    def consolidate(urgent: Job) -> bool:
+        found = consolidation_for(state, urgent, now, policy)
+        if found is None:
+            return False
+        for move in found.moves:
+            engine.stop(move.job, now, EndReason.PREEMPTED, urgent.name, result, note=False)
+        state.place(urgent, found.gang)
+        engine.admit(urgent, found.gang, request_of(urgent, gang_counts(urgent, False)), now, result)
+        for move in found.moves:
+            state.place(move.job, move.after)
+            engine.admit(move.job, move.after, move.charged, now, result)
+        return True
+
+    tried = most_urgent_blocked(state) if consolidating else None
+    if tried is not None:
+        consolidate(tried)
     if policy.backfill == Backfill.EASY:
         holder = most_urgent_blocked(state)
         if policy.reserve_for == ReserveFor.FIRST_BLOCKED and (
@@ -221,6 +240,7 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
             if cached in CAPACITY_REASONS and may_preempt(job, pkey) and preempt_for(job, counts, request, pkey, guard, holder_quota):
                 admitted = True
                 break
+
             reason = reason or cached
         if admitted:
             if reservation is not None and reservation.job_id == job.id:
@@ -234,6 +254,11 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
             blocked.add(job.queue)
         if reservation is None and policy.backfill == Backfill.EASY and policy.reserve_for == ReserveFor.FIRST_BLOCKED and reason in CAPACITY_REASONS:
             reservation = _reserve(state, job, attempts[0], now)
+    if consolidating:
+        urgent = most_urgent_blocked(state)
+        holder = reservation.job_id if reservation is not None else None
+        if urgent is not None and urgent is not tried and holder in (None, urgent.id) and consolidate(urgent):
+            reservation = None
     result.reservation = reservation
     state.reservation = (reservation.job_id, reservation.start) if reservation else None
     return result

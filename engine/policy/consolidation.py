@@ -1,0 +1,200 @@
+"""Consolidation: move preemptible jobs out of a topology domain so that a gang waiting for one
+can start in it, only when every moved job is placed again elsewhere at once.
+
+A gang that requires one domain (a rack, a block, an NVLink host) may wait although the cluster
+has GPUs enough in total, because small jobs are scattered over every domain. Preemption cannot
+help when nothing outranks it; waiting for the right jobs to end may take hours. Consolidation
+looks for a domain whose preemptible jobs, of no higher priority than the gang, could be lifted
+out and placed elsewhere right now, least work lost first (work since the last checkpoint), and
+then drops every mover the gang can spare. It succeeds only if the gang fits in the freed room and
+every mover fits somewhere else, all at once: a move never leaves a job waiting. The search runs
+on the state itself and undoes everything; the cycle then stops the movers, starts the gang and
+restarts each mover on the nodes found for it (``Consolidation``). The cycle asks for the most
+urgent job blocked for capacity only (the one backfill reserves for), before its walk.
+
+Moving a job restarts it: a cluster backend must be able to bind it again at once, which a real
+cluster cannot (its pods are deleted and its owner creates new ones later), so only engines that
+re-place at once (the replay) consolidate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..enums import TopologyMode
+from ..state import ClusterState, Job, PodPlacement, Vec
+from . import quota
+from .placement import Placer, gang_counts, request_of
+from .preemption import _drop, _lift
+from .registry import Policy, Scoring
+
+#: domains tried per search, those with the least to move first
+MAX_DOMAINS = 8
+#: jobs moved at most to start one gang
+MAX_MOVERS = 16
+#: failed searches remembered at most
+MEMO_LIMIT = 4096
+
+
+@dataclass(slots=True)
+class Move:
+    """One job moved: where it ran, where it runs from now on, and what it is charged."""
+
+    job: Job
+    before: list[PodPlacement]
+    after: list[PodPlacement]
+    charged: Vec
+
+
+@dataclass(slots=True)
+class Consolidation:
+    """A gang's placement in ``domain`` and the moves that make room for it."""
+
+    domain: str
+    level_name: str
+    gang: list[PodPlacement]
+    moves: list[Move]
+
+
+def required_level(job: Job) -> int | None:
+    """The topology level every whole-GPU group of ``job`` must sit within, when there is one."""
+    levels = {g.topology_level for g in job.groups if g.whole_gpus and g.topology_mode == TopologyMode.REQUIRED}
+    if len(levels) != 1 or any(g.topology_mode == TopologyMode.PREFERRED for g in job.groups):
+        return None
+    return levels.pop()
+
+
+def _movable(state: ClusterState, job: Job, v: Job, now: float) -> bool:
+    run = v.current_run
+    return (
+        v.id != job.id
+        and run is not None
+        and v.preemptible
+        and v.priority <= job.priority
+        and run.start < now  # never a job admitted at this very moment
+        and run.work_start is not None
+        and len(run.placements) == sum(gang_counts(v, False))
+    )
+
+
+def consolidation_for(state: ClusterState, job: Job, now: float, policy: Policy) -> Consolidation | None:
+    """For a pending gang: moves that start its whole gang now, where nothing else would: its
+    quota lets it start, the cluster has its GPUs free but not together, and it does not fit as
+    things are. None otherwise."""
+    counts = gang_counts(job, False)
+    request = request_of(job, counts)
+    if job.held or sum(g.whole_gpus * n for g, n in zip(job.groups, counts)) > state.total_whole_free:
+        return None
+    if required_level(job) is None or not quota.check(state, state.queues[job.queue], request, policy.borrowing).fits:
+        return None
+    placer = _gang_fits(state, job, counts, policy.scoring)
+    if placer is not None:
+        placer.undo(job)
+        return None  # it fits as things are: the walk starts it
+    return find_consolidation(state, job, counts, now, policy.scoring)
+
+
+def find_consolidation(
+    state: ClusterState, job: Job, counts: list[int], now: float, scoring: Scoring
+) -> Consolidation | None:
+    """Moves that let ``job`` (``counts`` pods per group) start in one domain now, or None."""
+    level = required_level(job)
+    if level is None:
+        return None
+    key = (job.groups, tuple(counts), job.priority)
+    memo = state.failed_consolidations
+    if len(memo) > MEMO_LIMIT:
+        memo.clear()
+    if memo.get(key) == (state.epoch, now):
+        return None
+    need = sum(g.whole_gpus * n for g, n in zip(job.groups, counts))
+    found = None
+    for _, movers in _candidate_domains(state, job, level, need, now)[:MAX_DOMAINS]:
+        found = _try_domain(state, job, counts, movers, now, scoring)
+        if found is not None:
+            gang, moves = found
+            landed = state.nodes[gang[0].node_id].domains[level]  # where the freed room was, or better
+            return Consolidation(state.domains[level][landed].name, state.levels[level], gang, moves)
+    memo[key] = (state.epoch, now)
+    return None
+
+
+def _candidate_domains(
+    state: ClusterState, job: Job, level: int, need: int, now: float
+) -> list[tuple[int, list[Job]]]:
+    """Domains whose free GPUs plus those of their movable jobs could hold the gang, with those
+    jobs least work lost first; the domains needing the fewest GPUs moved first."""
+    out: list[tuple[int, int, list[Job]]] = []
+    for index, domain in enumerate(state.domains[level]):
+        missing = need - domain.whole_free
+        if missing <= 0 or domain.gpu_total < need:
+            continue
+        on_domain: dict[int, int] = {}
+        for nid in domain.node_ids:
+            node = state.nodes[nid]
+            if not node.schedulable:
+                continue
+            for jid in node.jobs:
+                v = state.jobs[jid]
+                if _movable(state, job, v, now):
+                    on_domain[jid] = on_domain.get(jid, 0) + sum(
+                        len(p.gpus) for p in v.current_run.placements if p.node_id == nid  # type: ignore[union-attr]
+                    )
+        if sum(on_domain.values()) < missing:
+            continue
+        movers = sorted((state.jobs[j] for j in on_domain), key=lambda v: (v.work_at_risk(now), -on_domain[v.id], v.id))
+        out.append((missing, index, movers[:MAX_MOVERS]))
+    out.sort(key=lambda t: (t[0], t[1]))
+    return [(index, movers) for _, index, movers in out]
+
+
+def _gang_fits(state: ClusterState, job: Job, counts: list[int], scoring: Scoring) -> Placer | None:
+    placer = Placer(state, scoring=scoring)
+    return placer if placer.place_gang(job, counts) else None
+
+
+def _try_domain(
+    state: ClusterState, job: Job, counts: list[int], movers: list[Job], now: float, scoring: Scoring
+) -> tuple[list[PodPlacement], list[Move]] | None:
+    charged = {v.id: v.charged for v in movers}
+    lifted: list[Job] = []
+    placer: Placer | None = None
+    for v in movers:
+        _lift(state, v)
+        lifted.append(v)
+        placer = _gang_fits(state, job, counts, scoring)
+        if placer is not None:
+            placer.undo(job)
+            break
+    if placer is None:
+        for v in reversed(lifted):
+            _drop(state, v, charged[v.id])
+        return None
+    # Put back every mover the gang can spare (the last lifted is needed: it made the fit).
+    needed: list[Job] = [lifted[-1]]
+    for v in reversed(lifted[:-1]):
+        _drop(state, v, charged[v.id])
+        again = _gang_fits(state, job, counts, scoring)
+        if again is None:
+            _lift(state, v)
+            needed.append(v)
+        else:
+            again.undo(job)
+    placer = _gang_fits(state, job, counts, scoring)
+    assert placer is not None  # the state is the one that fitted last
+    # Every mover must fit elsewhere now, the biggest first.
+    placed: list[tuple[Job, Placer]] = []
+    for v in sorted(needed, key=lambda v: (-v.request[0], v.id)):
+        mover = Placer(state, scoring=scoring)
+        if not mover.place_gang(v, gang_counts(v, False)):
+            break
+        placed.append((v, mover))
+    ok = len(placed) == len(needed)
+    moves = [Move(v, list(v.current_run.placements), list(p.taken), charged[v.id]) for v, p in placed]  # type: ignore[union-attr]
+    gang = list(placer.taken)
+    for v, mover in reversed(placed):
+        mover.undo(v)
+    placer.undo(job)
+    for v in reversed(needed):
+        _drop(state, v, charged[v.id])
+    return (gang, moves) if ok else None
