@@ -266,11 +266,11 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from usher.fgd.command import SeedsError, run
+    from usher.fgd.command import CommandError, SeedsError, run
 
     try:
         return run(args)
-    except SeedsError as exc:
+    except (SeedsError, CommandError) as exc:
         raise UsageError(str(exc)) from None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .runner import PolicySummary
+from .runner import BASELINE, LEADER, Lead, PolicySummary, paired_lead
 
 BEGIN, END = "<!-- fgd:begin -->", "<!-- fgd:end -->"
 PAPER_ALLOC130 = {"random": 87.47, "dotprod": 90.85, "gpuclustering": 91.88, "gpupacking": 92.00,
@@ -32,6 +32,21 @@ def table(summary: dict[str, PolicySummary], paper: bool) -> str:
             row += f" {PAPER_ALLOC130[name]:.2f} |" if name in PAPER_ALLOC130 else " |"
         rows.append(row)
     return "\n".join(rows)
+
+
+def lead_cell(lead: Lead) -> str:
+    """``+0.12 ± 0.05``: the paired lead's mean and standard deviation over seeds."""
+    return f"{lead.mean:+.2f} ± {lead.sd:.2f}"
+
+
+def lead_line(summary: dict[str, PolicySummary]) -> str:
+    """One line: usher's paired lead over fgd per metric and whether it beats the seed spread."""
+    lead = paired_lead(summary)
+    if lead is None:
+        return ""
+    parts = [f"{metric} {lead_cell(x)}{' (beyond the spread)' if x.clear else ''}" for metric, x in lead.items()]
+    return (f"{LEADER} - {BASELINE}, paired over {next(iter(lead.values())).seeds} seeds (mean ± sd of the "
+            f"per-seed difference, positive = {LEADER} better): " + "; ".join(parts))
 
 
 def svg_plot(summary: dict[str, PolicySummary], title: str, x_from: int = 70) -> str:

@@ -5,6 +5,12 @@ placed by the policy or left unplaced, and the timeline gives the allocation and
 curves. The summary per policy is the mean and the standard deviation over seeds of the
 allocation ratio at 100% and 130% arrived and of the fragment at 90% arrived, in % of the
 cluster's GPUs.
+
+Every policy sees the same arrivals for a seed, so two policies' runs are paired: ``paired_lead``
+gives one policy's lead over another per headline metric as the mean and the standard deviation
+over seeds of the per-seed difference (positive: the first does better; less fragment is better).
+A lead counts as beyond the seed spread when it exceeds that paired standard deviation and each
+policy's own standard deviation (``Lead.clear``).
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from .policies import CHOOSERS, PolicyName
 from .workload import NodeList, PodList, load_workload
 
 HEADLINE_POINTS = {"alloc100": ("alloc", 100), "alloc130": ("alloc", 130), "frag90": ("frag", 90)}
+LOWER_IS_BETTER = frozenset({"frag90"})
+LEADER, BASELINE = "usher", "fgd"
+"""The pair ``paired_lead`` reports by default: usher's lead over FGD."""
 
 
 @dataclass
@@ -151,6 +160,43 @@ def summarise(results: list[SeedResult], policies: list[PolicyName]) -> dict[str
     return out
 
 
+@dataclass(frozen=True)
+class Lead:
+    """One policy's lead over another on one metric, paired by seed (positive: it does better)."""
+
+    mean: float
+    sd: float
+    """Standard deviation over seeds of the per-seed difference."""
+    own_sd: float
+    """The larger of the two policies' own standard deviations over seeds."""
+    seeds: int
+
+    @property
+    def beyond_paired_sd(self) -> bool:
+        return self.mean > self.sd
+
+    @property
+    def clear(self) -> bool:
+        """Ahead by more than the seed spread: the paired sd and each policy's own sd."""
+        return self.mean > self.sd and self.mean > self.own_sd
+
+
+def paired_lead(summary: dict[str, PolicySummary], leader: str = LEADER,
+                baseline: str = BASELINE) -> dict[str, Lead] | None:
+    """``leader``'s lead over ``baseline`` per headline metric; None unless both ran."""
+    if leader not in summary or baseline not in summary:
+        return None
+    a, b = summary[leader], summary[baseline]
+    seeds = sorted(set(a.seeds) & set(b.seeds))
+    out: dict[str, Lead] = {}
+    for metric in HEADLINE_POINTS:
+        sign = -1.0 if metric in LOWER_IS_BETTER else 1.0
+        diffs = [sign * (getattr(a.seeds[s], metric) - getattr(b.seeds[s], metric)) for s in seeds]
+        own = max(getattr(a, f"{metric}_sd"), getattr(b, f"{metric}_sd"))
+        out[metric] = Lead(_mean(diffs), _sd(diffs), own, len(seeds))
+    return out
+
+
 def _mean(values: list[float]) -> float:
     """Mean over the seeds that reached the point (NaN where none did)."""
     known = [v for v in values if not math.isnan(v)]
@@ -192,4 +238,11 @@ def as_json(summary: dict[str, PolicySummary]) -> dict:
                 for seed, r in sorted(s.seeds.items())
             },
         }
-    return {"policies": policies}
+    out: dict = {"policies": policies}
+    lead = paired_lead(summary)
+    if lead is not None:
+        out["lead"] = {f"{LEADER}-{BASELINE}": {
+            metric: {"mean": _number(x.mean), "sd": _number(x.sd), "beyond_paired_sd": x.beyond_paired_sd,
+                     "beyond_each_sd": x.clear}
+            for metric, x in lead.items()}}
+    return out
