@@ -212,13 +212,13 @@ class _GangCycle:
 
     def run(self) -> CycleResult:
         state, now, policy = self.state, self.now, self.policy
-        tried = None
-        if policy.consolidation and self.engine.moves_at_once:
-            tried = most_urgent_blocked(state)
-            if tried is not None:
-                self._consolidate(tried)
+        consolidating = policy.consolidation and self.engine.moves_at_once
+        tried = most_urgent_blocked(state) if consolidating or policy.backfill == Backfill.EASY else None
+        urgent = tried
+        if consolidating and tried is not None and self._consolidate(tried):
+            urgent = most_urgent_blocked(state)  # it started
         if policy.backfill == Backfill.EASY:
-            holder = most_urgent_blocked(state)
+            holder = urgent
             if policy.reserve_for == ReserveFor.FIRST_BLOCKED and (
                 holder is None or state.reservation is None or holder.id != state.reservation[0]
             ):
@@ -234,7 +234,7 @@ class _GangCycle:
                     state, holder, counts, now
                 )
         self._walk()
-        if policy.consolidation and self.engine.moves_at_once:
+        if consolidating:
             # a job the walk found blocked, more urgent than any before it: it need not wait
             # for the next cycle (on a quiet cluster, the next event)
             urgent = most_urgent_blocked(state)

@@ -87,10 +87,6 @@ def consolidation_for(state: ClusterState, job: Job, now: float, policy: Policy)
         return None
     if required_level(job) is None or not quota.check(state, state.queues[job.queue], request, policy.borrowing).fits:
         return None
-    placer = _gang_fits(state, job, counts, policy.scoring)
-    if placer is not None:
-        placer.undo(job)
-        return None  # it fits as things are: the walk starts it
     return find_consolidation(state, job, counts, now, policy.scoring)
 
 
@@ -108,8 +104,12 @@ def find_consolidation(
     if memo.get(key) == (state.epoch, now):
         return None
     need = sum(g.whole_gpus * n for g, n in zip(job.groups, counts))
-    found = None
-    for _, movers in _candidate_domains(state, job, level, need, now)[:MAX_DOMAINS]:
+    candidates = _candidate_domains(state, job, level, need, now)
+    placer = _gang_fits(state, job, counts, scoring) if candidates else None
+    if placer is not None:
+        placer.undo(job)
+        return None  # it fits as things are: no need to move anything
+    for _, movers in candidates:
         found = _try_domain(state, job, counts, movers, now, scoring)
         if found is not None:
             gang, moves = found
@@ -124,11 +124,26 @@ def _candidate_domains(
 ) -> list[tuple[int, list[Job]]]:
     """Domains whose free GPUs plus those of their movable jobs could hold the gang, with those
     jobs least work lost first; the domains needing the fewest GPUs moved first."""
-    out: list[tuple[int, int, list[Job]]] = []
-    for index, domain in enumerate(state.domains[level]):
+    # whole GPUs of preemptible jobs of no higher priority, per domain, from the state's index:
+    # an upper bound (it counts jobs started this moment too) that rules out most domains unread
+    bound: dict[int, int] = {}
+    for (_, priority), per_level in state.preemptible_domains.items():
+        if priority <= job.priority:
+            for index, gpus in per_level[level].items():
+                bound[index] = bound.get(index, 0) + gpus
+    domains = state.domains[level]
+    worth: list[tuple[int, int]] = []
+    for index, gpus in bound.items():
+        domain = domains[index]
         missing = need - domain.whole_free
-        if missing <= 0 or domain.gpu_total < need:
-            continue
+        if 0 < missing <= gpus and domain.gpu_total >= need:
+            worth.append((missing, index))
+    worth.sort()
+    out: list[tuple[int, int, list[Job]]] = []
+    for missing, index in worth:
+        if len(out) >= MAX_DOMAINS:
+            break
+        domain = domains[index]
         on_domain: dict[int, int] = {}
         for nid in domain.node_ids:
             node = state.nodes[nid]
@@ -144,7 +159,6 @@ def _candidate_domains(
             continue
         movers = sorted((state.jobs[j] for j in on_domain), key=lambda v: (v.work_at_risk(now), -on_domain[v.id], v.id))
         out.append((missing, index, movers[:MAX_MOVERS]))
-    out.sort(key=lambda t: (t[0], t[1]))
     return [(index, movers) for _, index, movers in out]
 
 
