@@ -64,7 +64,8 @@ def required_level(job: Job) -> int | None:
     return levels.pop()
 
 
-def _movable(state: ClusterState, job: Job, v: Job, now: float) -> bool:
+def _movable(job: Job, v: Job, now: float) -> bool:
+    """Whether ``v`` may be moved for ``job``: preemptible, of no higher priority, whole, working."""
     run = v.current_run
     return (
         v.id != job.id
@@ -113,7 +114,9 @@ def find_consolidation(
         found = _try_domain(state, job, counts, movers, now, scoring)
         if found is not None:
             gang, moves = found
-            landed = state.nodes[gang[0].node_id].domains[level]  # where the freed room was, or better
+            bound = {f"{g.name}-" for g in job.groups if g.topology_level == level}  # pods are named group-k
+            first = next(p for p in gang if p.pod.rsplit("-", 1)[0] + "-" in bound)
+            landed = state.nodes[first.node_id].domains[level]  # where the freed room was, or better
             return Consolidation(state.domains[level][landed].name, state.levels[level], gang, moves)
     memo[key] = (state.epoch, now)
     return None
@@ -151,7 +154,7 @@ def _candidate_domains(
                 continue
             for jid in node.jobs:
                 v = state.jobs[jid]
-                if _movable(state, job, v, now):
+                if _movable(job, v, now):
                     on_domain[jid] = on_domain.get(jid, 0) + sum(
                         len(p.gpus) for p in v.current_run.placements if p.node_id == nid  # type: ignore[union-attr]
                     )
