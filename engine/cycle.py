@@ -718,7 +718,7 @@ class _GangCycle:
         lost = [engine.stop(m.job, now, EndReason.PREEMPTED, job.name, result, note=False) for m in found.moves]
         state.place(job, found.gang)
         engine.admit(job, found.gang, request, now, result)
-        where = f"{found.level_name} {found.domain}"
+        where = f"{found.level_name}={found.domain}"
         for move, seconds in zip(found.moves, lost):
             state.place(move.job, move.after)
             engine.admit(move.job, move.after, move.charged, now, result)
@@ -728,7 +728,7 @@ class _GangCycle:
                 f"{job.name} could start in {where}; lost {fmt.duration(seconds)} of work",
             ))
         moved = ", ".join(m.job.name for m in found.moves)
-        state.audit.append(AuditEntry(now, "scheduler", "consolidate", job.name, f"started in {where} after moving {moved}"))
+        state.audit.append(AuditEntry(now, "scheduler", "make-room", job.name, f"started in {where} after moving {moved}"))
         return True
 
     def _try_preemption(self, job: Job, counts: list[int], attempt: Attempt, limit: HolderLimit | None) -> bool:
