@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from ..enums import TopologyMode
 from ..state import INF, MILLI, ClusterState, Job, Vec
 from . import quota
-from .placement import Guard, Placer, node_allowed, pods_fitting_by_gpus, request_of
+from .placement import (
+    Guard,
+    Placer,
+    gang_counts,
+    node_allowed,
+    pods_fitting_by_gpus,
+    request_of,
+)
 
 #: Pending jobs the start-time planner looks at; later ones get no estimate.
 PLAN_DEPTH = 2000
@@ -70,6 +77,9 @@ def kept_reservation(state: ClusterState, kept: Reservation, now: float) -> Rese
     """
     if not kept.takes or kept.start < now:
         return None
+    holder = state.jobs[kept.job_id]
+    if not quota_by(state, holder, request_of(holder, gang_counts(holder, False)), kept.start):
+        return None  # its quota will not be there by then: plan afresh
     nodes = state.nodes
     headroom: dict[int, list[int]] = {}
     for nid, (whole, cpu, memory, *slices) in kept.takes.items():
@@ -257,6 +267,8 @@ def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: floa
     first = _first_step(state, job, counts)
     if first is None:
         return None
+    queue = state.queues[job.queue]
+    request = request_of(job, counts)
     released: list[Job] = []
     found: Reservation | None = None
     for i, (end, _, jid) in enumerate(ends):
@@ -265,11 +277,12 @@ def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: floa
         end = max(end, now)
         v = state.jobs[jid]
         _release(state, v)
+        _usage(state, v.queue, v.charged, -1)
         released.append(v)
         if i < first or (i + 1 < len(ends) and max(ends[i + 1][0], now) == end):
             continue
-        if quick_reject(state, job, counts):
-            continue
+        if quick_reject(state, job, counts) or not quota.check(state, queue, request).fits:
+            continue  # the room is not there yet, or its quota (own or the cohort's) is not
         placer = Placer(state)
         if placer.place_gang(job, counts):
             headroom = _headroom(state, placer)
@@ -278,8 +291,28 @@ def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: floa
             found = Reservation(job.id, end, Guard(headroom), (state.admit_counter, state.stop_counter), takes)
             break
     for v in reversed(released):
+        _usage(state, v.queue, v.charged, +1)
         _restore(state, v)
     return found
+
+
+def quota_by(state: ClusterState, job: Job, request: Vec, start: float) -> bool:
+    """Whether ``request`` fits ``job``'s quota at ``start``, once the running jobs of every
+    queue drawing on the same quota that end by then (by their estimates) have given theirs back."""
+    ending = [
+        v
+        for name, ids in state.running_by_queue.items()
+        if ids and quota.shares_quota(state, name, job.queue)
+        for jid in ids
+        if (v := state.jobs[jid]).est_end <= start
+    ]
+    for v in ending:
+        _usage(state, v.queue, v.charged, -1)
+    try:
+        return quota.check(state, state.queues[job.queue], request).fits
+    finally:
+        for v in ending:
+            _usage(state, v.queue, v.charged, +1)
 
 
 def estimate_starts(state: ClusterState, order: list[Job], now: float) -> dict[int, float]:

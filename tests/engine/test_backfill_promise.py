@@ -19,6 +19,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from usher.engine.controller import Controller
+from usher.engine.policy.backfill import plan_reservation
+from usher.engine.policy.placement import gang_counts
 from usher.engine.policy.registry import POLICIES, Backfill
 from usher.engine.scenario import parse_scenario
 
@@ -123,3 +125,26 @@ def test_a_preemptor_of_higher_priority_may_move_the_reservation() -> None:
     assert runs["sweep"][0] == (0.0, 600.0)
     assert runs["finetune"][0][0] == 600.0
     assert runs["pretrain"][0][0] > 36000.0
+
+
+QUOTA_BOUND_HOLDER = """\
+name: quota-bound-holder
+nodes: [{name: n1, gpus: 8}, {name: n2, gpus: 8}, {name: n3, gpus: 8}]
+queues: [{name: a, cohort: c, quota: {gpu: 8}}, {name: b, cohort: c, quota: {gpu: 8}}]
+jobs:
+  - {name: b-long, queue: b, duration: 36000, pods: [{count: 1, gpu: 8}]}
+  - {name: a-short, queue: a, duration: 3600, pods: [{count: 1, gpu: 8}]}
+  - {name: a-big, queue: a, submit: 60, duration: 3600, pods: [{count: 2, gpu: 8}]}
+"""
+
+
+def test_a_planned_start_leaves_room_for_the_holders_quota() -> None:
+    """``a-big`` has the GPUs once ``a-short`` ends (1 h), but the cohort's 16 GPUs of quota only
+    once ``b-long`` ends too (10 h): a reservation for it (a holder keeps its reservation while it
+    waits for quota) plans 10 h, so that the promise can be kept."""
+    ctrl = Controller(parse_scenario(QUOTA_BOUND_HOLDER, file="quota.yaml"), "usher")
+    while ctrl.now < 60:
+        ctrl.step()
+    big = next(job for job in ctrl.state.jobs if job.name == "a-big")
+    plan = plan_reservation(ctrl.state, big, gang_counts(big, False), ctrl.now)
+    assert plan is not None and plan.start == 36000.0
