@@ -48,6 +48,7 @@ WHAT_IF = {
     "what if: usher without reservations": replace(get_policy("usher"), backfill=Backfill.NONE),
     "what if: usher with first-fit placement": replace(get_policy("usher"), scoring=Scoring.FIRST_FIT),
     "what if: usher ordered by priority, not fair share": replace(get_policy("usher"), ordering=Ordering.PRIORITY),
+    "what if: usher without consolidation": replace(get_policy("usher"), consolidation=False),
     "what if: usher with decayed fair share (every queue's usageHalfLife 1d)": get_policy("usher"),
 }
 #: what-if rows that change the scenario rather than the policy
@@ -260,7 +261,9 @@ def section(results: dict[str, list[Row]], seeds: list[int], command: str, wall:
         "jobs at work, from the first submission to the last (steady state, no drain at the end). Quota",
         "violations come from the audit that rebuilds each queue's usage from the report. The what-if rows",
         "are usher with one switch changed (no backfill reservations; kueue's first-fit placement; priority",
-        "order instead of fair share): not named policies and not in the comparison, they show what each",
+        "order instead of fair share; decayed fair share; no consolidation, so that no job is moved to let",
+        "a gang start in one rack or block, and preemptions count no moves): not named policies and not in",
+        "the comparison, they show what each",
         "of usher's choices costs and buys on the workload. Data: Alibaba",
         "cluster-trace-gpu-v2023; Philly run times via alibaba/clusterdata (CC BY 4.0).",
         "",
