@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from . import fmt
 from .admission import Admitter, CycleResult, Decision
 from .cycle import run_cycle
-from .enums import Action, DecisionKind, EndReason, JobState, PendingReason
+from .enums import Action, AuditAction, DecisionKind, EndReason, JobState, PendingReason
 from .policy import quota
 from .policy.placement import Placer, observe_job
 from .policy.registry import Policy, get_policy
@@ -158,7 +158,7 @@ class Engine(Admitter):
         self.state.enqueue(job)
         if reason == EndReason.PREEMPTED and note:
             self.state.audit.append(
-                AuditEntry(now, "scheduler", "preempt", job.name, f"preempted for {by}; lost {fmt.duration(elapsed - saved)} of work")
+                AuditEntry(now, "scheduler", AuditAction.PREEMPT, job.name, f"preempted for {by}; lost {fmt.duration(elapsed - saved)} of work")
             )
         if result is not None:
             result.decisions.append(Decision(DecisionKind.EVICT, job, list(run.placements), reason, by))
@@ -190,7 +190,7 @@ class Engine(Admitter):
         job.state = JobState.PENDING
         state.enqueue(job)
         if why is not None:
-            state.audit.append(AuditEntry(now, "scheduler", "bind", job.name, f"failed: {why}"))
+            state.audit.append(AuditEntry(now, "scheduler", AuditAction.BIND, job.name, f"failed: {why}"))
 
     # -- elastic jobs (on a cluster) -------------------------------------------------------
 
@@ -232,7 +232,7 @@ class Engine(Admitter):
                 with self._resizing(job, run):
                     self.bind_pod(job, placer.put(job, group, node, name), amount, now, False, result)
             if len(run.placements) > before:
-                state.audit.append(AuditEntry(now, "scheduler", "grow", job.name, f"{before} -> {len(run.placements)} of {job.total_pods} pods"))
+                state.audit.append(AuditEntry(now, "scheduler", AuditAction.GROW, job.name, f"{before} -> {len(run.placements)} of {job.total_pods} pods"))
         return result
 
     def shrink_for_waiting(self, now: float) -> list[tuple[Job, set[str]]]:
@@ -299,7 +299,7 @@ class Engine(Admitter):
                     q.usage[r] -= amount[r]
                 job.charged = vsub(job.charged, amount)
         if gone:
-            state.audit.append(AuditEntry(now, "scheduler", "shrink", job.name, f"gave back {fmt.plural(len(gone), 'pod')}; runs on {len(run.placements)}"))
+            state.audit.append(AuditEntry(now, "scheduler", AuditAction.SHRINK, job.name, f"gave back {fmt.plural(len(gone), 'pod')}; runs on {len(run.placements)}"))
 
     @contextmanager
     def _resizing(self, job: Job, run: Run) -> Iterator[None]:

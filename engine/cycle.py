@@ -50,6 +50,7 @@ from . import state as state_module
 from .admission import Admitter, CycleResult, mark_waiting
 from .enums import (
     Approval,
+    AuditAction,
     BorrowWithinCohort,
     EndReason,
     JobState,
@@ -723,12 +724,12 @@ class _GangCycle:
             state.place(move.job, move.after)
             engine.admit(move.job, move.after, move.charged, now, result)
             state.audit.append(AuditEntry(
-                now, "scheduler", "move", move.job.name,
+                now, "scheduler", AuditAction.MOVE, move.job.name,
                 f"moved from {_node_names(state, move.before)} to {_node_names(state, move.after)} so that "
                 f"{job.name} could start in {where}; lost {fmt.duration(seconds)} of work",
             ))
         moved = ", ".join(m.job.name for m in found.moves)
-        state.audit.append(AuditEntry(now, "scheduler", "make-room", job.name, f"started in {where} after moving {moved}"))
+        state.audit.append(AuditEntry(now, "scheduler", AuditAction.MAKE_ROOM, job.name, f"started in {where} after moving {moved}"))
         return True
 
     def _try_preemption(self, job: Job, counts: list[int], attempt: Attempt, limit: HolderLimit | None) -> bool:

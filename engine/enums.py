@@ -93,6 +93,17 @@ class Action(StrEnum):
     SET_QUOTA = "setQuota"
 
 
+class AuditAction(StrEnum):
+    """What the scheduler itself did, as its entries in the audit trail (the events view) name it."""
+
+    PREEMPT = "preempt"
+    BIND = "bind"  # a bind the backend could not carry out
+    GROW = "grow"
+    SHRINK = "shrink"
+    MOVE = "move"  # consolidation moved a job to make room for a gang
+    MAKE_ROOM = "make-room"  # the gang that consolidation started
+
+
 class DecisionKind(StrEnum):
     """What a scheduling cycle asks a backend to do."""
 

@@ -3,7 +3,9 @@
 Beyond the spec's summary: ``gangsDeadlocked`` counts the jobs holding some of their pods that
 could never get the rest (``policy.podwise.deadlocked_gangs``), and ``gpuHeldIdle`` is the part
 of ``gpuUtilization`` held by gangs waiting for the rest of their pods (both only happen without
-gang admission). Such a wait ends at a run's ``workStart``; pods bound after their run began
+gang admission). ``moves`` counts the runs that consolidation ended to move a job (each is also
+one of ``preemptions``: its run ends ``Preempted``, by the gang it made room for, and the next
+starts at once). Such a wait ends at a run's ``workStart``; pods bound after their run began
 carry ``since``. Waits are measured to the first time a job began to work.
 
 Field names and order follow the spec. Numbers are rounded (times to the millisecond, ratios to
@@ -18,7 +20,7 @@ import re
 from typing import Any
 
 from .controller import Controller
-from .enums import EndReason, JobState
+from .enums import AuditAction, EndReason, JobState
 from .explain import explain_all
 from .policy.podwise import deadlocked_gangs
 from .state import MILLI, Job
@@ -126,6 +128,7 @@ def build_report(ctrl: Controller) -> dict[str, Any]:
         "pending": pending,
         "gangsDeadlocked": len(deadlocked_gangs(state, ctrl.engine.policy)),
         "gpuHeldIdle": round(idle, 6),
+        "moves": sum(1 for e in state.audit if e.action == AuditAction.MOVE),
     }
     if ctrl.eta_accuracy is not None:
         summary["etaAccuracy"] = ctrl.eta_accuracy.summary()

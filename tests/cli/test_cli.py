@@ -81,7 +81,7 @@ def test_replay_writes_the_report_and_is_byte_identical_for_the_same_seed(tmp_pa
     assert b["runs"][0]["start"] == 3600.0
     assert set(report["summary"]) == {
         "gpuUtilization", "avgWaitSeconds", "p95WaitSeconds", "avgJctSeconds",
-        "makespanSeconds", "preemptions", "finished", "pending", "gangsDeadlocked", "gpuHeldIdle",
+        "makespanSeconds", "preemptions", "finished", "pending", "gangsDeadlocked", "gpuHeldIdle", "moves",
     }
 
 

@@ -12,7 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from usher.engine.controller import Controller
+from usher.engine.enums import AuditAction
 from usher.engine.policy.registry import get_policy
+from usher.engine.report import build_report
 from usher.engine.scenario import parse_scenario
 
 SCATTERED = (Path(__file__).resolve().parents[2] / "fixtures" / "examples" / "consolidation.yaml").read_text()
@@ -59,10 +61,13 @@ def test_a_gang_waiting_for_a_rack_starts_once_two_jobs_are_moved() -> None:
     for name in moved:
         assert runs[name][-1].end == 36100.0
     # the audit trail says what moved where, and why
-    moves = [e for e in ctrl.state.audit if e.action == "move"]
+    moves = [e for e in ctrl.state.audit if e.action == AuditAction.MOVE]
     assert sorted(e.target for e in moves) == sorted(moved)
     assert all("so that gang could start in usher/rack=" in e.result and "lost 1m40s of work" in e.result for e in moves), moves
-    assert any(e.action == "make-room" and e.target == "gang" for e in ctrl.state.audit)
+    assert any(e.action == AuditAction.MAKE_ROOM and e.target == "gang" for e in ctrl.state.audit)
+    # the report counts the moves, among the preemptions
+    summary = build_report(ctrl)["summary"]
+    assert summary["moves"] == 2 and summary["preemptions"] == 2
 
 
 def test_no_move_when_a_moved_job_could_not_start_again_at_once() -> None:
