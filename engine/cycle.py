@@ -45,12 +45,10 @@ import heapq
 from dataclasses import dataclass
 from itertools import islice
 
-from . import fmt
 from . import state as state_module
 from .admission import Admitter, CycleResult, mark_waiting
 from .enums import (
     Approval,
-    AuditAction,
     BorrowWithinCohort,
     EndReason,
     JobState,
@@ -68,17 +66,15 @@ from .policy.backfill import (
     quick_reject,
     reservation_now,
 )
-from .policy.consolidation import consolidation_for
+from .policy.consolidation import carry_out, consolidation_for
 from .policy.ordering import AdmissionOrder
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
 from .policy.preemption import HolderLimit, find_victims
 from .policy.registry import Backfill, Policy, ReserveFor
 from .state import (
     INF,
-    AuditEntry,
     ClusterState,
     Job,
-    PodPlacement,
     Queue,
     ReasonCell,
     Vec,
@@ -711,25 +707,10 @@ class _GangCycle:
         reserves for): when its quota lets it start and the cluster has the GPUs free, only not
         together, move jobs out of one topology domain so that it starts in it, if every moved
         job can start again elsewhere now; say so in the audit trail. True when ``job`` started."""
-        state, now, engine, result = self.state, self.now, self.engine, self.result
-        found = consolidation_for(state, job, now, self.policy)
+        found = consolidation_for(self.state, job, self.now, self.policy)
         if found is None:
             return False
-        request = request_of(job, gang_counts(job, False))
-        lost = [engine.stop(m.job, now, EndReason.PREEMPTED, job.name, result, note=False) for m in found.moves]
-        state.place(job, found.gang)
-        engine.admit(job, found.gang, request, now, result)
-        where = f"{found.level_name}={found.domain}"
-        for move, seconds in zip(found.moves, lost):
-            state.place(move.job, move.after)
-            engine.admit(move.job, move.after, move.charged, now, result)
-            state.audit.append(AuditEntry(
-                now, "scheduler", AuditAction.MOVE, move.job.name,
-                f"moved from {_node_names(state, move.before)} to {_node_names(state, move.after)} so that "
-                f"{job.name} could start in {where}; lost {fmt.duration(seconds)} of work",
-            ))
-        moved = ", ".join(m.job.name for m in found.moves)
-        state.audit.append(AuditEntry(now, "scheduler", AuditAction.MAKE_ROOM, job.name, f"started in {where} after moving {moved}"))
+        carry_out(found, job, self.state, self.engine, self.now, self.result)
         return True
 
     def _try_preemption(self, job: Job, counts: list[int], attempt: Attempt, limit: HolderLimit | None) -> bool:
@@ -838,10 +819,6 @@ def most_urgent_blocked(state: ClusterState) -> Job | None:
                 best, best_key = job, key
                 break
     return best
-
-
-def _node_names(state: ClusterState, placements: list[PodPlacement]) -> str:
-    return ",".join(dict.fromkeys(state.nodes[p.node_id].name for p in placements))
 
 
 def _preempt_for(

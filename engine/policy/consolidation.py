@@ -9,7 +9,7 @@ out and placed elsewhere right now, least work lost first (work since the last c
 then drops every mover the gang can spare. It succeeds only if the gang fits in the freed room and
 every mover fits somewhere else, all at once: a move never leaves a job waiting. The search runs
 on the state itself and undoes everything; the cycle then stops the movers, starts the gang and
-restarts each mover on the nodes found for it (``Consolidation``). The cycle asks for the most
+restarts each mover on the nodes found for it (``carry_out``). The cycle asks for the most
 urgent job blocked for capacity only (the one backfill reserves for), before its walk.
 
 Moving a job restarts it: a cluster backend must be able to bind it again at once, which a real
@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..enums import TopologyMode
-from ..state import ClusterState, Job, PodPlacement, Vec
+from .. import fmt
+from ..admission import Admitter, CycleResult
+from ..enums import AuditAction, EndReason, TopologyMode
+from ..state import AuditEntry, ClusterState, Job, PodPlacement, Vec
 from . import quota
 from .placement import Placer, gang_counts, request_of
 from .preemption import _drop, _lift
@@ -215,3 +217,26 @@ def _try_domain(
     for v in reversed(needed):
         _drop(state, v, charged[v.id])
     return (gang, moves) if ok else None
+
+
+def carry_out(found: Consolidation, job: Job, state: ClusterState, engine: Admitter, now: float, result: CycleResult) -> None:
+    """Stop the movers, start ``job`` in the room made for it, start each mover on its new nodes,
+    all at ``now``; say so in the audit trail (the events view)."""
+    lost = [engine.stop(m.job, now, EndReason.PREEMPTED, job.name, result, note=False) for m in found.moves]
+    state.place(job, found.gang)
+    engine.admit(job, found.gang, request_of(job, gang_counts(job, False)), now, result)
+    where = f"{found.level_name}={found.domain}"
+    for move, seconds in zip(found.moves, lost):
+        state.place(move.job, move.after)
+        engine.admit(move.job, move.after, move.charged, now, result)
+        state.audit.append(AuditEntry(
+            now, "scheduler", AuditAction.MOVE, move.job.name,
+            f"moved from {_node_names(state, move.before)} to {_node_names(state, move.after)} so that "
+            f"{job.name} could start in {where}; lost {fmt.duration(seconds)} of work",
+        ))
+    moved = ", ".join(m.job.name for m in found.moves)
+    state.audit.append(AuditEntry(now, "scheduler", AuditAction.MAKE_ROOM, job.name, f"started in {where} after moving {moved}"))
+
+
+def _node_names(state: ClusterState, placements: list[PodPlacement]) -> str:
+    return ",".join(dict.fromkeys(state.nodes[p.node_id].name for p in placements))

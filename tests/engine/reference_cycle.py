@@ -14,7 +14,7 @@ from usher.engine.cycle import CAPACITY_REASONS, _reserve, most_urgent_blocked
 from usher.engine.enums import Approval, EndReason, PendingReason
 from usher.engine.policy import quota
 from usher.engine.policy.backfill import Reservation, quick_reject, reservation_now
-from usher.engine.policy.consolidation import consolidation_for
+from usher.engine.policy.consolidation import carry_out, consolidation_for
 from usher.engine.policy.placement import (
     Guard,
     Placer,
@@ -136,16 +136,9 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
 
     def consolidate(urgent: Job) -> bool:
         found = consolidation_for(state, urgent, now, policy)
-        if found is None:
-            return False
-        for move in found.moves:
-            engine.stop(move.job, now, EndReason.PREEMPTED, urgent.name, result, note=False)
-        state.place(urgent, found.gang)
-        engine.admit(urgent, found.gang, request_of(urgent, gang_counts(urgent, False)), now, result)
-        for move in found.moves:
-            state.place(move.job, move.after)
-            engine.admit(move.job, move.after, move.charged, now, result)
-        return True
+        if found is not None:
+            carry_out(found, urgent, state, engine, now, result)
+        return found is not None
 
     tried = most_urgent_blocked(state) if consolidating else None
     if tried is not None:
