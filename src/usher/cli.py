@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__
+from .generate import GenerateSource
 
 if TYPE_CHECKING:
     from usher.engine.backends.telemetry.poller import TelemetrySource
@@ -103,16 +104,21 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate a scenario file")
     check.add_argument("file", type=Path)
     check.add_argument("--debug", action="store_true")
-    gen = sub.add_parser("generate", help="write a synthetic LLM-cluster scenario (gangs with topology needs)")
-    gen.add_argument("--nodes", type=int, default=64, help="nodes of 8 GPUs (default 64)")
-    gen.add_argument("--racks", type=int, default=8, help="racks, four to a block (default 8)")
-    gen.add_argument("--queues", type=int, default=4, help="queues in one cohort (default 4)")
-    gen.add_argument("--load", type=float, default=0.8, help="offered work over capacity (default 0.8)")
+    gen = sub.add_parser("generate", help="write a synthetic scenario: an LLM cluster (gangs with topology needs), "
+                                          "or the openb trace's pods at a chosen load")
+    gen.add_argument("--from", dest="source", choices=[s.value for s in GenerateSource], default=GenerateSource.LLM.value,
+                     help="llm: synthetic gangs on H100 nodes (default); openb: the Alibaba openb pods on its 1,213 GPU nodes")
+    gen.add_argument("--nodes", type=int, default=None, help="llm: nodes of 8 GPUs (default 64)")
+    gen.add_argument("--racks", type=int, default=None, help="llm: racks, four to a block (default 8)")
+    gen.add_argument("--queues", type=int, default=None, help="llm: queues in one cohort (default 4)")
+    gen.add_argument("--load", type=float, default=None,
+                     help="offered GPU work over capacity (default 0.8 for llm, 0.9 for openb)")
     gen.add_argument("--seed", type=int, default=0, help="the only source of randomness (default 0)")
-    gen.add_argument("--days", type=float, default=7.0, help="submission window in days (default 7)")
-    gen.add_argument("--max-runtime", type=_duration, default=86400.0, help="longest run time (default 1d)")
+    gen.add_argument("--days", type=float, default=None, help="submission window in days (default 7 for llm, 0.5 for openb)")
+    gen.add_argument("--max-runtime", type=_duration, default=None, help="longest run time (default 1d for llm, 2h for openb)")
     gen.add_argument("--traces", type=Path, default=None,
-                     help="folder with philly-derived/ (default $USHER_TRACES, else ../shared/traces)")
+                     help="folder with philly-derived/ (llm) or alibaba-gpu-v2023/ (openb) "
+                          "(default $USHER_TRACES, else ../shared/traces)")
     gen.add_argument("-o", "--output", type=Path, default=None, help="write here (default stdout)")
     gen.add_argument("--debug", action="store_true")
     from usher.fgd.command import add_parser as add_bench_parser
@@ -229,23 +235,42 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from usher.engine.fmt import plural
     from usher.generate import GenerateError, GenerateParams, generate, read_runtimes, traces_dir
+    from usher.generate_openb import OpenbError, OpenbParams, generate_openb, read_openb
 
-    params = GenerateParams(args.nodes, args.racks, args.queues, args.load, args.seed, args.days, args.max_runtime)
+    source = GenerateSource(args.source)
+    given = {flag: value for flag, value in (("--nodes", args.nodes), ("--racks", args.racks), ("--queues", args.queues))
+             if value is not None}
     try:
-        params.check()
-        text = generate(params, read_runtimes(traces_dir(args.traces)))
-    except GenerateError as exc:
+        if source is GenerateSource.OPENB:
+            if given:
+                raise UsageError(f"{', '.join(given)}: for --from llm only; --from openb uses the trace's own GPU nodes")
+            openb = OpenbParams(**_set(load=args.load, seed=args.seed, days=args.days, max_runtime=args.max_runtime))
+            openb.check()
+            trace = read_openb(traces_dir(args.traces))
+            text = generate_openb(openb, trace)
+            nodes, queues = len(trace.nodes), 1
+        else:
+            params = GenerateParams(**_set(nodes=args.nodes, racks=args.racks, queues=args.queues, load=args.load,
+                                           seed=args.seed, days=args.days, max_runtime=args.max_runtime))
+            params.check()
+            text = generate(params, read_runtimes(traces_dir(args.traces)))
+            nodes, queues = params.nodes, params.queues
+    except (GenerateError, OpenbError) as exc:
         raise UsageError(str(exc)) from None
-    jobs = text.count("\n  - {name: job-")
+    jobs = text.count("\n  - {name: ", text.index("\njobs:"))
     if args.output is None:
         sys.stdout.write(text)
     else:
         args.output.write_text(text)
-        from usher.engine.fmt import plural
-
-        print(f"{args.output}: {plural(args.nodes, 'node')}, {plural(args.queues, 'queue')}, {plural(jobs, 'job')}", file=sys.stderr)
+        print(f"{args.output}: {plural(nodes, 'node')}, {plural(queues, 'queue')}, {plural(jobs, 'job')}", file=sys.stderr)
     return EXIT_OK
+
+
+def _set(**values: object) -> dict[str, object]:
+    """The options given (not None): the parameters' own defaults stand for the rest."""
+    return {name: value for name, value in values.items() if value is not None}
 
 
 def cmd_agent(args: argparse.Namespace) -> int:

@@ -1,5 +1,7 @@
 """``usher generate``: a synthetic LLM-cluster scenario from a few parameters.
 
+(``usher generate --from openb`` is ``usher.generate_openb``.)
+
 Public traces have no multi-node gangs with topology needs, which is what an LLM cluster runs
 most of its GPU-hours as. This writes a scenario that has them, from nodes, racks, queues, load
 and a seed (the only source of randomness: the same parameters give the same file):
@@ -28,6 +30,7 @@ import math
 import os
 import random
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 RUNTIME_FILE = Path("philly-derived") / "philly_runtime_from_alibaba_v2020_analysis.csv"
@@ -38,6 +41,13 @@ GPUS_PER_NODE = 8
 RACKS_PER_BLOCK = 4
 MAX_GANG_GPUS = 256
 MIN_RUNTIME = 60.0
+
+
+class GenerateSource(StrEnum):
+    """What ``usher generate --from`` builds: these synthetic LLM gangs, or openb's pods at a load."""
+
+    LLM = "llm"
+    OPENB = "openb"
 
 
 class GenerateError(ValueError):

@@ -1,0 +1,185 @@
+"""``usher generate --from openb``: the Alibaba openb pods at a chosen offered load.
+
+The openb trace replayed at its own pace leaves its 1,213 GPU nodes nearly empty (0.2% of the
+GPUs busy), so every policy ties. This writes a scenario that loads the same cluster with the
+same pods at a target load instead:
+
+- Nodes: the 1,213 rows of ``alibaba-gpu-v2023/openb_node_list_gpu_node.csv`` (6,212 GPUs),
+  each listed with its GPU count and model, CPU and memory, so the file stands alone.
+- Pods: each arrival is a row of ``openb_pod_list_default.csv`` drawn uniformly at random, with
+  its CPU, memory, GPU count or GPU share and GPU models, and its own run time
+  (``deletion_time - scheduled_time``, so size and run time keep their correlation). The 897
+  pods the trace never scheduled have no run time and are not drawn. CPU-only pods are drawn
+  too: they take no GPU but take CPU and memory.
+- Run times are capped at ``max_runtime`` (default 2 h). The trace's run times are heavy-tailed
+  (median 10 min, p90 2.2 h, p99 32 h, max 145 days); a cluster fed by them reaches its steady
+  occupancy only once the longest run time has passed since the start, so a replay must last
+  several caps. 2 h leaves 90% of the pods' run times as they were (p90 is 2.2 h) and lets a
+  12-hour replay spend five sixths of its time in steady state; a cap of a day would need
+  days of replay at ~130,000 pods a day.
+- Arrivals: pods are drawn until their GPU-seconds (GPUs or share x run time) reach ``load``
+  times the cluster's GPUs over ``days``; their submit times are then spread uniformly at random
+  over those days (a Poisson process given its count). The offered GPU load
+  ``sum(gpu x duration) / (GPUs x window)`` is therefore ``load`` up to one pod.
+
+One queue, ``openb``, without quota; every job priority 0, preemptible, its estimate its run
+time. ``seed`` is the only source of randomness: the same parameters give the same file.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from usher.engine.scenario.errors import Locator
+from usher.engine.scenario.models import JobSpec, NodeSpec, TraceFormat, TraceSpec
+from usher.engine.scenario.traces import MIB, import_traces
+
+OPENB_FOLDER = Path("alibaba-gpu-v2023")
+NODE_FILE = "openb_node_list_gpu_node.csv"
+POD_FILE = "openb_pod_list_default.csv"
+QUEUE = "openb"
+DEFAULT_DAYS = 0.5
+DEFAULT_MAX_RUNTIME = 7200.0
+MIN_MAX_RUNTIME = 60.0
+TICK = 10.0
+"""Submit times and run times are whole multiples of this many seconds (see the module's doc)."""
+
+
+class OpenbError(ValueError):
+    """Bad parameters or unusable trace files; the message names the flag or the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpenbParams:
+    """What ``usher generate --from openb`` takes."""
+
+    load: float = 0.9
+    seed: int = 0
+    days: float = DEFAULT_DAYS
+    max_runtime: float = DEFAULT_MAX_RUNTIME
+
+    def check(self) -> None:
+        problems = []
+        if not 0 < self.load < math.inf:
+            problems.append(f"--load must be above 0 (got {self.load:g})")
+        if not 0 < self.days < math.inf:
+            problems.append(f"--days must be above 0 (got {self.days:g})")
+        if not MIN_MAX_RUNTIME <= self.max_runtime < math.inf:
+            problems.append(f"--max-runtime must be at least {MIN_MAX_RUNTIME:g}s (got {self.max_runtime:g}s)")
+        if problems:
+            raise OpenbError("; ".join(problems))
+
+    @property
+    def window(self) -> float:
+        """The submission window in seconds."""
+        return self.days * 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class OpenbTrace:
+    """The cluster and the pods to draw from: nodes in file order, pods with a run time."""
+
+    nodes: list[NodeSpec]
+    pods: list[JobSpec]
+
+    @property
+    def gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+
+def read_openb(traces: Path) -> OpenbTrace:
+    """The node list and the scheduled pods of the default pod list under ``traces``.
+
+    A missing or malformed file is one ``OpenbError`` naming the file (and the line and column
+    of the first bad rows), as ``usher check`` words them for a scenario's ``traces:`` import.
+    """
+    folder = traces / OPENB_FOLDER
+    hint = f"point --traces (or $USHER_TRACES) at the folder that holds {OPENB_FOLDER}/"
+    for name in (NODE_FILE, POD_FILE):
+        if not (folder / name).is_file():
+            raise OpenbError(f"cannot read {folder / name}: no such file; {hint}")
+    spec = TraceSpec.model_construct(format=TraceFormat.OPENB, nodes=NODE_FILE, pods=POD_FILE, queue=QUEUE, prefix="")
+    read = import_traces([spec], folder, Locator("--traces", lambda _path: None))
+    if read.problems:
+        raise OpenbError("; ".join(str(p) for p in read.problems[:3]))
+    pods = [job for job in read.jobs if job.duration is not None and job.duration > 0]
+    if not read.nodes or not any(n.gpus for n in read.nodes):
+        raise OpenbError(f"{folder / NODE_FILE}: no GPU nodes in the file")
+    if not any(job.pods[0].gpu for job in pods):
+        raise OpenbError(f"{folder / POD_FILE}: no GPU pod with a run time (deletion_time - scheduled_time) in the file")
+    return OpenbTrace(read.nodes, pods)
+
+
+def ticks_up(seconds: float, cap: float) -> float:
+    """``seconds`` up to a whole number of ticks (one at least), and no more than ``cap`` allows."""
+    most = max(1, math.floor(cap / TICK))
+    return TICK * min(max(1, math.ceil(seconds / TICK)), most)
+
+
+def _quantity_mib(value: int) -> str:
+    return f"{value // MIB}Mi" if value % MIB == 0 else str(value)
+
+
+def _node_line(node: NodeSpec) -> str:
+    model = f", gpuModel: {node.gpu_model}" if node.gpu_model else ""
+    cpu = f", cpu: {node.cpu}m" if node.cpu is not None else ""
+    memory = f", memory: {_quantity_mib(node.memory)}" if node.memory is not None else ""
+    return f"  - {{name: {node.name}, gpus: {node.gpus}{model}{cpu}{memory}}}"
+
+
+def _job_line(number: int, source: JobSpec, submit: float, duration: float) -> str:
+    pod = source.pods[0]
+    gpu = f"{pod.gpu:g}"
+    models = f", gpuModel: [{', '.join(pod.gpu_model)}]" if pod.gpu_model else ""
+    return (
+        f"  - {{name: {source.name}-{number:06d}, queue: {QUEUE}, submit: {submit:.0f}, duration: {duration:.0f},"
+        f" pods: [{{gpu: {gpu}{models}, cpu: {pod.cpu}m, memory: {_quantity_mib(pod.memory)}}}]}}"
+    )
+
+
+def generate_openb(params: OpenbParams, trace: OpenbTrace) -> str:
+    """The scenario as YAML text (pure: everything random comes from ``params.seed``)."""
+    params.check()
+    rng = random.Random(params.seed)
+    gpus = trace.gpus
+    # arrivals from one cap before the start: those still running at 0 are submitted at 0 with
+    # what is left of their run, so the replay starts in steady state instead of from empty
+    start = -params.max_runtime
+    span = params.window - start
+    target = params.load * gpus * span
+    drawn: list[tuple[JobSpec, float]] = []
+    offered = 0.0
+    while offered < target:
+        pod = rng.choice(trace.pods)
+        duration = ticks_up(pod.duration or 0.0, params.max_runtime)
+        drawn.append((pod, duration))
+        offered += pod.pods[0].gpu * duration
+    submits = [rng.uniform(start, params.window) for _ in drawn]
+    jobs: list[tuple[float, float, JobSpec]] = []
+    running = 0
+    for (pod, duration), submit in zip(drawn, submits):
+        if submit < 0:
+            if submit + duration <= 0:
+                continue
+            running += 1
+            duration, submit = submit + duration, 0.0
+        jobs.append((TICK * math.floor(submit / TICK), ticks_up(duration, params.max_runtime), pod))
+    jobs.sort(key=lambda job: job[0])
+    lines = [
+        (f"# usher generate --from openb --load {params.load:g} --seed {params.seed} --days {params.days:g}"
+         f" --max-runtime {params.max_runtime:g}"),
+        (f"# {len(trace.nodes):,} GPU nodes ({gpus:,} GPUs); {len(jobs):,} pods drawn from the {len(trace.pods):,}"
+         " scheduled pods of the Alibaba GPU trace v2023 (openb, default pod list), run times capped at"
+         f" {params.max_runtime:g} s, {running:,} of them running at the start (submitted at 0 with what is left)."),
+        f"name: openb-load{params.load:g}-seed{params.seed}",
+        f"queues: [{{name: {QUEUE}}}]",
+        "nodes:",
+        *(_node_line(node) for node in trace.nodes),
+        "jobs:",
+    ]
+    for number, (submit, duration, pod) in enumerate(jobs, start=1):
+        lines.append(_job_line(number, pod, submit, duration))
+    return "\n".join(lines) + "\n"
