@@ -12,15 +12,22 @@ same pods at a target load instead:
   pods the trace never scheduled have no run time and are not drawn. CPU-only pods are drawn
   too: they take no GPU but take CPU and memory.
 - Run times are capped at ``max_runtime`` (default 2 h). The trace's run times are heavy-tailed
-  (median 10 min, p90 2.2 h, p99 32 h, max 145 days); a cluster fed by them reaches its steady
-  occupancy only once the longest run time has passed since the start, so a replay must last
-  several caps. 2 h leaves 90% of the pods' run times as they were (p90 is 2.2 h) and lets a
-  12-hour replay spend five sixths of its time in steady state; a cap of a day would need
-  days of replay at ~130,000 pods a day.
+  (median 10 min, p90 2.2 h, p99 32 h, max 145 days). The replay starts in steady state (below),
+  but those first pods are placed all at once; only once they have all ended, one cap later, is
+  every placement one the policy made as pods came and went. 2 h keeps 90% of the pods' run
+  times as the trace has them and makes that turnover take two hours; a cap of a day would need
+  a replay of days at ~130,000 pods a day, too slow to compare five policies.
 - Arrivals: pods are drawn until their GPU-seconds (GPUs or share x run time) reach ``load``
-  times the cluster's GPUs over ``days``; their submit times are then spread uniformly at random
-  over those days (a Poisson process given its count). The offered GPU load
-  ``sum(gpu x duration) / (GPUs x window)`` is therefore ``load`` up to one pod.
+  times the cluster's GPUs over the window from one cap before the start to the end of
+  ``days``; their submit times are spread uniformly at random over it (a Poisson process given
+  its count). Pods submitted before the start and still running then are submitted at 0 with
+  what is left of their run; the others before the start are dropped. So the replay starts with
+  the pods a cluster at that load would be running, and the offered GPU load
+  ``sum(gpu x duration) / (GPUs x window)`` of the pods arriving in the window is ``load`` up to
+  the draws' noise (under 1% at 6,212 GPUs over hours).
+- Times are whole multiples of ``TICK`` (10 s; run times rounded up, at least one tick): at
+  5 arrivals a second a replay would otherwise run a scheduling cycle every second or so, each
+  costing a walk over 7,000 running pods; batched, it runs at most one every 10 s.
 
 One queue, ``openb``, without quota; every job priority 0, preemptible, its estimate its run
 time. ``seed`` is the only source of randomness: the same parameters give the same file.
