@@ -371,8 +371,10 @@ class Placer:
         Nodes are visited one shape at a time (model, free CPU, sorted free GPUs), since nodes
         of a shape score alike; the score is memoised per shape and demand. Equal scores go to
         a node already in use for a GPU pod, and for a pod without GPUs to a node whose GPUs are
-        all taken (its CPU is of no use to GPU pods any more); then to the node first in the
-        state's tie order.
+        all taken (its CPU is of no use to GPU pods any more); then, for a pod that takes no
+        whole GPU (a share, or none), to the node with the least GPU left free (best fit), so
+        the emptier nodes stay whole for the pods that need whole GPUs; then to the node first
+        in the state's tie order.
         """
         state = self.state
         nodes = state.nodes
@@ -380,7 +382,8 @@ class Placer:
         whole, share = pod.whole_gpus, pod.share
         eligible = pod.eligible
         best: Node | None = None
-        best_key: tuple[int, int, int] | None = None
+        best_key: tuple[int, int, int, int] | None = None
+        best_score = best_preferred = 0
         for shape, members in state.shapes.items():
             gpu_model, cpu_free, free = shape
             if cpu_free < pod.cpu:
@@ -409,9 +412,11 @@ class Placer:
                 preferred = int(not (all(f == MILLI for f in free) and cpu_free == node.cpu))
             else:
                 preferred = int(not any(free))
-            key = (score, preferred, -rank)
+            if best is not None and (score < best_score or (score == best_score and preferred < best_preferred)):
+                continue
+            key = (score, preferred, 0 if whole else -sum(free), -rank)
             if best_key is None or key > best_key:
-                best, best_key = node, key
+                best, best_key, best_score, best_preferred = node, key, score, preferred
         return best
 
     def _choose_shared(self, pod: PodGroup, within: list[int] | None, among: frozenset[int] | None) -> Node | None:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from usher.engine.policy.fragmentation import FragmentationModel, PodDemand, TypicalPod, fgd_score, typical_pods
+from usher.engine.policy.fragmentation import (
+    FragmentationModel,
+    PodDemand,
+    TypicalPod,
+    WorkloadProfile,
+    fgd_score,
+    typical_pods,
+)
+from usher.engine.policy.placement import Placer
+from usher.engine.state import ClusterState, Node, PodGroup
 from usher.fgd.cluster import FragmentArrays
 
 ONE_GPU = PodDemand(cpu=4000, gpu_milli=1000, gpus=1)
@@ -63,3 +72,19 @@ def test_numpy_evaluation_matches_the_engine_on_random_nodes() -> None:
     slow = [model.node_fragment(["A10", "T4"][m], int(c), [int(x) for x in row])
             for row, c, m in zip(free, cpu, node_model)]
     assert np.allclose(fast, slow)
+
+
+def test_a_pod_without_gpus_goes_where_the_least_gpu_is_left_when_scores_tie() -> None:
+    """Best fit among equal scores: the emptier node stays whole, whatever the tie order says."""
+    state = ClusterState("t", [], {})
+    for i in range(2):
+        state.add_node(Node(id=i, name=f"n{i}", labels={}, gpu_model="T4", gpu_memory=0, gpu_count=2,
+                            islands=[[0, 1]], cpu=64000, memory=1 << 30))
+    state.finish_building()
+    profile = WorkloadProfile()
+    profile.observe(PodDemand(4000, 1000, 1))
+    profile.observe(PodDemand(2000, 0, 0))
+    state.enable_fragmentation(profile, tie_rank=[0, 1])  # n0 first on ties
+    state.allocate(state.nodes[1], [0], 0, 4000, 1024)  # n1 runs a one-GPU pod
+    cpu_only = PodGroup("cpu", 1, 0, 2000, 1024, None)
+    assert Placer(state).choose_node(cpu_only).name == "n1"
