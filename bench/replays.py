@@ -69,7 +69,7 @@ LOADS = {"llm-load0.7": 0.7, "llm-load0.9": 0.9}
 OPENB_LOADS = {"openb-load0.7": 0.7, "openb-load0.9": 0.9, "openb-load1.1": 1.1}
 WORKLOADS = [*OPENB_LOADS, *LOADS]
 DEFAULT_SEEDS = "1-5"
-#: one replay of an openb workload is 40,000-50,000 pods on 1,213 nodes (20-40 s, see docs/results.md)
+#: one replay of an openb workload is 29,000-46,000 pods on 1,213 nodes (10-95 s on the development machine)
 DEFAULT_OPENB_SEEDS = "1"
 #: two hours of arrivals, run times capped at two hours (usher.generate_openb says why)
 OPENB_DAYS = 2 / 24
@@ -262,7 +262,7 @@ def section(results: dict[str, list[Row]], seeds: list[int], openb_seeds: list[i
         "no quota. At the trace's own pace (the former `openb-default`) the cluster was 0.2% busy and every",
         "policy tied. Their waits and JCT are in minutes, their \"GPU util\" includes the up to 2 h drain after",
         "the last arrival (\"working GPUs while submitting\" is the load carried), and they have no what-if rows",
-        "(one replay is 40,000-50,000 pods on 1,213 nodes, 20-100 s here). Below saturation hardly a pod waits under",
+        "(one replay is 29,000-46,000 pods on 1,213 nodes, 10-95 s here). Below saturation hardly a pod waits under",
         "any policy: 86% of the pods ask for one GPU or less and ~7,000 run at once, so the GPUs left free",
         "nearly always hold the next one (of the 8-GPU pods, 0.5%, a few wait for an empty node); the policies",
         "part at 1.1, where the backlog grows and how tightly a policy packs GPU shares (0.46, 0.81 of a GPU)",
