@@ -458,17 +458,6 @@ class Placer:
         self.taken.append(placement)
         return placement
 
-    def _shared_gpu(self, node: Node, pod: PodGroup) -> int | None:
-        """The GPU for a shared pod: the least fragmenting one when fragmentation is on."""
-        workload = self.state.workload
-        model = workload.model() if workload is not None else None
-        if model is None:
-            return pick_shared_gpu(node, pod.share)
-        shape_free = tuple(sorted(node.gpu_free, reverse=True))
-        target = model.best_placement(node.gpu_model, node.cpu_free, shape_free,
-                                      PodDemand.of(pod.gpu_milli, pod.cpu, pod.models))[1]
-        return node.gpu_free.index(target) if target in node.gpu_free else pick_shared_gpu(node, pod.share)
-
     def undo(self, job: Job, mark: int = 0) -> None:
         """Give back every placement taken since ``mark`` (all of them by default)."""
         tail = self.taken[mark:]
