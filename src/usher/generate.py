@@ -100,14 +100,21 @@ class GenerateParams:
             problems.append(f"--racks must be between 1 and the number of nodes, {self.nodes} (got {self.racks})")
         if self.queues < 1:
             problems.append(f"--queues must be 1 or more (got {self.queues})")
-        if not 0 < self.load < math.inf:
-            problems.append(f"--load must be above 0 (got {self.load:g})")
-        if not 0 < self.days < math.inf:
-            problems.append(f"--days must be above 0 (got {self.days:g})")
-        if not MIN_RUNTIME <= self.max_runtime < math.inf:
-            problems.append(f"--max-runtime must be at least {MIN_RUNTIME:g}s (got {self.max_runtime:g}s)")
+        problems += pace_problems(self.load, self.days, self.max_runtime)
         if problems:
             raise GenerateError("; ".join(problems))
+
+
+def pace_problems(load: float, days: float, max_runtime: float) -> list[str]:
+    """What is wrong with the flags every generator shares: --load, --days, --max-runtime."""
+    problems = []
+    if not 0 < load < math.inf:
+        problems.append(f"--load must be above 0 (got {load:g})")
+    if not 0 < days < math.inf:
+        problems.append(f"--days must be above 0 (got {days:g})")
+    if not MIN_RUNTIME <= max_runtime < math.inf:
+        problems.append(f"--max-runtime must be at least {MIN_RUNTIME:g}s (got {max_runtime:g}s)")
+    return problems
 
 
 def traces_dir(option: Path | None) -> Path:

@@ -43,6 +43,7 @@ from pathlib import Path
 from usher.engine.scenario.errors import Locator
 from usher.engine.scenario.models import JobSpec, NodeSpec, TraceFormat, TraceSpec
 from usher.engine.scenario.traces import MIB, import_traces
+from usher.generate import pace_problems
 
 OPENB_FOLDER = Path("alibaba-gpu-v2023")
 NODE_FILE = "openb_node_list_gpu_node.csv"
@@ -50,7 +51,6 @@ POD_FILE = "openb_pod_list_default.csv"
 QUEUE = "openb"
 DEFAULT_DAYS = 0.5
 DEFAULT_MAX_RUNTIME = 7200.0
-MIN_MAX_RUNTIME = 60.0
 TICK = 10.0
 """Submit times and run times are whole multiples of this many seconds (see the module's doc)."""
 
@@ -69,13 +69,7 @@ class OpenbParams:
     max_runtime: float = DEFAULT_MAX_RUNTIME
 
     def check(self) -> None:
-        problems = []
-        if not 0 < self.load < math.inf:
-            problems.append(f"--load must be above 0 (got {self.load:g})")
-        if not 0 < self.days < math.inf:
-            problems.append(f"--days must be above 0 (got {self.days:g})")
-        if not MIN_MAX_RUNTIME <= self.max_runtime < math.inf:
-            problems.append(f"--max-runtime must be at least {MIN_MAX_RUNTIME:g}s (got {self.max_runtime:g}s)")
+        problems = pace_problems(self.load, self.days, self.max_runtime)
         if problems:
             raise OpenbError("; ".join(problems))
 
