@@ -21,6 +21,8 @@ NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model"
 POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
 #: GPUs of the nodes ``trace_folder`` writes: 30 x 8 + 20 x 2
 GPUS = 280
+#: the QoS classes of ``trace_folder``'s pods, pod i the i-th modulo 5
+QOS_ROTATION = ("LS", "BE", "LS", "Burstable", "Guaranteed")
 
 
 def trace_folder(root: Path, pods: list[str] | None = None) -> Path:
@@ -37,8 +39,9 @@ def trace_folder(root: Path, pods: list[str] | None = None) -> Path:
             gpu, milli = rng.choice([(1, 460), (1, 1000), (1, 810), (0, 0), (2, 1000), (8, 1000)])
             run = int(rng.lognormvariate(6.5, 2.0)) + 1  # median ~11 min, a tail of days
             spec = "G2" if i % 10 == 0 and gpu else ""
+            qos = QOS_ROTATION[i % len(QOS_ROTATION)]
             pods.append(f"pod-{i:04d},{rng.choice([4000, 12000])},{rng.choice([12288, 49152])},{gpu},{milli},{spec},"
-                        f"LS,Running,{i * 100},{i * 100 + 5 + run},{i * 100 + 5}")
+                        f"{qos},Running,{i * 100},{i * 100 + 5 + run},{i * 100 + 5}")
         pods.append("pod-never,4000,12288,1,1000,,LS,Pending,100,,")  # never scheduled: no run time
     (folder / "openb_pod_list_default.csv").write_text("\n".join([POD_HEADER, *pods]) + "\n")
     return root
@@ -103,6 +106,26 @@ def test_run_times_are_capped_and_the_trace_kept(tmp_path: Path) -> None:
     assert not any(j.name.startswith("pod-never") for j in jobs), "the trace never ran it: no run time to draw"
     models = {n.name: n.gpu_model for n in made.all_nodes()}
     assert models["node-00"] == "G2" and models["node-49"] == "T4"
+
+
+def test_priority_and_preemptibility_follow_the_pods_qos_class(tmp_path: Path) -> None:
+    made = scenario(tmp_path, OpenbParams(load=0.9, seed=5, days=0.2))
+    expected = {"LS": (100, False), "Guaranteed": (100, False), "Burstable": (50, False), "BE": (0, True)}
+    seen = set()
+    for job in made.all_jobs():
+        number = int(job.name.split("-")[1])  # pod-0042-000017: the trace's pod-0042
+        qos = QOS_ROTATION[number % len(QOS_ROTATION)]
+        assert (job.priority, job.preemptible) == expected[qos], job.name
+        seen.add(qos)
+    assert seen == set(expected)
+
+
+def test_an_unknown_qos_class_names_file_line_and_column(tmp_path: Path) -> None:
+    trace_folder(tmp_path / "t", ["p1,4000,12288,1,460,,LS,Running,0,100,0", "p2,4000,12288,1,1000,,Gold,Running,0,100,0"])
+    out = usher("generate", "--from", "openb", "--traces", "t", cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "openb_pod_list_default.csv:3: column 7 (qos): 'Gold' is not a QoS class" in out.stderr
+    assert "LS, Guaranteed, Burstable, BE" in out.stderr
 
 
 def test_same_parameters_give_the_same_file_and_the_seed_changes_it(tmp_path: Path) -> None:
