@@ -29,7 +29,7 @@ from usher.fgd.variants import NODE_FILE, TRACE_FOLDER, WORKLOADS, Family, pods_
 from usher.generate import traces_dir
 
 REPO = Path(__file__).resolve().parents[1]
-RUN_DATE = "2026-11-21"
+RUN_DATE = "2026-11-25"
 
 DEFINITIONS = [
     "Workloads (`usher bench fgd --workload NAME`, `src/usher/fgd/variants.py`): `default`, `gpushare40` and",
