@@ -4,7 +4,7 @@ Format `openb` (Alibaba cluster-trace-gpu-v2023, the FGD paper's data):
 - node list columns `sn, cpu_milli, memory_mib, gpu, model` -> one node per row;
 - pod list columns `name, cpu_milli, memory_mib, num_gpu, gpu_milli` and optionally
   `gpu_spec, qos, pod_phase, creation_time, deletion_time, scheduled_time` -> one job with one
-  pod per row. A pod asks for `num_gpu` GPUs, or for `gpu_milli / 1000` of one GPU when
+  pod per row, its priority from the QoS class `qos` (``QOS_CLASSES``). A pod asks for `num_gpu` GPUs, or for `gpu_milli / 1000` of one GPU when
   `num_gpu` is 1 and `gpu_milli` is below 1000; it arrives at `creation_time` and runs for
   `deletion_time - scheduled_time` when both are there (else until the end).
 
@@ -18,6 +18,7 @@ import csv
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import TextIO
 
@@ -32,6 +33,25 @@ MAX_ROW_PROBLEMS = 20
 
 MIB = 2**20
 TRACE_POD_NAME = "pod"
+
+
+class Qos(StrEnum):
+    """The QoS classes of the openb pod list's ``qos`` column."""
+
+    LATENCY_SENSITIVE = "LS"
+    GUARANTEED = "Guaranteed"
+    BURSTABLE = "Burstable"
+    BEST_EFFORT = "BE"
+
+
+QOS_CLASSES: dict[Qos, tuple[int, bool]] = {
+    Qos.LATENCY_SENSITIVE: (100, False),
+    Qos.GUARANTEED: (100, False),
+    Qos.BURSTABLE: (50, False),
+    Qos.BEST_EFFORT: (0, True),
+}
+"""A pod's priority and whether it may be preempted, by its QoS class; a pod without one (no
+``qos`` column, or an empty cell) is best effort."""
 
 
 @dataclass(frozen=True)
@@ -207,6 +227,10 @@ def _job(row: list[str], columns: dict[str, int], prefix: str, queue: str) -> Jo
     created = _count(row, columns, "creation_time", optional=True)
     deleted = _count(row, columns, "deletion_time", optional=True)
     scheduled = _count(row, columns, "scheduled_time", optional=True)
+    qos = _cell(row, columns, "qos") or Qos.BEST_EFFORT
+    if qos not in QOS_CLASSES:
+        raise _BadCell("qos", f"{qos!r} is not a QoS class; expected one of {', '.join(Qos)}")
+    priority, preemptible = QOS_CLASSES[Qos(qos)]
     duration: float | None = None
     if deleted is not None and scheduled is not None and deleted - scheduled > 0:
         duration = float(deleted - scheduled)
@@ -217,10 +241,10 @@ def _job(row: list[str], columns: dict[str, int], prefix: str, queue: str) -> Jo
         name=name,
         queue=queue,
         submit=float(created or 0),
-        priority=0,
+        priority=priority,
         duration=duration,
         estimate=duration,
-        preemptible=True,
+        preemptible=preemptible,
         checkpoint_every=None,
         min_count=None,
         pods=[pod],

@@ -34,7 +34,8 @@ same pods at a target load instead:
   ``BE`` (best effort, 42% of the pods) priority 0 and preemptible. So a policy that preempts
   can start a latency-sensitive pod at once on a full cluster by stopping best-effort ones,
   and one that orders by priority starts it first; a policy that does neither makes it queue
-  behind best-effort pods (``QOS_CLASSES``).
+  behind best-effort pods (``engine.scenario.traces.QOS_CLASSES``, as a scenario's ``traces:``
+  import reads them).
 
 One queue, ``openb``, without quota; every job's estimate is its run time. ``seed`` is the only
 source of randomness: the same parameters give the same file.
@@ -42,11 +43,9 @@ source of randomness: the same parameters give the same file.
 
 from __future__ import annotations
 
-import csv
 import math
 import random
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from pathlib import Path
 
 from usher.engine.scenario.errors import Locator
@@ -62,24 +61,6 @@ DEFAULT_DAYS = 0.5
 DEFAULT_MAX_RUNTIME = 7200.0
 TICK = 10.0
 """Submit times and run times are whole multiples of this many seconds (see the module's doc)."""
-
-
-class Qos(StrEnum):
-    """The QoS classes of the openb pod list's ``qos`` column."""
-
-    LATENCY_SENSITIVE = "LS"
-    GUARANTEED = "Guaranteed"
-    BURSTABLE = "Burstable"
-    BEST_EFFORT = "BE"
-
-
-QOS_CLASSES: dict[Qos, tuple[int, bool]] = {
-    Qos.LATENCY_SENSITIVE: (100, False),
-    Qos.GUARANTEED: (100, False),
-    Qos.BURSTABLE: (50, False),
-    Qos.BEST_EFFORT: (0, True),
-}
-"""A pod's priority and whether it may be preempted, by its QoS class."""
 
 
 class OpenbError(ValueError):
@@ -112,8 +93,6 @@ class OpenbTrace:
 
     nodes: list[NodeSpec]
     pods: list[JobSpec]
-    qos: dict[str, Qos] = field(default_factory=dict)
-    """Each pod's QoS class by its name in the pod list."""
 
     @property
     def gpus(self) -> int:
@@ -140,26 +119,7 @@ def read_openb(traces: Path) -> OpenbTrace:
         raise OpenbError(f"{folder / NODE_FILE}: no GPU nodes in the file")
     if not any(job.pods[0].gpu for job in pods):
         raise OpenbError(f"{folder / POD_FILE}: no GPU pod with a run time (deletion_time - scheduled_time) in the file")
-    return OpenbTrace(read.nodes, pods, read_qos(folder / POD_FILE))
-
-
-def read_qos(path: Path) -> dict[str, Qos]:
-    """The ``qos`` column of a pod list by pod name; a value that is not a known class is an
-    ``OpenbError`` naming file, line and column (an empty one reads as best effort)."""
-    out: dict[str, Qos] = {}
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        if "qos" not in (reader.fieldnames or ()):
-            raise OpenbError(f"{path}: no qos column (the pods' QoS class: {', '.join(Qos)})")
-        column = (reader.fieldnames or []).index("qos") + 1
-        for row in reader:
-            value = (row.get("qos") or "").strip() or Qos.BEST_EFFORT
-            try:
-                out[row["name"]] = Qos(value)
-            except ValueError:
-                raise OpenbError(f"{path}:{reader.line_num}: column {column} (qos): {value!r} is not a QoS class;"
-                                 f" expected one of {', '.join(Qos)}") from None
-    return out
+    return OpenbTrace(read.nodes, pods)
 
 
 def ticks_up(seconds: float, cap: float) -> float:
@@ -179,13 +139,12 @@ def _node_line(node: NodeSpec) -> str:
     return f"  - {{name: {node.name}, gpus: {node.gpus}{model}{cpu}{memory}}}"
 
 
-def _job_line(number: int, source: JobSpec, qos: Qos, submit: float, duration: float) -> str:
+def _job_line(number: int, source: JobSpec, submit: float, duration: float) -> str:
     pod = source.pods[0]
     gpu = f"{pod.gpu:g}"
     models = f", gpuModel: [{', '.join(pod.gpu_model)}]" if pod.gpu_model else ""
-    priority, preemptible = QOS_CLASSES[qos]
-    rank = f", priority: {priority}" if priority else ""
-    shield = "" if preemptible else ", preemptible: false"
+    rank = f", priority: {source.priority}" if source.priority else ""
+    shield = "" if source.preemptible else ", preemptible: false"
     return (
         f"  - {{name: {source.name}-{number:06d}, queue: {QUEUE}, submit: {submit:.0f}, duration: {duration:.0f}"
         f"{rank}{shield}, pods: [{{gpu: {gpu}{models}, cpu: {pod.cpu}m, memory: {_quantity_mib(pod.memory)}}}]}}"
@@ -234,5 +193,5 @@ def generate_openb(params: OpenbParams, trace: OpenbTrace) -> str:
         "jobs:",
     ]
     for number, (submit, duration, pod) in enumerate(jobs, start=1):
-        lines.append(_job_line(number, pod, trace.qos.get(pod.name, Qos.BEST_EFFORT), submit, duration))
+        lines.append(_job_line(number, pod, submit, duration))
     return "\n".join(lines) + "\n"

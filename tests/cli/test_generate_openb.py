@@ -124,7 +124,7 @@ def test_an_unknown_qos_class_names_file_line_and_column(tmp_path: Path) -> None
     trace_folder(tmp_path / "t", ["p1,4000,12288,1,460,,LS,Running,0,100,0", "p2,4000,12288,1,1000,,Gold,Running,0,100,0"])
     out = usher("generate", "--from", "openb", "--traces", "t", cwd=tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert "openb_pod_list_default.csv:3: column 7 (qos): 'Gold' is not a QoS class" in out.stderr
+    assert "openb_pod_list_default.csv:3: qos: 'Gold' is not a QoS class" in out.stderr
     assert "LS, Guaranteed, Burstable, BE" in out.stderr
 
 

@@ -70,7 +70,9 @@ def test_spec_example_with_its_trace_entry(tmp_path: Path) -> None:
     never_scheduled = [job for job in imported if job.duration is None]
     assert len(never_scheduled) == 897  # pending pods have no scheduled_time
     assert all(job.estimate is None for job in never_scheduled)
-    assert scenario.priority_of(pod0) == 0
+    assert (scenario.priority_of(pod0), pod0.preemptible) == (100, False)  # LS: latency-sensitive
+    by_class = {(scenario.priority_of(job), job.preemptible) for job in imported}
+    assert by_class == {(100, False), (50, False), (0, True)}
 
 
 @needs_openb
@@ -88,6 +90,7 @@ def test_five_column_pod_list_and_prefix(tmp_path: Path) -> None:
     assert len(jobs) == 8324
     assert jobs[0].name == "m-openb-pod-0000"
     assert all(job.submit == 0.0 and job.duration is None for job in jobs)
+    assert all(job.priority == 0 and job.preemptible for job in jobs), "no qos column: best effort"
     cpu_only = [n for n in scenario.all_nodes() if n.gpus == 0]
     assert cpu_only and all(n.gpu_model is None for n in cpu_only)
 
@@ -108,6 +111,7 @@ def test_small_trace(tmp_path: Path) -> None:
     assert p1.pods[0].name == "pod"
     assert (p2.submit, p2.duration, p2.pods[0].gpu, p2.pods[0].gpu_model) == (5.0, None, 2.0, [])
     assert (p3.submit, p3.duration, p3.pods[0].gpu) == (0.0, None, 0.0)
+    assert [(j.priority, j.preemptible) for j in (p1, p2, p3)] == [(100, False), (0, True), (0, True)]
 
 
 def test_malformed_rows_name_file_line_and_column(tmp_path: Path) -> None:
@@ -123,6 +127,7 @@ def test_malformed_rows_name_file_line_and_column(tmp_path: Path) -> None:
         + "p4,4000,1024,1,1500,,LS,Running,10,110,20\n"
         + ",4000,1024,1,500,,LS,Running,10,110,20\n"
         + "p6,4000,1024,1,500,,LS,Running,soon,110,20\n"
+        + "p7,4000,1024,1,500,,Gold,Running,10,110,20\n"
     )
     (tmp_path / "s.yaml").write_text(SMALL)
     with pytest.raises(ScenarioError) as caught:
@@ -134,6 +139,7 @@ def test_malformed_rows_name_file_line_and_column(tmp_path: Path) -> None:
         (str(pods), 6, "gpu_milli", "must be 1000 or less for one GPU (got 1500)"),
         (str(pods), 7, "name", "a name is required"),
         (str(pods), 8, "creation_time", "expected a whole number (got 'soon')"),
+        (str(pods), 9, "qos", "'Gold' is not a QoS class; expected one of LS, Guaranteed, Burstable, BE"),
     ]
     assert str(caught.value.problems[0]) == f"{nodes}:3: cpu_milli: expected a whole number (got 'lots')"
 
