@@ -53,10 +53,11 @@ WHAT_IF = {
     "what if: usher with first-fit placement": replace(get_policy("usher"), scoring=Scoring.FIRST_FIT),
     "what if: usher ordered by priority, not fair share": replace(get_policy("usher"), ordering=Ordering.PRIORITY),
     "what if: usher without consolidation": replace(get_policy("usher"), consolidation=False),
+    "what if: usher without fragmentation-aware placement": replace(get_policy("usher"), fragmentation=False),
     "what if: usher with decayed fair share (every queue's usageHalfLife 1d)": get_policy("usher"),
 }
 #: the what-if rows of the openb workloads (a replay there is 29,000-46,000 pods: one row only)
-OPENB_WHAT_IF = frozenset({"what if: usher with first-fit placement"})
+OPENB_WHAT_IF = frozenset({"what if: usher without fragmentation-aware placement"})
 #: what-if rows that change the scenario rather than the policy
 WHAT_IF_SCENARIO = {
     "what if: usher with decayed fair share (every queue's usageHalfLife 1d)": lambda scenario: with_half_life(scenario, 86400.0),
@@ -273,7 +274,7 @@ def section(results: dict[str, list[Row]], seeds: list[int], openb_seeds: list[i
         "no quota. At the trace's own pace (the former `openb-default`) the cluster was 0.2% busy and every",
         "policy tied. Their waits and JCT are in minutes, their \"GPU util\" includes the up to 2 h drain after",
         "the last arrival (\"working GPUs while submitting\" is the load carried), and their only what-if row is",
-        "first-fit placement (one replay is 29,000-46,000 pods on 1,213 nodes, 10-400 s here). Below saturation hardly a pod waits under",
+        "usher without fragmentation-aware placement (one replay is 29,000-46,000 pods on 1,213 nodes, 10-400 s here). Below saturation hardly a pod waits under",
         "any policy: 86% of the pods ask for one GPU or less and ~7,000 run at once, so the GPUs left free",
         "nearly always hold the next one (of the 8-GPU pods, 0.5%, a few wait for an empty node). At 1.1 the",
         "backlog grows; every policy here starts the highest priority first, and with ~7,000 pods running",
@@ -291,7 +292,8 @@ def section(results: dict[str, list[Row]], seeds: list[int], openb_seeds: list[i
         "violations come from the audit that rebuilds each queue's usage from the report. The what-if rows",
         "are usher with one switch changed (no backfill reservations; kueue's first-fit placement; priority",
         "order instead of fair share; decayed fair share; no consolidation, so no job is moved to let a",
-        "gang start in one rack or block, while usher's preemptions count its moves): not named policies",
+        "gang start in one rack or block, while usher's preemptions count its moves; bin packing alone,",
+        "without the FGD fragmentation score): not named policies",
         "and not in the comparison, they show what each",
         "of usher's choices costs and buys on the workload. Data: Alibaba",
         "cluster-trace-gpu-v2023; Philly run times via alibaba/clusterdata (CC BY 4.0).",

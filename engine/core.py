@@ -16,6 +16,7 @@ from .admission import Admitter, CycleResult, Decision
 from .cycle import run_cycle
 from .enums import Action, AuditAction, DecisionKind, EndReason, JobState, PendingReason
 from .policy import quota
+from .policy.fragmentation import WorkloadProfile
 from .policy.placement import Placer, observe_job
 from .policy.registry import Policy, get_policy
 from .state import (
@@ -49,6 +50,11 @@ class Engine(Admitter):
         self.policy = get_policy(policy) if isinstance(policy, str) else policy
         self.cycles = 0
         self.moves_at_once = moves_at_once
+        if self.policy.fragmentation and state.workload is None:
+            state.enable_fragmentation(WorkloadProfile())
+            for job in state.jobs:
+                if job.submitted:
+                    observe_job(state, job)
 
     # -- jobs -----------------------------------------------------------------------------
 

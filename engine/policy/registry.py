@@ -3,8 +3,9 @@
 ``usher`` is the default and turns everything on: gang admission, fair share (DRF) across
 queues, EASY backfill with the reservation for the most urgent blocked job (highest priority,
 then oldest, so that a big gang is not starved by the fair-share order; honoured when it comes
-due), preemption as the queues allow, topology- and NVLink-aware bin packing, and consolidation
-(preemptible jobs moved out of a domain a waiting gang needs, where they fit elsewhere at once). The others behave like what people run
+due), preemption as the queues allow, topology- and NVLink-aware bin packing with the FGD
+fragmentation score for pods no domain binds, and consolidation (preemptible jobs moved out of a
+domain a waiting gang needs, where they fit elsewhere at once). The others behave like what people run
 instead, so that a replay can compare them on the same workload:
 
 - ``kube-default``: the default kube-scheduler. Pods one at a time (no gang: a job's pods are
@@ -88,6 +89,10 @@ class Policy:
     #: move preemptible jobs out of a topology domain so that a gang waiting for one can start
     #: (``policy/consolidation.py``; only where the backend can bind moved jobs again at once)
     consolidation: bool = False
+    #: choose a pod's node by how little it fragments free GPUs against the workload learnt
+    #: from submitted jobs (the FGD paper's score, ``policy/fragmentation.py``) where no
+    #: topology domain binds it; off: the scoring above alone
+    fragmentation: bool = False
 
     @property
     def fair_share(self) -> bool:
@@ -103,7 +108,7 @@ class Policy:
 
 
 POLICIES: dict[str, Policy] = {
-    "usher": Policy("usher", reserve_for=ReserveFor.MOST_URGENT, consolidation=True),
+    "usher": Policy("usher", reserve_for=ReserveFor.MOST_URGENT, consolidation=True, fragmentation=True),
     "kube-default": Policy(
         "kube-default",
         admission=Admission.POD_BY_POD,
