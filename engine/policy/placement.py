@@ -374,9 +374,10 @@ class Placer:
         all taken (its CPU is of no use to GPU pods any more); then, for a pod that takes no
         whole GPU (a share, or none), to the node with the least GPU left free (best fit), so
         the emptier nodes stay whole for the pods that need whole GPUs, and for a pod of whole
-        GPUs to the node with the fewest whole GPUs free (as the bin packing without
-        fragmentation does: where pods come and go, gangs of whole GPUs wait less); then to the
-        node first in the state's tie order.
+        GPUs to the node with the most GPUs in use (where pods come and go, jobs of whole GPUs
+        wait less; counting GPUs in use rather than whole GPUs free keeps small nodes, often of
+        a model some pods need, from looking tight); then to the node first in the state's tie
+        order.
         """
         state = self.state
         nodes = state.nodes
@@ -416,7 +417,7 @@ class Placer:
                 preferred = int(not any(free))
             if best is not None and (score < best_score or (score == best_score and preferred < best_preferred)):
                 continue
-            key = (score, preferred, -sum(1 for f in free if f == MILLI) if whole else -sum(free), -rank)
+            key = (score, preferred, sum(1 for f in free if f < MILLI) if whole else -sum(free), -rank)
             if best_key is None or key > best_key:
                 best, best_key, best_score, best_preferred = node, key, score, preferred
         return best
