@@ -35,6 +35,10 @@ MILLI = 1000
 POPULARITY = 0.95
 """Share of the pods that the typical pods must cover (the paper's simulator uses 95%)."""
 
+PROTECT_PRESSURE = 0.6
+"""Pressure at which a GPU model is kept for the pods restricted to it (``protected_models``):
+measured on the FGD comparison's model-constrained workloads (0.5-0.7 lead fgd on all four)."""
+
 MEMO_LIMIT = 200_000
 """Node shapes remembered before the memo starts over (bounds memory on long runs)."""
 
@@ -127,6 +131,17 @@ class FragmentationModel:
                 group.cpu_thresholds.append(cpu)
                 group.cumulative.append(running)
             self.groups.append(group)
+        gpu_demand = {}
+        for pod in self.pods:
+            d = pod.demand
+            if d.gpus:
+                gpu_demand[d.models] = gpu_demand.get(d.models, 0.0) + pod.weight * d.gpus * d.gpu_milli
+        total = sum(gpu_demand.values())
+        #: each accepted-model set of the typical pods that name one, with its share of the
+        #: typical pods' GPU demand (see ``protected_models``)
+        self.model_sets: tuple[tuple[frozenset[str], float], ...] = tuple(
+            (models, amount / total) for models, amount in gpu_demand.items() if models is not None
+        )
         self._memo: dict[tuple[str, int, tuple[int, ...]], float] = {}
         self._placements: dict[tuple[str, int, tuple[int, ...], PodDemand], tuple[int, int]] = {}
 
@@ -136,6 +151,31 @@ class FragmentationModel:
         for d in demands:
             counts[d] = counts.get(d, 0.0) + 1.0
         return cls(typical_pods(counts, popularity))
+
+    def protected_models(self, free_by_model: Mapping[str, int]) -> frozenset[str]:
+        """GPU models that the pods restricted to them are expected to need most of.
+
+        FGD's fragment is blind to scarcity: a pod that could run on any GPU model is as happy
+        on the few nodes of a model that a quarter of the pods insist on as on the common one,
+        and those pods then find their model full while GPUs of another model stay free. So
+        each restricted set's share of the GPU demand is spread over its models in proportion
+        to their free GPUs, and a model's *pressure* is that demand over the model's share of
+        the cluster's free GPUs: at 1 the restricted pods alone would take the model's fair
+        share of what is left. A model at ``PROTECT_PRESSURE`` or more is protected
+        (``policy.placement`` keeps pods that can go elsewhere off it among near-equal scores).
+        """
+        free_total = sum(free_by_model.values())
+        if not self.model_sets or free_total <= 0:
+            return frozenset()
+        pressure: dict[str, float] = {}
+        for models, share in self.model_sets:
+            free = sum(free_by_model.get(m, 0) for m in models)
+            if free <= 0:
+                continue
+            for m in models:
+                if free_by_model.get(m, 0) > 0:
+                    pressure[m] = pressure.get(m, 0.0) + share * free_total / free
+        return frozenset(m for m, p in pressure.items() if p >= PROTECT_PRESSURE)
 
     def node_fragment(self, model: str, cpu_free: int, gpu_free: Sequence[int]) -> float:
         """Free milli-GPUs on this node that the typical pods could not use, weighted."""

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Iterable, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from ..enums import PendingReason, TopologyMode
-from ..state import MILLI, ClusterState, Domain, Job, Node, PodGroup, PodPlacement
+from ..state import MILLI, ClusterState, Domain, Job, Node, PodGroup, PodPlacement, Shape
 from .fragmentation import FragmentationModel, PodDemand
 from .registry import Scoring
 
@@ -39,6 +40,10 @@ SCORE_SAMPLE = 8
 #: a pod whose eligible nodes (or preference tier) are at most this share of the cluster is
 #: placed by scanning them rather than the capacity index
 NARROW_SHARE = 0.25
+#: fragmentation scores (0-100) this close count as equal when keeping a pod that could go
+#: elsewhere off a protected GPU model (``FragmentationModel.protected_models``); 12 points are
+#: about half a GPU of fragment near no change, measured on the FGD comparison's gpuspec workloads
+SCORE_BAND = 12
 
 
 @dataclass(slots=True)
@@ -369,7 +374,10 @@ class Placer:
         """Fragmentation-aware choice: the node whose fragment grows least (FGD's score).
 
         Nodes are visited one shape at a time (model, free CPU, sorted free GPUs), since nodes
-        of a shape score alike; the score is memoised per shape and demand. Equal scores go to
+        of a shape score alike; the score is memoised per shape and demand. When some pods of
+        the workload accept only some GPU models, a GPU pod that accepts more than one model
+        first avoids the models those pods are expected to need most (``protected_models``)
+        among scores within ``SCORE_BAND`` of each other. Equal scores go to
         a node already in use for a GPU pod, and for a pod without GPUs to a node whose GPUs are
         all taken (its CPU is of no use to GPU pods any more); then, for a pod that takes no
         whole GPU (a share, or none), to the node with the least GPU left free (best fit), so
@@ -385,8 +393,10 @@ class Placer:
         whole, share = pod.whole_gpus, pod.share
         eligible = pod.eligible
         best: Node | None = None
-        best_key: tuple[int, int, int, int] | None = None
-        best_score = best_preferred = 0
+        best_key: tuple[int, int, int, int, int, int] | None = None
+        protected: frozenset[str] = frozenset()
+        if model.model_sets and pod.gpu_milli and (pod.models is None or len(pod.models) > 1):
+            protected = model.protected_models(free_gpus_by_model(state.shapes))
         for shape, members in state.shapes.items():
             gpu_model, cpu_free, free = shape
             if cpu_free < pod.cpu:
@@ -415,11 +425,12 @@ class Placer:
                 preferred = int(not (all(f == MILLI for f in free) and cpu_free == node.cpu))
             else:
                 preferred = int(not any(free))
-            if best is not None and (score < best_score or (score == best_score and preferred < best_preferred)):
+            head = (score // SCORE_BAND, int(gpu_model not in protected), score, preferred)
+            if best_key is not None and head < best_key[:4]:
                 continue
-            key = (score, preferred, sum(1 for f in free if f < MILLI) if whole else -sum(free), -rank)
+            key = (*head, sum(1 for f in free if f < MILLI) if whole else -sum(free), -rank)
             if best_key is None or key > best_key:
-                best, best_key, best_score, best_preferred = node, key, score, preferred
+                best, best_key = node, key
         return best
 
     def _choose_shared(self, pod: PodGroup, within: list[int] | None, among: frozenset[int] | None) -> Node | None:
@@ -570,6 +581,14 @@ class Placer:
                 self.undo(job)
                 return False
         return True
+
+
+def free_gpus_by_model(shapes: Mapping[Shape, list[tuple[int, int]]]) -> dict[str, int]:
+    """Free milli-GPUs per GPU model over the schedulable nodes (the state's shapes)."""
+    free: dict[str, int] = {}
+    for (gpu_model, _cpu, gpus), members in shapes.items():
+        free[gpu_model] = free.get(gpu_model, 0) + sum(gpus) * len(members)
+    return free
 
 
 def observe_job(state: ClusterState, job: Job) -> None:
