@@ -488,6 +488,8 @@ class ClusterState:
         #: sorted), each group a list of (tie rank, node id) kept sorted; off while None
         self.workload: WorkloadProfile | None = None
         self.shapes: dict[Shape, list[tuple[int, int]]] = {}
+        #: free milli-GPUs per GPU model over the nodes in ``shapes``
+        self.free_by_model: dict[str, int] = {}
         #: each node's place in the order that breaks ties between equal scores
         self.tie_rank: list[int] = []
 
@@ -506,15 +508,19 @@ class ClusterState:
         self.workload = workload
         self.tie_rank = list(tie_rank) if tie_rank is not None else list(range(len(self.nodes)))
         self.shapes = {}
+        self.free_by_model = {}
         for node in self.nodes:
             if node.schedulable:
                 self._shape_add(node)
 
     def _shape_add(self, node: Node) -> None:
-        insort(self.shapes.setdefault(node_shape(node), []), (self.tie_rank[node.id], node.id))
+        key = node_shape(node)
+        insort(self.shapes.setdefault(key, []), (self.tie_rank[node.id], node.id))
+        self.free_by_model[node.gpu_model] = self.free_by_model.get(node.gpu_model, 0) + sum(key[2])
 
     def _shape_remove(self, node: Node) -> None:
         key = node_shape(node)
+        self.free_by_model[node.gpu_model] -= sum(key[2])
         group = self.shapes[key]
         group.remove((self.tie_rank[node.id], node.id))
         if not group:

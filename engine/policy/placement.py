@@ -26,13 +26,13 @@ scanning them instead of the capacity index.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from ..enums import PendingReason, TopologyMode
-from ..state import MILLI, ClusterState, Domain, Job, Node, PodGroup, PodPlacement, Shape
+from ..state import MILLI, ClusterState, Domain, Job, Node, PodGroup, PodPlacement
 from .fragmentation import FragmentationModel, PodDemand
 from .registry import Scoring
 
@@ -396,7 +396,7 @@ class Placer:
         best_key: tuple[int, int, int, int, int, int] | None = None
         protected: frozenset[str] = frozenset()
         if model.model_sets and pod.gpu_milli and (pod.models is None or len(pod.models) > 1):
-            protected = model.protected_models(free_gpus_by_model(state.shapes))
+            protected = model.protected_models(state.free_by_model)
         for shape, members in state.shapes.items():
             gpu_model, cpu_free, free = shape
             if cpu_free < pod.cpu:
@@ -581,14 +581,6 @@ class Placer:
                 self.undo(job)
                 return False
         return True
-
-
-def free_gpus_by_model(shapes: Mapping[Shape, list[tuple[int, int]]]) -> dict[str, int]:
-    """Free milli-GPUs per GPU model over the schedulable nodes (the state's shapes)."""
-    free: dict[str, int] = {}
-    for (gpu_model, _cpu, gpus), members in shapes.items():
-        free[gpu_model] = free.get(gpu_model, 0) + sum(gpus) * len(members)
-    return free
 
 
 def observe_job(state: ClusterState, job: Job) -> None:
