@@ -44,6 +44,11 @@ NARROW_SHARE = 0.25
 #: elsewhere off a protected GPU model (``FragmentationModel.protected_models``); 12 points are
 #: about half a GPU of fragment near no change, measured on the FGD comparison's gpuspec workloads
 SCORE_BAND = 12
+#: CPU balance (see ``Placer._least_fragmenting``): how far, in cores per GPU, the CPU a node
+#: keeps per free GPU may stray from the cluster's before it counts one step worse ...
+BALANCE_STEP = 4
+#: ... and only while pods of several GPUs are less than this share of the typical GPU demand
+BALANCE_SEVERAL_GPU_LIMIT = 0.1
 
 
 @dataclass(slots=True)
@@ -393,10 +398,12 @@ class Placer:
         whole, share = pod.whole_gpus, pod.share
         eligible = pod.eligible
         best: Node | None = None
-        best_key: tuple[int, int, int, int, int, int] | None = None
+        best_key: tuple[int, int, int, int, int, int, int] | None = None
         protected: frozenset[str] = frozenset()
         if model.model_sets and pod.gpu_milli and (pod.models is None or len(pod.models) > 1):
             protected = model.protected_models(state.free_by_model)
+        balance = pod.gpu_milli > 0 and model.several_gpu_share < BALANCE_SEVERAL_GPU_LIMIT
+        cpu_per_gpu = state.cpu_per_gpu
         for shape, members in state.shapes.items():
             gpu_model, cpu_free, free = shape
             if cpu_free < pod.cpu:
@@ -425,8 +432,13 @@ class Placer:
                 preferred = int(not (all(f == MILLI for f in free) and cpu_free == node.cpu))
             else:
                 preferred = int(not any(free))
-            head = (score // SCORE_BAND, int(gpu_model not in protected), score, preferred)
-            if best_key is not None and head < best_key[:4]:
+            imbalance = 0
+            if balance:
+                gpus_left = sum(free) - pod.gpu_milli
+                if gpus_left > 0:
+                    imbalance = int(abs((cpu_free - pod.cpu) / gpus_left - cpu_per_gpu) / BALANCE_STEP)
+            head = (score // SCORE_BAND, int(gpu_model not in protected), score, -imbalance, preferred)
+            if best_key is not None and head < best_key[:5]:
                 continue
             key = (*head, sum(1 for f in free if f < MILLI) if whole else -sum(free), -rank)
             if best_key is None or key > best_key:
