@@ -382,7 +382,11 @@ class Placer:
         of a shape score alike; the score is memoised per shape and demand. When some pods of
         the workload accept only some GPU models, a GPU pod that accepts more than one model
         first avoids the models those pods are expected to need most (``protected_models``)
-        among scores within ``SCORE_BAND`` of each other. Equal scores go to
+        among scores within ``SCORE_BAND`` of each other. Among equal scores a GPU pod goes to
+        the node whose CPU per free GPU it leaves nearest the cluster's (``BALANCE_STEP``), while
+        pods of several GPUs are a small part of the typical demand
+        (``BALANCE_SEVERAL_GPU_LIMIT``): GPUs left beside too little CPU are lost to CPU-hungry
+        pods, CPU left beside too few GPUs to all GPU pods. Then equal scores go to
         a node already in use for a GPU pod, and for a pod without GPUs to a node whose GPUs are
         all taken (its CPU is of no use to GPU pods any more); then, for a pod that takes no
         whole GPU (a share, or none), to the node with the least GPU left free (best fit), so
