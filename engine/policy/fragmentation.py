@@ -137,9 +137,6 @@ class FragmentationModel:
             if d.gpus:
                 gpu_demand[d.models] = gpu_demand.get(d.models, 0.0) + pod.weight * d.gpus * d.gpu_milli
         total = sum(gpu_demand.values())
-        several = sum(p.weight * p.demand.gpus * MILLI for p in self.pods if p.demand.gpus > 1)
-        #: share of the typical pods' GPU demand from pods of several whole GPUs
-        self.several_gpu_share = several / total if total else 0.0
         #: each accepted-model set of the typical pods that name one, with its share of the
         #: typical pods' GPU demand (see ``protected_models``)
         self.model_sets: tuple[tuple[frozenset[str], float], ...] = tuple(

@@ -44,11 +44,6 @@ NARROW_SHARE = 0.25
 #: elsewhere off a protected GPU model (``FragmentationModel.protected_models``); 12 points are
 #: about half a GPU of fragment near no change, measured on the FGD comparison's gpuspec workloads
 SCORE_BAND = 12
-#: CPU balance (see ``Placer._least_fragmenting``): how far, in cores per GPU, the CPU a node
-#: keeps per free GPU may stray from the cluster's before it counts one step worse ...
-BALANCE_STEP = 4
-#: ... and only while pods of several GPUs are less than this share of the typical GPU demand
-BALANCE_SEVERAL_GPU_LIMIT = 0.1
 
 
 @dataclass(slots=True)
@@ -382,11 +377,7 @@ class Placer:
         of a shape score alike; the score is memoised per shape and demand. When some pods of
         the workload accept only some GPU models, a GPU pod that accepts more than one model
         first avoids the models those pods are expected to need most (``protected_models``)
-        among scores within ``SCORE_BAND`` of each other. Among equal scores a GPU pod goes to
-        the node whose CPU per free GPU it leaves nearest the cluster's (``BALANCE_STEP``), while
-        pods of several GPUs are a small part of the typical demand
-        (``BALANCE_SEVERAL_GPU_LIMIT``): GPUs left beside too little CPU are lost to CPU-hungry
-        pods, CPU left beside too few GPUs to all GPU pods. Then equal scores go to
+        among scores within ``SCORE_BAND`` of each other. Equal scores go to
         a node already in use for a GPU pod, and for a pod without GPUs to a node whose GPUs are
         all taken (its CPU is of no use to GPU pods any more); then, for a pod that takes no
         whole GPU (a share, or none), to the node with the least GPU left free (best fit), so
@@ -402,12 +393,10 @@ class Placer:
         whole, share = pod.whole_gpus, pod.share
         eligible = pod.eligible
         best: Node | None = None
-        best_key: tuple[int, int, int, int, int, int, int] | None = None
+        best_key: tuple[int, int, int, int, int, int] | None = None
         protected: frozenset[str] = frozenset()
         if model.model_sets and pod.gpu_milli and (pod.models is None or len(pod.models) > 1):
             protected = model.protected_models(state.free_by_model)
-        balance = pod.gpu_milli > 0 and model.several_gpu_share < BALANCE_SEVERAL_GPU_LIMIT
-        cpu_per_gpu = state.cpu_per_gpu
         for shape, members in state.shapes.items():
             gpu_model, cpu_free, free = shape
             if cpu_free < pod.cpu:
@@ -436,13 +425,8 @@ class Placer:
                 preferred = int(not (all(f == MILLI for f in free) and cpu_free == node.cpu))
             else:
                 preferred = int(not any(free))
-            imbalance = 0
-            if balance:
-                gpus_left = sum(free) - pod.gpu_milli
-                if gpus_left > 0:
-                    imbalance = int(abs((cpu_free - pod.cpu) / gpus_left - cpu_per_gpu) / BALANCE_STEP)
-            head = (score // SCORE_BAND, int(gpu_model not in protected), score, -imbalance, preferred)
-            if best_key is not None and head < best_key[:5]:
+            head = (score // SCORE_BAND, int(gpu_model not in protected), score, preferred)
+            if best_key is not None and head < best_key[:4]:
                 continue
             key = (*head, sum(1 for f in free if f < MILLI) if whole else -sum(free), -rank)
             if best_key is None or key > best_key:
