@@ -478,6 +478,8 @@ class ClusterState:
         self.total_whole_free = 0
         #: GPUs on schedulable nodes, and the milli-GPUs allocated on them (for utilization)
         self.schedulable_gpu_count = 0
+        #: millicores of the schedulable nodes with GPUs in service (``cpu_per_gpu``)
+        self.schedulable_gpu_node_cpu = 0
         self.schedulable_used_milli = 0
         #: the backfill reservation of the last cycle: (job id, planned start)
         self.reservation: tuple[int, float] | None = None
@@ -488,10 +490,17 @@ class ClusterState:
         #: sorted), each group a list of (tie rank, node id) kept sorted; off while None
         self.workload: WorkloadProfile | None = None
         self.shapes: dict[Shape, list[tuple[int, int]]] = {}
+        #: ``Placer._wide_hosts``'s memo: (fragmentation model, node count, node ids)
+        self.wide_hosts: tuple[object, int, frozenset[int]] | None = None
         #: free milli-GPUs per GPU model over the nodes in ``shapes``
         self.free_by_model: dict[str, int] = {}
         #: each node's place in the order that breaks ties between equal scores
         self.tie_rank: list[int] = []
+
+    @property
+    def cpu_per_gpu(self) -> float:
+        """CPU cores per GPU over the schedulable nodes that have GPUs (0 without GPUs)."""
+        return self.schedulable_gpu_node_cpu / (self.schedulable_gpu_count * MILLI) if self.schedulable_gpu_count else 0.0
 
     @property
     def epoch(self) -> tuple[int, int, int]:
@@ -586,6 +595,8 @@ class ClusterState:
         self._bucket(node.gpu_model)[node.whole_free].add(node.id)
         self.total_whole_free += node.whole_free
         self.schedulable_gpu_count += node.gpus_in_service
+        if node.gpus_in_service:
+            self.schedulable_gpu_node_cpu += node.cpu
         self.schedulable_used_milli += node.gpus_in_service * MILLI - sum(node.gpu_free)
         if node.has_partial():
             self.partial_nodes.add(node.id)
@@ -605,6 +616,8 @@ class ClusterState:
         self._bucket(node.gpu_model)[node.whole_free].discard(node.id)
         self.total_whole_free -= node.whole_free
         self.schedulable_gpu_count -= node.gpus_in_service
+        if node.gpus_in_service:
+            self.schedulable_gpu_node_cpu -= node.cpu
         self.schedulable_used_milli -= node.gpus_in_service * MILLI - sum(node.gpu_free)
         self.partial_nodes.discard(node.id)
         free = node.whole_free

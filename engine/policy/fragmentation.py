@@ -113,8 +113,12 @@ class _DemandGroup:
 class FragmentationModel:
     """Fragment of a node against a set of typical pods, in milli-GPUs."""
 
-    def __init__(self, pods: Iterable[TypicalPod]) -> None:
+    def __init__(self, pods: Iterable[TypicalPod], wide: Iterable[PodDemand] = ()) -> None:
         self.pods: tuple[TypicalPod, ...] = tuple(pods)
+        #: every distinct demand of several whole GPUs seen, typical or not (rare wide pods fall
+        #: outside the typical pods, yet may fit only a few nodes: ``policy.placement`` keeps
+        #: those nodes for them)
+        self.wide: tuple[PodDemand, ...] = tuple(wide)
         groups: dict[tuple[int, int, frozenset[str] | None], dict[int, float]] = {}
         for pod in self.pods:
             d = pod.demand
@@ -137,6 +141,9 @@ class FragmentationModel:
             if d.gpus:
                 gpu_demand[d.models] = gpu_demand.get(d.models, 0.0) + pod.weight * d.gpus * d.gpu_milli
         total = sum(gpu_demand.values())
+        several = sum(p.weight * p.demand.gpus * MILLI for p in self.pods if p.demand.gpus > 1)
+        #: share of the typical pods' GPU demand from pods of several whole GPUs
+        self.several_gpu_share = several / total if total else 0.0
         #: each accepted-model set of the typical pods that name one, with its share of the
         #: typical pods' GPU demand (see ``protected_models``)
         self.model_sets: tuple[tuple[frozenset[str], float], ...] = tuple(
@@ -150,7 +157,7 @@ class FragmentationModel:
         counts: dict[PodDemand, float] = {}
         for d in demands:
             counts[d] = counts.get(d, 0.0) + 1.0
-        return cls(typical_pods(counts, popularity))
+        return cls(typical_pods(counts, popularity), wide_demands(counts))
 
     def protected_models(self, free_by_model: Mapping[str, int]) -> frozenset[str]:
         """GPU models that the pods restricted to them are expected to need most of.
@@ -243,6 +250,12 @@ class FragmentationModel:
         return fragment
 
 
+def wide_demands(demands: Iterable[PodDemand]) -> tuple[PodDemand, ...]:
+    """The demands of several whole GPUs among these, each once, widest first."""
+    wide = {d for d in demands if d.gpus > 1 and d.gpu_milli >= MILLI}
+    return tuple(sorted(wide, key=lambda d: (-d.gpus, -d.cpu, sorted(d.models or ()))))
+
+
 def fgd_score(decrease: float) -> int:
     """The FGD paper's node score for a fragment decrease in milli-GPUs: 0 to 100."""
     return int(100.0 / (1.0 + math.exp(-decrease / MILLI)))
@@ -273,6 +286,6 @@ class WorkloadProfile:
     def model(self) -> FragmentationModel | None:
         """The current model, rebuilt if the workload seen has grown; None before any pod."""
         if self.seen and (self._model is None or self.seen >= self._built_at * (1 + self.REFRESH_GROWTH)):
-            self._model = FragmentationModel(typical_pods(self.counts, self.popularity))
+            self._model = FragmentationModel(typical_pods(self.counts, self.popularity), wide_demands(self.counts))
             self._built_at = self.seen
         return self._model

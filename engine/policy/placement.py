@@ -44,6 +44,14 @@ NARROW_SHARE = 0.25
 #: elsewhere off a protected GPU model (``FragmentationModel.protected_models``); 12 points are
 #: about half a GPU of fragment near no change, measured on the FGD comparison's gpuspec workloads
 SCORE_BAND = 12
+#: CPU balance (see ``Placer._least_fragmenting``): how far, in cores per GPU, the CPU a node
+#: keeps per free GPU may stray from the cluster's before it counts one step worse ...
+BALANCE_STEP = 4
+#: ... and only while pods of several GPUs are less than this share of the typical GPU demand
+BALANCE_SEVERAL_GPU_LIMIT = 0.1
+#: CPU balance leaves alone the nodes that are the only ones able to hold some wide pod seen:
+#: those of a pod of several GPUs that fewer than this share of the GPU nodes could hold empty
+WIDE_HOST_SHARE = 0.1
 
 
 @dataclass(slots=True)
@@ -377,7 +385,12 @@ class Placer:
         of a shape score alike; the score is memoised per shape and demand. When some pods of
         the workload accept only some GPU models, a GPU pod that accepts more than one model
         first avoids the models those pods are expected to need most (``protected_models``)
-        among scores within ``SCORE_BAND`` of each other. Equal scores go to
+        among scores within ``SCORE_BAND`` of each other. Among equal scores a GPU pod goes to
+        the node whose CPU per free GPU it leaves nearest the cluster's (``BALANCE_STEP``), while
+        pods of several GPUs are a small part of the typical demand
+        (``BALANCE_SEVERAL_GPU_LIMIT``): GPUs left beside too little CPU are lost to CPU-hungry
+        pods, CPU left beside too few GPUs to all GPU pods. Balance first spares the nodes that
+        only a few can match for some wide pod seen (``_wide_hosts``). Then equal scores go to
         a node already in use for a GPU pod, and for a pod without GPUs to a node whose GPUs are
         all taken (its CPU is of no use to GPU pods any more); then, for a pod that takes no
         whole GPU (a share, or none), to the node with the least GPU left free (best fit), so
@@ -393,10 +406,13 @@ class Placer:
         whole, share = pod.whole_gpus, pod.share
         eligible = pod.eligible
         best: Node | None = None
-        best_key: tuple[int, int, int, int, int, int] | None = None
+        best_key: tuple[int, ...] | None = None
         protected: frozenset[str] = frozenset()
         if model.model_sets and pod.gpu_milli and (pod.models is None or len(pod.models) > 1):
             protected = model.protected_models(state.free_by_model)
+        balance = pod.gpu_milli > 0 and model.several_gpu_share < BALANCE_SEVERAL_GPU_LIMIT
+        cpu_per_gpu = state.cpu_per_gpu
+        wide_hosts = self._wide_hosts(model) if balance else frozenset()
         for shape, members in state.shapes.items():
             gpu_model, cpu_free, free = shape
             if cpu_free < pod.cpu:
@@ -425,13 +441,40 @@ class Placer:
                 preferred = int(not (all(f == MILLI for f in free) and cpu_free == node.cpu))
             else:
                 preferred = int(not any(free))
-            head = (score // SCORE_BAND, int(gpu_model not in protected), score, preferred)
-            if best_key is not None and head < best_key[:4]:
+            imbalance = 0
+            if balance:
+                gpus_left = sum(free) - pod.gpu_milli
+                if gpus_left > 0:
+                    imbalance = int(abs((cpu_free - pod.cpu) / gpus_left - cpu_per_gpu) / BALANCE_STEP)
+            spare = int(not wide_hosts or members[0][1] not in wide_hosts)
+            head = (score // SCORE_BAND, int(gpu_model not in protected), score, spare, -imbalance, preferred)
+            if best_key is not None and head < best_key[:6]:
                 continue
             key = (*head, sum(1 for f in free if f < MILLI) if whole else -sum(free), -rank)
             if best_key is None or key > best_key:
                 best, best_key = node, key
         return best
+
+    def _wide_hosts(self, model: FragmentationModel) -> frozenset[int]:
+        """The GPU nodes that are among the few (``WIDE_HOST_SHARE``) able to hold, empty, a
+        wide pod of the workload: CPU balance would fill them with small pods, since their CPU
+        per GPU is often the cluster's, and the wide pod would wait for one to empty (the openb
+        8-GPU pods of 120 cores, which only the 39 G3 nodes of 128 cores hold). Memoised per
+        model and node count on the state."""
+        state = self.state
+        known = state.wide_hosts
+        if known is not None and known[0] is model and known[1] == len(state.nodes):
+            return known[2]
+        gpu_nodes = [n for n in state.nodes if n.gpu_count]
+        hosts: set[int] = set()
+        for d in model.wide:
+            able = [n.id for n in gpu_nodes
+                    if n.gpus_in_service >= d.gpus and n.cpu >= d.cpu and (d.models is None or n.gpu_model in d.models)]
+            if len(able) < WIDE_HOST_SHARE * len(gpu_nodes):
+                hosts.update(able)
+        found = frozenset(hosts)
+        state.wide_hosts = (model, len(state.nodes), found)
+        return found
 
     def _choose_shared(self, pod: PodGroup, within: list[int] | None, among: frozenset[int] | None) -> Node | None:
         nodes = self.state.nodes

@@ -12,7 +12,7 @@ import math
 from dataclasses import replace
 
 from usher.engine.controller import Controller
-from usher.engine.policy import fragmentation
+from usher.engine.policy import fragmentation, placement
 from usher.engine.policy.fragmentation import MILLI, FragmentationModel, PodDemand
 from usher.engine.policy.registry import get_policy
 from usher.engine.scenario import parse_scenario
@@ -89,11 +89,17 @@ def _scarce_node_of(job: str) -> str:
 
 
 def test_a_job_any_gpu_will_do_leaves_the_scarce_model_to_the_jobs_pinned_to_it() -> None:
-    assert _scarce_node_of("any-gpu") == "t4-1"  # the T4 node in use, not the A100 one
+    assert _scarce_node_of("any-gpu").startswith("t4-")
     assert {_scarce_node_of(f"a100-only-{i}") for i in (1, 2)} == {"a100-node"}
 
 
+def test_protection_alone_picks_the_t4_node_in_use(monkeypatch) -> None:
+    monkeypatch.setattr(placement, "BALANCE_SEVERAL_GPU_LIMIT", 0.0)  # no CPU balance
+    assert _scarce_node_of("any-gpu") == "t4-1"
+
+
 def test_without_protection_the_score_ties_and_the_scarce_node_in_use_wins(monkeypatch) -> None:
+    monkeypatch.setattr(placement, "BALANCE_SEVERAL_GPU_LIMIT", 0.0)
     monkeypatch.setattr(fragmentation, "PROTECT_PRESSURE", math.inf)
     assert _scarce_node_of("any-gpu") == "a100-node"
 
@@ -107,3 +113,81 @@ def test_a_model_is_protected_by_its_pinned_demand_against_its_free_gpus() -> No
     assert model.protected_models({"A100": 14 * MILLI, "T4": 14 * MILLI}) == frozenset()
     # a workload that pins no pod protects nothing
     assert FragmentationModel.from_demands([any_gpu]).protected_models({"A100": 1}) == frozenset()
+
+
+# CPU balance: FGD's score ties between two empty nodes for a light pod, and the first node in
+# order would take both light pods, leaving too little CPU beside its free GPUs for the hungry
+# job. Kept near the cluster's CPU per GPU (80 cores / 8 GPUs), the first light pod goes to the
+# lean node and the hungry job starts at once.
+BALANCE = """\
+name: cpu-balance
+nodes:
+  - {name: cpu-rich, gpus: 4, cpu: 64}
+  - {name: cpu-lean, gpus: 4, cpu: 16}
+queues: [{name: q}]
+jobs:
+  - {name: light-1, queue: q, submit: 0, duration: 3600, pods: [{gpu: 1, cpu: 8}]}
+  - {name: light-2, queue: q, submit: 0, duration: 3600, pods: [{gpu: 1, cpu: 8}]}
+  - {name: hungry, queue: q, submit: 60, duration: 3600, pods: [{gpu: 1, cpu: 50}]}
+"""
+
+
+def _starts(scenario: str) -> dict[str, tuple[float, str]]:
+    ctrl = Controller(parse_scenario(scenario, file="scenario.yaml"), get_policy("usher"))
+    while ctrl.step():
+        pass
+    state = ctrl.state
+    return {job.name: (job.runs[0].start, state.nodes[job.runs[0].placements[0].node_id].name) for job in state.jobs}
+
+
+def test_a_light_pod_leaves_cpu_beside_free_gpus_for_a_hungry_one() -> None:
+    starts = _starts(BALANCE)
+    assert starts["light-1"] == (0.0, "cpu-lean")
+    assert starts["hungry"] == (60.0, "cpu-rich")
+
+
+def test_without_cpu_balance_the_hungry_job_waits_an_hour(monkeypatch) -> None:
+    monkeypatch.setattr(placement, "BALANCE_SEVERAL_GPU_LIMIT", 0.0)
+    starts = _starts(BALANCE)
+    assert starts["light-1"] == starts["light-2"] == (0.0, "cpu-rich")
+    assert starts["hungry"] == (3600.0, "cpu-rich")
+
+
+def test_cpu_balance_is_off_when_pods_of_several_gpus_are_much_of_the_demand() -> None:
+    many_gpus = BALANCE.replace("name: light-2, queue: q, submit: 0, duration: 3600, pods: [{gpu: 1, cpu: 8}]",
+                                "name: wide, queue: q, submit: 0, duration: 3600, pods: [{gpu: 2, cpu: 8}]")
+    ctrl = Controller(parse_scenario(many_gpus, file="scenario.yaml"), get_policy("usher"))
+    ctrl.step()
+    assert ctrl.state.workload is not None
+    model = ctrl.state.workload.model()
+    assert model is not None and model.several_gpu_share >= placement.BALANCE_SEVERAL_GPU_LIMIT
+
+
+# A wide pod that only one node can hold (120 cores; the lean nodes have 96): CPU balance alone
+# would put light pods on that node, whose CPU per GPU is nearest the cluster's, and the second
+# wide job would wait for them to end. The node is spared while others have room.
+WIDE_HOST = "\n".join([
+    "name: wide-host",
+    "nodes:",
+    "  - {name: big-cpu, gpus: 8, cpu: 128}",
+    *(f"  - {{name: lean-{i}, gpus: 8, cpu: 96}}" for i in range(1, 5)),
+    *(f"  - {{name: small-{i}, gpus: 2, cpu: 104}}" for i in range(1, 9)),
+    "queues: [{name: q}]",
+    "jobs:",
+    "  - {name: wide-1, queue: q, submit: 0, duration: 30, pods: [{gpu: 8, cpu: 120}]}",
+    *(f"  - {{name: light-{i}, queue: q, submit: 60, duration: 3600, pods: [{{gpu: 1, cpu: 4}}]}}" for i in range(1, 21)),
+    "  - {name: wide-2, queue: q, submit: 120, duration: 3600, pods: [{gpu: 8, cpu: 120}]}",
+]) + "\n"
+
+
+def test_light_pods_spare_the_only_node_a_wide_pod_fits() -> None:
+    starts = _starts(WIDE_HOST)
+    assert all(node != "big-cpu" for name, (_, node) in starts.items() if name.startswith("light-"))
+    assert starts["wide-2"] == (120.0, "big-cpu")
+
+
+def test_without_sparing_it_the_wide_job_waits_for_the_light_ones(monkeypatch) -> None:
+    monkeypatch.setattr(placement, "WIDE_HOST_SHARE", 0.0)
+    starts = _starts(WIDE_HOST)
+    assert any(node == "big-cpu" for name, (_, node) in starts.items() if name.startswith("light-"))
+    assert starts["wide-2"][0] == 3660.0
