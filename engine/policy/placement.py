@@ -388,7 +388,9 @@ class Placer:
         among scores within ``SCORE_BAND`` of each other. Among equal scores a GPU pod goes to
         the node whose CPU per free GPU it leaves nearest the cluster's (``BALANCE_STEP``), while
         pods of several GPUs are a small part of the typical demand
-        (``BALANCE_SEVERAL_GPU_LIMIT``): GPUs left beside too little CPU are lost to CPU-hungry
+        (``BALANCE_SEVERAL_GPU_LIMIT``) and no pod is pinned to GPU models (balance and
+        protection pull the same pods different ways; on the FGD gpuspec workloads protection
+        alone does better): GPUs left beside too little CPU are lost to CPU-hungry
         pods, CPU left beside too few GPUs to all GPU pods. Balance first spares the nodes that
         only a few can match for some wide pod seen (``_wide_hosts``). Then equal scores go to
         a node already in use for a GPU pod, and for a pod without GPUs to a node whose GPUs are
@@ -410,7 +412,7 @@ class Placer:
         protected: frozenset[str] = frozenset()
         if model.model_sets and pod.gpu_milli and (pod.models is None or len(pod.models) > 1):
             protected = model.protected_models(state.free_by_model)
-        balance = pod.gpu_milli > 0 and model.several_gpu_share < BALANCE_SEVERAL_GPU_LIMIT
+        balance = pod.gpu_milli > 0 and model.several_gpu_share < BALANCE_SEVERAL_GPU_LIMIT and not model.model_sets
         cpu_per_gpu = state.cpu_per_gpu
         wide_hosts = self._wide_hosts(model) if balance else frozenset()
         for shape, members in state.shapes.items():

@@ -191,3 +191,11 @@ def test_without_sparing_it_the_wide_job_waits_for_the_light_ones(monkeypatch) -
     starts = _starts(WIDE_HOST)
     assert any(node == "big-cpu" for name, (_, node) in starts.items() if name.startswith("light-"))
     assert starts["wide-2"][0] == 3660.0
+
+
+def test_cpu_balance_is_off_while_some_pods_are_pinned_to_gpu_models() -> None:
+    pinned = (BALANCE.replace("cpu: 64}", "cpu: 64, gpuModel: T4}").replace("cpu: 16}", "cpu: 16, gpuModel: T4}")
+              .replace("pods: [{gpu: 1, cpu: 8}]}\n  - {name: hungry", "pods: [{gpu: 1, cpu: 8, gpuModel: [T4]}]}\n  - {name: hungry"))
+    starts = _starts(pinned)
+    assert starts["light-1"] == (0.0, "cpu-rich")  # protection alone, as without balance
+    assert starts["hungry"][0] == 3600.0
