@@ -118,14 +118,20 @@ class FragmentationModel:
         #: every distinct demand of several whole GPUs seen, typical or not (rare wide pods fall
         #: outside the typical pods, yet may fit only a few nodes: ``policy.placement`` keeps
         #: those nodes for them)
-        self.wide: tuple[PodDemand, ...] = tuple(wide)
+        self.wide: frozenset[PodDemand] = frozenset(wide)
         groups: dict[tuple[int, int, frozenset[str] | None], dict[int, float]] = {}
+        gpu_demand: dict[frozenset[str] | None, float] = {}  # milli-GPUs by accepted models
+        several = 0.0  # milli-GPUs of pods of several whole GPUs
         for pod in self.pods:
             d = pod.demand
             if d.gpus <= 0:
                 continue  # a pod without GPUs can use no free GPU: it only adds to the base term
             by_cpu = groups.setdefault((d.gpu_milli, d.gpus, d.models), {})
             by_cpu[d.cpu] = by_cpu.get(d.cpu, 0.0) + pod.weight
+            milli = pod.weight * d.gpus * d.gpu_milli
+            gpu_demand[d.models] = gpu_demand.get(d.models, 0.0) + milli
+            if d.gpus > 1:
+                several += milli
         self.groups: list[_DemandGroup] = []
         for (milli, gpus, models), by_cpu in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
             group = _DemandGroup(milli, gpus, models)
@@ -135,13 +141,7 @@ class FragmentationModel:
                 group.cpu_thresholds.append(cpu)
                 group.cumulative.append(running)
             self.groups.append(group)
-        gpu_demand = {}
-        for pod in self.pods:
-            d = pod.demand
-            if d.gpus:
-                gpu_demand[d.models] = gpu_demand.get(d.models, 0.0) + pod.weight * d.gpus * d.gpu_milli
         total = sum(gpu_demand.values())
-        several = sum(p.weight * p.demand.gpus * MILLI for p in self.pods if p.demand.gpus > 1)
         #: share of the typical pods' GPU demand from pods of several whole GPUs
         self.several_gpu_share = several / total if total else 0.0
         #: each accepted-model set of the typical pods that name one, with its share of the
@@ -250,10 +250,9 @@ class FragmentationModel:
         return fragment
 
 
-def wide_demands(demands: Iterable[PodDemand]) -> tuple[PodDemand, ...]:
-    """The demands of several whole GPUs among these, each once, widest first."""
-    wide = {d for d in demands if d.gpus > 1 and d.gpu_milli >= MILLI}
-    return tuple(sorted(wide, key=lambda d: (-d.gpus, -d.cpu, sorted(d.models or ()))))
+def wide_demands(demands: Iterable[PodDemand]) -> frozenset[PodDemand]:
+    """The demands of several whole GPUs among these."""
+    return frozenset(d for d in demands if d.gpus > 1 and d.gpu_milli >= MILLI)
 
 
 def fgd_score(decrease: float) -> int:

@@ -448,7 +448,7 @@ class Placer:
                 gpus_left = sum(free) - pod.gpu_milli
                 if gpus_left > 0:
                     imbalance = int(abs((cpu_free - pod.cpu) / gpus_left - cpu_per_gpu) / BALANCE_STEP)
-            spare = int(not wide_hosts or members[0][1] not in wide_hosts)
+            spare = int(node.id not in wide_hosts)
             head = (score // SCORE_BAND, int(gpu_model not in protected), score, spare, -imbalance, preferred)
             if best_key is not None and head < best_key[:6]:
                 continue
