@@ -79,8 +79,11 @@ def signature_of(job: Job) -> tuple:
     """What makes jobs alike for a cycle: queue, priority, minCount and pod groups."""
     return (job.queue, job.priority, job.min_count, job.groups)
 
-#: A node's shape: GPU model, free CPU, free milli-GPUs sorted high to low.
-Shape = tuple[str, int, tuple[int, ...]]
+#: A node's shape: GPU model, free CPU, free milli-GPUs sorted high to low, free memory in
+#: ``MEMORY_UNIT`` rounded down.
+Shape = tuple[str, int, tuple[int, ...], int]
+#: Bytes per unit of free memory in a node's shape (GiB; ``policy.fragmentation.MEMORY_UNIT``).
+MEMORY_UNIT = 1 << 30
 #: A resource vector: (gpu milli, cpu millicores, memory bytes).
 Vec = tuple[int, int, int]
 #: A quota vector: the same resources; ``inf`` where a queue sets no limit.
@@ -141,7 +144,7 @@ class Node:
 
 def node_shape(node: Node) -> Shape:
     """What fragmentation scoring sees of a node; nodes of one shape score alike."""
-    return (node.gpu_model, node.cpu_free, tuple(sorted(node.gpu_free, reverse=True)))
+    return (node.gpu_model, node.cpu_free, tuple(sorted(node.gpu_free, reverse=True)), node.mem_free // MEMORY_UNIT)
 
 
 @dataclass(slots=True)

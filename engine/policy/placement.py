@@ -33,7 +33,7 @@ from typing import Protocol
 
 from ..enums import PendingReason, TopologyMode
 from ..state import MILLI, ClusterState, Domain, Job, Node, PodGroup, PodPlacement
-from .fragmentation import FragmentationModel, PodDemand
+from .fragmentation import MEMORY_UNIT, FragmentationModel, PodDemand
 from .registry import Scoring
 
 SCORE_SAMPLE = 8
@@ -404,7 +404,7 @@ class Placer:
         """
         state = self.state
         nodes = state.nodes
-        demand = PodDemand.of(pod.gpu_milli, pod.cpu, pod.models)
+        demand = PodDemand.of(pod.gpu_milli, pod.cpu, pod.models, pod.memory)
         whole, share = pod.whole_gpus, pod.share
         eligible = pod.eligible
         best: Node | None = None
@@ -416,7 +416,7 @@ class Placer:
         cpu_per_gpu = state.cpu_per_gpu
         wide_hosts = self._wide_hosts(model) if balance else frozenset()
         for shape, members in state.shapes.items():
-            gpu_model, cpu_free, free = shape
+            gpu_model, cpu_free, free, memory_free = shape
             if cpu_free < pod.cpu:
                 continue
             if pod.gpu_milli:
@@ -438,7 +438,7 @@ class Placer:
                     break
             if node is None:
                 continue
-            score = model.best_placement(gpu_model, cpu_free, free, demand)[0]
+            score = model.best_placement(gpu_model, cpu_free, free, demand, memory_free)[0]
             if pod.gpu_milli:
                 preferred = int(not (all(f == MILLI for f in free) and cpu_free == node.cpu))
             else:
@@ -471,7 +471,8 @@ class Placer:
         hosts: set[int] = set()
         for d in model.wide:
             able = [n.id for n in gpu_nodes
-                    if n.gpus_in_service >= d.gpus and n.cpu >= d.cpu and (d.models is None or n.gpu_model in d.models)]
+                    if n.gpus_in_service >= d.gpus and n.cpu >= d.cpu and n.memory >= d.memory * MEMORY_UNIT
+                    and (d.models is None or n.gpu_model in d.models)]
             if len(able) < WIDE_HOST_SHARE * len(gpu_nodes):
                 hosts.update(able)
         found = frozenset(hosts)
@@ -633,7 +634,7 @@ def observe_job(state: ClusterState, job: Job) -> None:
     if state.workload is None:
         return
     for g in job.groups:
-        state.workload.observe(PodDemand.of(g.gpu_milli, g.cpu, g.models), g.count)
+        state.workload.observe(PodDemand.of(g.gpu_milli, g.cpu, g.models, g.memory), g.count)
 
 
 def _job_still_on(job: Job, node: Node) -> bool:

@@ -199,3 +199,35 @@ def test_cpu_balance_is_off_while_some_pods_are_pinned_to_gpu_models() -> None:
     starts = _starts(pinned)
     assert starts["light-1"] == (0.0, "cpu-rich")  # protection alone, as without balance
     assert starts["hungry"][0] == 3600.0
+
+
+# Memory, which FGD's fragment does not count: a heavy pod (90 GiB) fits once on either node,
+# a light one (30 GiB) beside it on the 170 GiB node only. Memory-blind, the light pod takes the
+# first node and leaves a GPU beside 80 GiB that no heavy pod can use; the second heavy job then
+# waits an hour for it. Counting memory, the light pod goes where a heavy one still fits beside it.
+MEMORY = """\
+name: memory
+nodes:
+  - {name: mem-lean, gpus: 2, cpu: 64, memory: 110Gi}
+  - {name: mem-rich, gpus: 2, cpu: 64, memory: 170Gi}
+queues: [{name: q}]
+jobs:
+  - {name: heavy-0, queue: q, submit: 0, duration: 10, pods: [{gpu: 1, cpu: 8, memory: 90Gi}]}
+  - {name: light, queue: q, submit: 20, duration: 3600, pods: [{gpu: 1, cpu: 8, memory: 30Gi}]}
+  - {name: heavy-1, queue: q, submit: 60, duration: 3600, pods: [{gpu: 1, cpu: 8, memory: 90Gi}]}
+  - {name: heavy-2, queue: q, submit: 60, duration: 3600, pods: [{gpu: 1, cpu: 8, memory: 90Gi}]}
+"""
+
+
+def test_a_light_pod_leaves_memory_beside_a_free_gpu_for_a_heavy_one() -> None:
+    starts = _starts(MEMORY)
+    assert starts["light"] == (20.0, "mem-rich")
+    assert starts["heavy-1"][0] == starts["heavy-2"][0] == 60.0
+    assert {starts["heavy-1"][1], starts["heavy-2"][1]} == {"mem-lean", "mem-rich"}
+
+
+def test_memory_blind_the_light_pod_strands_a_gpu_and_a_heavy_job_waits(monkeypatch) -> None:
+    monkeypatch.setattr(fragmentation, "memory_units", lambda memory_bytes: 0)  # FGD's view: no memory
+    starts = _starts(MEMORY)
+    assert starts["light"] == (20.0, "mem-lean")
+    assert sorted(start for name, (start, _) in starts.items() if name.startswith("heavy-") and name != "heavy-0") == [60.0, 3620.0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from usher.engine.policy.fragmentation import (
     FragmentationModel,
@@ -40,6 +41,42 @@ def test_fragment_counts_what_typical_pods_cannot_use() -> None:
     # A pod without GPUs can never use free GPUs.
     with_cpu_pod = FragmentationModel([TypicalPod(ONE_GPU, 0.5), TypicalPod(CPU_ONLY, 0.5)])
     assert with_cpu_pod.node_fragment("T4", 16000, [1000, 1000]) == 1000
+
+
+def test_memory_spoken_for_makes_the_free_gpus_fragment() -> None:
+    heavy = PodDemand.of(1000, 4000, memory_bytes=48 << 30)
+    assert heavy.memory == 48
+    model = FragmentationModel([TypicalPod(heavy, 0.5), TypicalPod(HALF_GPU, 0.5)])
+    assert model.counts_memory
+    # 40 GiB free: the heavy pod cannot use the whole GPU; the share pod, asking for no memory, can
+    assert model.node_fragment("T4", 16000, [1000], memory_free=40) == 500
+    assert model.node_fragment("T4", 16000, [1000], memory_free=48) == 0
+    assert model.node_fragment("T4", 16000, [1000]) == 0  # memory not given: unbounded
+    # placing the share where it leaves 40 GiB strands the GPU for the heavy pod
+    leaves_too_little, _ = model.best_placement("T4", 16000, (1000, 1000), PodDemand.of(400, 2000, memory_bytes=10 << 30), 50)
+    leaves_enough, _ = model.best_placement("T4", 16000, (1000, 1000), PodDemand.of(400, 2000, memory_bytes=10 << 30), 60)
+    assert leaves_too_little < leaves_enough
+
+
+def test_memory_requests_round_up_to_whole_gib() -> None:
+    assert PodDemand.of(1000, 4000, memory_bytes=(48 << 30) + 1).memory == 49
+    assert PodDemand.of(0, 4000).memory == 0
+
+
+def test_which_demands_are_typical_is_decided_without_memory() -> None:
+    # one kind of pod asking for four amounts of memory, as common together as the other kinds
+    variants = [PodDemand(4000, 1000, 1, None, gib) for gib in (16, 24, 32, 40)]
+    counts = {**{v: 2.0 for v in variants}, PodDemand(8000, 1000, 2): 7.0, HALF_GPU: 5.0}
+    typical = {t.demand: t.weight for t in typical_pods(counts, popularity=0.9)}
+    # split by memory, the last variant would fall below the 90% cut; counted as one kind it is in
+    assert all(typical[v] == 2 / 20 for v in variants)
+    assert abs(sum(typical.values()) - 1.0) < 1e-12
+
+
+def test_the_numpy_twin_refuses_a_model_that_counts_memory() -> None:
+    model = FragmentationModel([TypicalPod(PodDemand.of(1000, 4000, memory_bytes=1 << 30), 1.0)])
+    with pytest.raises(ValueError, match="memory-blind"):
+        FragmentArrays(model, ["T4"])
 
 
 def test_model_constraints_make_other_nodes_fragment() -> None:

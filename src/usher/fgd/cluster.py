@@ -26,6 +26,8 @@ class FragmentArrays:
     """A ``FragmentationModel`` evaluated with numpy over many nodes at once."""
 
     def __init__(self, model: FragmentationModel, node_models: list[str]) -> None:
+        if model.counts_memory:
+            raise ValueError("FragmentArrays counts CPU and GPUs only, as FGD does: build its model from memory-blind demands")
         groups = model.groups
         self.share = np.array([g.gpu_milli for g in groups], dtype=np.int64)
         self.need = np.array([g.gpus for g in groups], dtype=np.int64)

@@ -3,8 +3,9 @@
 The trace nodes become an engine ``ClusterState`` with fragmentation-aware placement turned on
 (``ClusterState.enable_fragmentation``: a workload profile, and the run's node order as the tie
 order, the same order the baselines break ties with). The profile starts from the pod list, the
-same knowledge of the workload that FGD's typical pods come from, and keeps learning from every
-arrival as the engine learns from every submission. Each
+same knowledge of the workload that FGD's typical pods come from (with each pod's memory, which
+the engine counts and FGD does not), and keeps learning from every arrival as the engine learns
+from every submission. Each
 arriving pod becomes a one-pod ``Job``; it is shown to the profile (``observe_job``, what
 ``Engine.submit`` does) and placed by ``Placer.place_gang``, the call the scheduling cycle makes.
 The placement found is then mirrored into the comparison's arrays for the metrics.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from usher.engine.policy.fragmentation import WorkloadProfile
+from usher.engine.policy.fragmentation import WorkloadProfile, memory_units
 from usher.engine.policy.placement import Placer, observe_job
 from usher.engine.state import ClusterState, Job, Node, PodGroup
 
@@ -37,8 +38,8 @@ class EnginePlacement:
                                 cpu=int(nodes.cpu[i]), memory=int(nodes.memory[i])))
         state.finish_building()
         profile = WorkloadProfile()
-        for demand in pods.demands:
-            profile.observe(demand)
+        for demand, memory in zip(pods.demands, pods.memory):
+            profile.observe(demand._replace(memory=memory_units(int(memory))))
         state.enable_fragmentation(profile, tie_rank=[int(r) for r in cluster.rank])
         self.state = state
         self._groups: dict[int, PodGroup] = {}
