@@ -231,3 +231,34 @@ def test_memory_blind_the_light_pod_strands_a_gpu_and_a_heavy_job_waits(monkeypa
     starts = _starts(MEMORY)
     assert starts["light"] == (20.0, "mem-lean")
     assert sorted(start for name, (start, _) in starts.items() if name.startswith("heavy-") and name != "heavy-0") == [60.0, 3620.0]
+
+
+# A pod without GPUs: the paper's fragment asks only whether one GPU pod still fits beside the
+# free GPUs, so 30 of the lean node's 48 cores look as harmless as 30 of the rich node's 128, and
+# the lean node, first in order, takes the CPU job; then it holds one 10-core GPU pod where it
+# held four, and three GPU jobs wait an hour. Counting how many GPU pods the CPU left holds, the
+# CPU job goes where CPU is to spare.
+CPU_ONLY = """\
+name: cpu-only
+nodes:
+  - {name: cpu-lean, gpus: 4, cpu: 48}
+  - {name: cpu-rich, gpus: 4, cpu: 128}
+queues: [{name: q}]
+jobs:
+  - {name: gpu-0, queue: q, submit: 0, duration: 10, pods: [{gpu: 1, cpu: 10}]}
+  - {name: cpu-job, queue: q, submit: 20, duration: 3600, pods: [{cpu: 30}]}
+""" + "".join(f"  - {{name: gpu-{i}, queue: q, submit: 60, duration: 3600, pods: [{{gpu: 1, cpu: 10}}]}}\n"
+              for i in range(1, 9))
+
+
+def test_a_cpu_only_pod_takes_cpu_where_gpu_pods_do_not_need_it() -> None:
+    starts = _starts(CPU_ONLY)
+    assert starts["cpu-job"] == (20.0, "cpu-rich")
+    assert all(starts[f"gpu-{i}"][0] == 60.0 for i in range(1, 9))
+
+
+def test_by_the_papers_fragment_the_cpu_only_pod_strands_gpus(monkeypatch) -> None:
+    monkeypatch.setattr(fragmentation, "COUNT_PODS_WITHOUT_GPUS", False)
+    starts = _starts(CPU_ONLY)
+    assert starts["cpu-job"] == (20.0, "cpu-lean")
+    assert sorted(starts[f"gpu-{i}"][0] for i in range(1, 9)) == [60.0] * 5 + [3620.0] * 3

@@ -58,6 +58,25 @@ def test_memory_spoken_for_makes_the_free_gpus_fragment() -> None:
     assert leaves_too_little < leaves_enough
 
 
+def test_counting_pods_leaves_gpus_beyond_what_the_cpu_holds_as_fragment() -> None:
+    model = FragmentationModel([TypicalPod(PodDemand(16000, 1000, 1), 1.0)])
+    eight = [1000] * 8
+    assert model.node_fragment("G2", 40000, eight) == 0  # the paper's: one pod fits, all usable
+    assert model.node_fragment("G2", 40000, eight, count_pods=True) == 6000  # two pods: six GPUs left
+    assert model.node_fragment("G2", 128000, eight, count_pods=True) == 0
+    # memory counts the same way: 40 GiB hold one pod of 32 GiB
+    heavy = FragmentationModel([TypicalPod(PodDemand(1000, 1000, 1, None, 32), 1.0)])
+    assert heavy.node_fragment("G2", 64000, [1000] * 4, memory_free=40, count_pods=True) == 3000
+
+
+def test_a_pod_without_gpus_is_scored_by_the_pods_its_cpu_would_have_held() -> None:
+    model = FragmentationModel([TypicalPod(PodDemand(16000, 1000, 1), 0.5), TypicalPod(CPU_ONLY, 0.5)])
+    eight = (1000,) * 8
+    beside_gpus, _ = model.best_placement("G2", 40000, eight, PodDemand(20000, 0, 0))
+    to_spare, _ = model.best_placement("G2", 200000, eight, PodDemand(20000, 0, 0))
+    assert to_spare == fgd_score(0) > beside_gpus
+
+
 def test_memory_requests_round_up_to_whole_gib() -> None:
     assert PodDemand.of(1000, 4000, memory_bytes=(48 << 30) + 1).memory == 49
     assert PodDemand.of(0, 4000).memory == 0
