@@ -17,6 +17,11 @@ node whose memory is spoken for is as lost as one beside no free CPU. On openb's
 can end with a whole GPU and 13 cores free and no pod able to use them; memory-blind FGD strands
 about a whole GPU per 1,000 that way on the multigpu workloads of the FGD comparison.
 
+A pod without GPUs is scored against a stricter fragment that counts pods (``count_pods``): a
+typical pod can use only as many free GPUs as the pods of its kind that the node's CPU and
+memory would still hold. The paper's fragment asks only whether one of them fits, so it lets
+CPU-only pods take the CPU beside free GPUs wherever one GPU pod would still fit.
+
 The *typical pods* are the most common pod demands (CPU, GPU share or count, accepted models)
 that together make up ``POPULARITY`` (95%) of the pods, re-weighted to sum to one.
 
@@ -342,7 +347,6 @@ class FragmentationModel:
                     usable += f
                 fragment -= weight * usable
         return fragment
-
 
     @staticmethod
     def _usable_by_count(group: _DemandGroup, cpu_free: int, free_desc: tuple[int, ...],
