@@ -650,7 +650,7 @@ class ClusterState:
         indexed = node.schedulable
         whole_before = node.whole_free
         if indexed and self.workload is not None:
-            self._index_remove(node)
+            self._shape_remove(node)
         free = node.gpu_free
         take = share or MILLI
         for i in gpus:
@@ -660,17 +660,16 @@ class ClusterState:
         node.cpu_free -= cpu
         node.mem_free -= memory
         if indexed:
+            self._reindex(node, whole_before, len(gpus) * take)
             if self.workload is not None:
-                self._index_add(node)
-            else:
-                self._reindex(node, whole_before, len(gpus) * take)
+                self._shape_add(node)
 
     def release(self, node: Node, gpus: list[int], share: int, cpu: int, memory: int) -> None:
         """Give back what ``allocate`` took."""
         indexed = node.schedulable
         whole_before = node.whole_free
         if indexed and self.workload is not None:
-            self._index_remove(node)
+            self._shape_remove(node)
         free = node.gpu_free
         give = share or MILLI
         for i in gpus:
@@ -680,16 +679,16 @@ class ClusterState:
         node.cpu_free += cpu
         node.mem_free += memory
         if indexed:
+            self._reindex(node, whole_before, -len(gpus) * give)
             if self.workload is not None:
-                self._index_add(node)
-            else:
-                self._reindex(node, whole_before, -len(gpus) * give)
+                self._shape_add(node)
 
     def _reindex(self, node: Node, whole_before: int, used_more: int) -> None:
         """``_index_remove`` before a change and ``_index_add`` after it, as one update: the
         same indexes, touched only where the node's whole GPUs free moved (the hot path of
-        every placement trial and its undo). Fragmentation scoring's shapes need the old
-        shape, so with a workload profile the two halves run instead."""
+        every placement trial and its undo). Fragmentation scoring's shapes are keyed by the
+        whole shape, so with a workload profile the caller moves the node between shapes
+        around the change (``_shape_remove`` before, ``_shape_add`` after)."""
         self.capacity_changes += 2
         whole = node.whole_free
         if whole != whole_before:
