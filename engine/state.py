@@ -82,8 +82,8 @@ def signature_of(job: Job) -> tuple:
 #: A node's shape: GPU model, free CPU, free milli-GPUs sorted high to low, free memory in
 #: ``MEMORY_UNIT`` rounded down.
 Shape = tuple[str, int, tuple[int, ...], int]
-#: Bytes per unit of free memory in a node's shape (GiB; ``policy.fragmentation.MEMORY_UNIT``).
-MEMORY_UNIT = 1 << 30
+#: Bytes per unit of free memory in a node's shape (MiB; ``policy.fragmentation.MEMORY_UNIT``).
+MEMORY_UNIT = 1 << 20
 #: A resource vector: (gpu milli, cpu millicores, memory bytes).
 Vec = tuple[int, int, int]
 #: A quota vector: the same resources; ``inf`` where a queue sets no limit.
@@ -490,7 +490,8 @@ class ClusterState:
         self.last_plan: object | None = None
         #: fragmentation-aware placement (``policy.fragmentation``): the workload learnt from
         #: submitted jobs, and schedulable nodes grouped by shape (model, free CPU, free GPUs
-        #: sorted), each group a list of (tie rank, node id) kept sorted; off while None
+        #: sorted, free memory: ``node_shape``), each group a list of (tie rank, node id) kept
+        #: sorted; off while None
         self.workload: WorkloadProfile | None = None
         self.shapes: dict[Shape, list[tuple[int, int]]] = {}
         #: ``Placer._wide_hosts``'s memo: (fragmentation model, node count, node ids)

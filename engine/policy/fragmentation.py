@@ -28,8 +28,8 @@ that together make up ``POPULARITY`` (95%) of the pods, re-weighted to sum to on
 ``FragmentationModel.node_fragment`` evaluates that sum for one node. The typical pods are
 grouped by GPU demand and models, and each group keeps its CPU thresholds sorted with the
 cumulative weight, so a node costs one pass over its GPUs per group and a bisection for CPU.
-Results are memoised per node shape (model, free CPU, sorted free GPUs, free memory in GiB
-while some typical pod asks for memory): a cluster has far
+Results are memoised per node shape (model, free CPU, sorted free GPUs, free memory while some
+typical pod asks for memory) and by whether pods are counted: a cluster has far
 fewer shapes than nodes, and a node that changes usually returns to a shape seen before.
 """
 
@@ -44,10 +44,11 @@ from typing import NamedTuple
 MILLI = 1000
 """Milli-GPUs per GPU (the engine's unit; ``state.MILLI``)."""
 
-MEMORY_UNIT = 1 << 30
-"""Bytes per unit of memory that fragmentation counts in (GiB; ``state.MEMORY_UNIT``): a pod's
-request rounds up and a node's free memory down, so a pod counts as fitting only where it does,
-and nodes that differ by a few bytes of free memory share a shape."""
+MEMORY_UNIT = 1 << 20
+"""Bytes per unit of memory that fragmentation counts in (MiB; ``state.MEMORY_UNIT``): a pod's
+request rounds up and a node's free memory down, so a pod counts as fitting only where it does
+(to within a MiB), and nodes that differ by a few bytes of free memory share a shape. (In whole
+GiB, a node with 58.5 GiB free looked to have 47 left after a pod of 10.2 GiB, not 48.)"""
 
 POPULARITY = 0.95
 """Share of the pods that the typical pods must cover (the paper's simulator uses 95%)."""
@@ -80,7 +81,7 @@ class PodDemand(NamedTuple):
     models: frozenset[str] | None = None
     """Accepted GPU models; None accepts any."""
     memory: int = 0
-    """Memory in ``MEMORY_UNIT`` (GiB), rounded up; 0 asks for none (FGD's memory-blind pods)."""
+    """Memory in ``MEMORY_UNIT`` (MiB), rounded up; 0 asks for none (FGD's memory-blind pods)."""
 
     @classmethod
     def of(cls, gpu_milli_total: int, cpu: int, models: frozenset[str] | None = None,
@@ -170,7 +171,7 @@ class _DemandGroup:
         for cpu, memory, w in self.needs:
             if cpu > cpu_free:
                 break
-            if memory <= memory_free:
+            if memory <= memory_free or not memory:
                 weight += w
         return weight
 
@@ -262,9 +263,9 @@ class FragmentationModel:
         ``memory_free`` is in ``MEMORY_UNIT``; None counts the node's memory as unbounded.
 
         With ``count_pods`` a typical pod can use only as many free GPUs as the pods of its
-        kind that the node's free CPU and memory hold would take, not every GPU with room
-        once one of them fits (the paper's measure): 40 cores beside 8 free GPUs hold two pods
-        of 16 cores, so six of the GPUs are fragment for them.
+        kind that fit the node's free CPU and memory would take, not every GPU with room as
+        soon as one of them fits (the paper's measure): 40 cores beside 8 free GPUs hold two
+        pods of 16 cores, so six of the GPUs are fragment for them.
         """
         if not self.counts_memory:
             memory_free = None

@@ -6,14 +6,17 @@ import numpy as np
 import pytest
 
 from usher.engine.policy.fragmentation import (
+    MEMORY_UNIT,
     FragmentationModel,
     PodDemand,
     TypicalPod,
     WorkloadProfile,
     fgd_score,
+    memory_units,
     typical_pods,
 )
 from usher.engine.policy.placement import Placer
+from usher.engine.state import MEMORY_UNIT as state_memory_unit
 from usher.engine.state import ClusterState, Node, PodGroup
 from usher.fgd.cluster import FragmentArrays
 
@@ -44,17 +47,19 @@ def test_fragment_counts_what_typical_pods_cannot_use() -> None:
 
 
 def test_memory_spoken_for_makes_the_free_gpus_fragment() -> None:
-    heavy = PodDemand.of(1000, 4000, memory_bytes=48 << 30)
-    assert heavy.memory == 48
+    gib = 1 << 30
+    heavy = PodDemand.of(1000, 4000, memory_bytes=48 * gib)
+    assert heavy.memory == memory_units(48 * gib) == 48 * gib // MEMORY_UNIT
     model = FragmentationModel([TypicalPod(heavy, 0.5), TypicalPod(HALF_GPU, 0.5)])
     assert model.counts_memory
     # 40 GiB free: the heavy pod cannot use the whole GPU; the share pod, asking for no memory, can
-    assert model.node_fragment("T4", 16000, [1000], memory_free=40) == 500
-    assert model.node_fragment("T4", 16000, [1000], memory_free=48) == 0
+    assert model.node_fragment("T4", 16000, [1000], memory_free=memory_units(40 * gib)) == 500
+    assert model.node_fragment("T4", 16000, [1000], memory_free=memory_units(48 * gib)) == 0
     assert model.node_fragment("T4", 16000, [1000]) == 0  # memory not given: unbounded
-    # placing the share where it leaves 40 GiB strands the GPU for the heavy pod
-    leaves_too_little, _ = model.best_placement("T4", 16000, (1000, 1000), PodDemand.of(400, 2000, memory_bytes=10 << 30), 50)
-    leaves_enough, _ = model.best_placement("T4", 16000, (1000, 1000), PodDemand.of(400, 2000, memory_bytes=10 << 30), 60)
+    # placing a 10 GiB share where it leaves 40 GiB strands the GPU for the heavy pod
+    share = PodDemand.of(400, 2000, memory_bytes=10 * gib)
+    leaves_too_little, _ = model.best_placement("T4", 16000, (1000, 1000), share, memory_units(50 * gib))
+    leaves_enough, _ = model.best_placement("T4", 16000, (1000, 1000), share, memory_units(58 * gib))
     assert leaves_too_little < leaves_enough
 
 
@@ -77,9 +82,19 @@ def test_a_pod_without_gpus_is_scored_by_the_pods_its_cpu_would_have_held() -> N
     assert to_spare == fgd_score(0) > beside_gpus
 
 
-def test_memory_requests_round_up_to_whole_gib() -> None:
-    assert PodDemand.of(1000, 4000, memory_bytes=(48 << 30) + 1).memory == 49
+def test_memory_requests_round_up_to_the_unit_and_the_state_counts_in_the_same_one() -> None:
+    assert PodDemand.of(1000, 4000, memory_bytes=5 * MEMORY_UNIT + 1).memory == 6
     assert PodDemand.of(0, 4000).memory == 0
+    assert state_memory_unit == MEMORY_UNIT  # node shapes and pod demands must agree
+
+
+def test_a_pod_asking_for_no_memory_fits_however_the_memory_is_counted() -> None:
+    model = FragmentationModel([TypicalPod(PodDemand.of(1000, 4000, memory_bytes=MEMORY_UNIT), 0.5),
+                                TypicalPod(PodDemand(4000, 1000, 1), 0.5)])
+    # a unit less than none left (rounding a pod's request up and a node's memory down can do
+    # that): the pod asking for no memory still uses the GPU, whether pods are counted or not
+    assert model.node_fragment("T4", 16000, [1000], memory_free=-1) == 500
+    assert model.node_fragment("T4", 16000, [1000], memory_free=-1, count_pods=True) == 500
 
 
 def test_which_demands_are_typical_is_decided_without_memory() -> None:
