@@ -201,16 +201,16 @@ class FragmentationModel:
         self.groups: list[_DemandGroup] = []
         for (milli, gpus, models), by_need in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
             group = _DemandGroup(milli, gpus, models)
+            group.needs = [(cpu, memory, weight) for (cpu, memory), weight in sorted(by_need.items())]
+            group.asks_memory = any(memory for _, memory, _ in group.needs)
             running = 0.0
-            for (cpu, memory), weight in sorted(by_need.items()):
+            for cpu, _, weight in group.needs:
                 running += weight
                 if group.cpu_thresholds and group.cpu_thresholds[-1] == cpu:
                     group.cumulative[-1] = running
                 else:
                     group.cpu_thresholds.append(cpu)
                     group.cumulative.append(running)
-            group.needs = [(cpu, memory, weight) for (cpu, memory), weight in sorted(by_need.items())]
-            group.asks_memory = any(memory for _, memory in by_need)
             self.groups.append(group)
         #: whether some typical pod asks for memory (else memory never changes a fragment)
         self.counts_memory = any(group.asks_memory for group in self.groups)
@@ -336,38 +336,32 @@ class FragmentationModel:
             need, share = group.gpus, group.gpu_milli
             if need > len(free_desc) or free_desc[need - 1] < share:
                 continue  # fewer than `need` GPUs with `share` free (free_desc is sorted)
+            with_room = need
+            while with_room < len(free_desc) and free_desc[with_room] >= share:
+                with_room += 1
             if count_pods:
-                fragment -= self._usable_by_count(group, cpu_free, free_desc, memory_free)
+                fragment -= self._usable_by_count(group, cpu_free, free_desc[:with_room], memory_free)
                 continue
             weight = group.weight_fitting(cpu_free, memory_free)
             if weight:
-                usable = 0
-                for f in free_desc:
-                    if f < share:
-                        break
-                    usable += f
-                fragment -= weight * usable
+                fragment -= weight * sum(free_desc[:with_room])
         return fragment
 
     @staticmethod
-    def _usable_by_count(group: _DemandGroup, cpu_free: int, free_desc: tuple[int, ...],
+    def _usable_by_count(group: _DemandGroup, cpu_free: int, with_room: tuple[int, ...],
                          memory_free: int | None) -> float:
-        """Weighted free milli-GPUs the group's pods could use, counting how many of each the
-        node's free CPU and memory hold (each takes ``gpus`` GPUs, the roomiest first)."""
-        with_room = 0
-        for f in free_desc:
-            if f < group.gpu_milli:
-                break
-            with_room += 1
+        """Weighted free milli-GPUs the group's pods could use on the GPUs ``with_room`` for
+        them (free amounts, high to low), counting how many of each pod the node's free CPU and
+        memory hold (each takes ``gpus`` GPUs, the roomiest first)."""
         usable = 0.0
         for cpu, memory, weight in group.needs:
             if cpu > cpu_free:
                 break
-            pods = cpu_free // cpu if cpu else with_room
+            pods = cpu_free // cpu if cpu else len(with_room)
             if memory and memory_free is not None:
                 pods = min(pods, memory_free // memory)
             if pods > 0:
-                usable += weight * sum(free_desc[:min(with_room, pods * group.gpus)])
+                usable += weight * sum(with_room[:pods * group.gpus])
         return usable
 
 

@@ -381,10 +381,10 @@ class Placer:
     def _least_fragmenting(self, pod: PodGroup, model: FragmentationModel, among: frozenset[int] | None) -> Node | None:
         """Fragmentation-aware choice: the node whose fragment grows least (FGD's score).
 
-        Nodes are visited one shape at a time (model, free CPU, sorted free GPUs, free memory), since nodes
-        of a shape score alike; the score is memoised per shape and demand. When some pods of
-        the workload accept only some GPU models, a GPU pod that accepts more than one model
-        first avoids the models those pods are expected to need most (``protected_models``)
+        Nodes are visited one shape at a time (model, free CPU, sorted free GPUs, free memory),
+        since nodes of a shape score alike; the score is memoised per shape and demand. When
+        some pods of the workload accept only some GPU models, a GPU pod that accepts more than
+        one model first avoids the models those pods are expected to need most (``protected_models``)
         among scores within ``SCORE_BAND`` of each other. Among equal scores a GPU pod goes to
         the node whose CPU per free GPU it leaves nearest the cluster's (``BALANCE_STEP``), while
         pods of several GPUs are a small part of the typical demand
