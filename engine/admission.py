@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import state as state_module
-from .enums import DecisionKind, EndReason, JobState, PendingReason
+from .enums import DecisionKind, EndReason, JobState, MoveMode, PendingReason
 from .state import Job, PodPlacement, Vec
 
 if TYPE_CHECKING:
@@ -58,9 +58,8 @@ def mark_waiting(job: Job, reason: PendingReason) -> None:
 class Admitter:
     """What the cycle needs from its owner: admitting and stopping jobs (see ``Engine``)."""
 
-    #: whether a stopped job can be bound again at once (a replay can; on a cluster its pods are
-    #: gone and its owner creates new ones later): consolidation moves jobs only where it can
-    moves_at_once: bool = False
+    #: how consolidation may move a running job here (``MoveMode``)
+    moves: MoveMode = MoveMode.NEVER
 
     def admit(self, job: Job, placements: list[PodPlacement], request: Vec, now: float, result: CycleResult) -> None:
         raise NotImplementedError
@@ -73,4 +72,8 @@ class Admitter:
     def bind_pod(
         self, job: Job, placement: PodPlacement, amount: Vec, now: float, completes: bool, result: CycleResult
     ) -> None:
+        raise NotImplementedError
+
+    def withdraw(self, job: Job) -> None:
+        """Take a queued job out of its queue until it is submitted again."""
         raise NotImplementedError

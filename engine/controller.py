@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from .backends.replay import Kind, ReplayBackend
 from .build import build_state, resources_dict
 from .core import CommandError, Engine
-from .enums import Action, JobState
+from .enums import Action, JobState, MoveMode
 from .eta_accuracy import EtaAccuracy
 from .policy.registry import Policy
 from .scenario import EventSpec, Scenario
@@ -111,7 +111,7 @@ class Controller:
     def __init__(self, scenario: Scenario, policy: Policy | str = "usher", until: float | None = None, seed: int = 0) -> None:
         self.scenario = scenario
         self.seed = seed
-        self.engine = Engine(build_state(scenario), policy, moves_at_once=True)  # a replay binds again at once
+        self.engine = Engine(build_state(scenario), policy, moves=MoveMode.AT_ONCE)  # a replay binds again at once
         self.backend = ReplayBackend(scenario, self.engine)
         self.until = until
         self.now = 0.0

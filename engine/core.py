@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from . import fmt
 from .admission import Admitter, CycleResult, Decision
 from .cycle import run_cycle
-from .enums import Action, AuditAction, DecisionKind, EndReason, JobState, PendingReason
+from .enums import Action, AuditAction, DecisionKind, EndReason, JobState, MoveMode, PendingReason
 from .policy import quota
 from .policy.fragmentation import WorkloadProfile
 from .policy.placement import Placer, observe_job
@@ -45,11 +45,11 @@ class CommandError(ValueError):
 
 
 class Engine(Admitter):
-    def __init__(self, state: ClusterState, policy: Policy | str = "usher", moves_at_once: bool = False) -> None:
+    def __init__(self, state: ClusterState, policy: Policy | str = "usher", moves: MoveMode = MoveMode.NEVER) -> None:
         self.state = state
         self.policy = get_policy(policy) if isinstance(policy, str) else policy
         self.cycles = 0
-        self.moves_at_once = moves_at_once
+        self.moves = moves
         if self.policy.fragmentation and state.workload is None:
             state.enable_fragmentation(WorkloadProfile())
             for job in state.jobs:

@@ -52,6 +52,7 @@ from .enums import (
     BorrowWithinCohort,
     EndReason,
     JobState,
+    MoveMode,
     PendingReason,
     ReclaimWithinCohort,
     WithinQueue,
@@ -66,7 +67,7 @@ from .policy.backfill import (
     quick_reject,
     reservation_now,
 )
-from .policy.consolidation import carry_out, consolidation_for
+from .policy.consolidation import carry_out, consolidation_for, return_to_kept_rooms
 from .policy.ordering import AdmissionOrder
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
 from .policy.preemption import HolderLimit, find_victims
@@ -209,7 +210,9 @@ class _GangCycle:
 
     def run(self) -> CycleResult:
         state, now, policy = self.state, self.now, self.policy
-        consolidating = policy.consolidation and self.engine.moves_at_once
+        if state.kept_rooms:
+            return_to_kept_rooms(state, self.engine, now, self.result)
+        consolidating = policy.consolidation and self.engine.moves != MoveMode.NEVER
         tried = most_urgent_blocked(state) if consolidating or policy.backfill == Backfill.EASY else None
         urgent = tried
         if consolidating and tried is not None and self._consolidate(tried):

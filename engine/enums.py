@@ -102,6 +102,19 @@ class AuditAction(StrEnum):
     SHRINK = "shrink"
     MOVE = "move"  # consolidation moved a job to make room for a gang
     MAKE_ROOM = "make-room"  # the gang that consolidation started
+    KEEP_ROOM = "keep-room"  # on a cluster: a moved job came back to the room kept for it, or did not
+
+
+class MoveMode(StrEnum):
+    """How a backend can move a running job (consolidation): whether at all, and how."""
+
+    #: never: consolidation is off
+    NEVER = "never"
+    #: stopped and started again elsewhere at the same moment (a replay)
+    AT_ONCE = "at-once"
+    #: on a cluster: its pods are evicted and its owner creates new ones later; the room found
+    #: for it is kept until they come back and are bound there (``state.KeptRoom``)
+    ON_RETURN = "on-return"
 
 
 class DecisionKind(StrEnum):

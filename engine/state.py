@@ -243,6 +243,9 @@ class Job:
     checkpoint_every: float | None
     min_count: int
     groups: tuple[PodGroup, ...]
+    #: whether the job may be moved (stopped and started again elsewhere) to make room for a
+    #: gang: on a cluster only when something creates its pods again once they are evicted
+    movable: bool = True
     #: the full gang's request and the request of its smallest admissible gang
     request: Vec = ZERO
     state: JobState = JobState.PENDING
@@ -411,6 +414,20 @@ class AuditEntry:
     result: str
 
 
+@dataclass(slots=True)
+class KeptRoom:
+    """Room kept for a job that consolidation moved on a cluster: its pods were evicted, and
+    its owner creates new ones later; until ``until`` (or until they come back and start here),
+    no other job may take these GPUs, CPU and memory, and its queue stays charged ``charged``."""
+
+    job_id: int
+    placements: list[PodPlacement]
+    charged: Vec
+    until: float
+    #: the gang it made room for
+    made_room_for: str
+
+
 class ClusterState:
     """Nodes, jobs, queues and the free-capacity indexes, changed only through its methods."""
 
@@ -486,6 +503,8 @@ class ClusterState:
         self.schedulable_used_milli = 0
         #: the backfill reservation of the last cycle: (job id, planned start)
         self.reservation: tuple[int, float] | None = None
+        #: room kept for jobs moved on a cluster until their pods come back, by job id
+        self.kept_rooms: dict[int, KeptRoom] = {}
         #: the last reservation planned (a ``policy.backfill.Reservation``), reused while valid
         self.last_plan: object | None = None
         #: fragmentation-aware placement (``policy.fragmentation``): the workload learnt from
@@ -724,6 +743,64 @@ class ClusterState:
             node = self.nodes[p.node_id]
             self.release(node, p.gpus, p.share, p.cpu, p.memory)
             node.jobs.discard(job.id)
+
+    def room_for(self, placements: list[PodPlacement]) -> bool:
+        """Whether every placement fits its node as things are (schedulable, its GPUs, CPU and
+        memory free), all of them together."""
+        need: dict[int, tuple[dict[int, int], int, int]] = {}
+        for p in placements:
+            if not 0 <= p.node_id < len(self.nodes):
+                return False
+            gpus, cpu, memory = need.get(p.node_id, ({}, 0, 0))
+            for i in p.gpus:
+                gpus[i] = gpus.get(i, 0) + (p.share or MILLI)
+            need[p.node_id] = (gpus, cpu + p.cpu, memory + p.memory)
+        for node_id, (gpus, cpu, memory) in need.items():
+            node = self.nodes[node_id]
+            if not node.schedulable or node.cpu_free < cpu or node.mem_free < memory:
+                return False
+            if any(i >= len(node.gpu_free) or node.gpu_free[i] < milli for i, milli in gpus.items()):
+                return False
+        return True
+
+    def keep_room(self, room: KeptRoom, now: float) -> None:
+        """Hold ``room`` (``KeptRoom``): its capacity is taken and its queue charged until
+        ``give_back_room``."""
+        self.age_usage(now)
+        for p in room.placements:
+            self.allocate(self.nodes[p.node_id], p.gpus, p.share, p.cpu, p.memory)
+        q = self.queues[self.jobs[room.job_id].queue]
+        for k in range(3):
+            q.usage[k] += room.charged[k]
+        self.kept_rooms[room.job_id] = room
+        self.changed()
+
+    def give_back_room(self, job_id: int, now: float) -> KeptRoom | None:
+        """Release the room kept for ``job_id``, if any, and return it."""
+        room = self.kept_rooms.pop(job_id, None)
+        if room is None:
+            return None
+        self.age_usage(now)
+        for p in room.placements:
+            self.release(self.nodes[p.node_id], p.gpus, p.share, p.cpu, p.memory)
+        q = self.queues[self.jobs[room.job_id].queue]
+        for k in range(3):
+            q.usage[k] -= room.charged[k]
+        self.changed()
+        return room
+
+    def pass_kept_room(self, old_id: int, new_id: int, now: float) -> None:
+        """The job ``old_id`` came back as ``new_id`` (its pods were made anew under other names):
+        the room kept for it is the new job's, if it is in the same queue (else it is given back)."""
+        room = self.kept_rooms.get(old_id)
+        if room is None:
+            return
+        if self.jobs[old_id].queue != self.jobs[new_id].queue:
+            self.give_back_room(old_id, now)
+            return
+        del self.kept_rooms[old_id]
+        room.job_id = new_id
+        self.kept_rooms[new_id] = room
 
     # -- running jobs ---------------------------------------------------------------------
 

@@ -164,6 +164,8 @@ def pod_objects(scenario: Scenario, job: JobSpec, duration: float | None = None,
             annotations[Annotation.CHECKPOINT_EVERY] = seconds(job.checkpoint_every * time_scale)
         if not job.preemptible:
             annotations[Annotation.PREEMPTIBLE] = "false"
+        # the World creates an evicted pod again, as its Job would: usher may move it
+        annotations[Annotation.MOVABLE] = "true"
         labels = {
             Label.QUEUE.value: job.queue,
             JOB_LABEL: job.name,

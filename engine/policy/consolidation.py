@@ -12,9 +12,13 @@ on the state itself and undoes everything; the cycle then stops the movers, star
 restarts each mover on the nodes found for it (``carry_out``). The cycle asks for the most
 urgent job blocked for capacity only (the one backfill reserves for), before its walk.
 
-Moving a job restarts it: a cluster backend must be able to bind it again at once, which a real
-cluster cannot (its pods are deleted and its owner creates new ones later), so only engines that
-re-place at once (the replay) consolidate.
+Moving a job restarts it. A replay starts it again on its new nodes at once
+(``MoveMode.AT_ONCE``). A cluster cannot: the mover's pods are evicted and its owner creates new
+ones later (``MoveMode.ON_RETURN``). There the room found for each mover is kept (``KeptRoom``:
+its GPUs, CPU and memory taken, its queue still charged) until its pods come back, and the first
+cycle that sees them queued starts it there (``return_to_kept_rooms``); a room whose job has not
+come back within ``ROOM_KEPT_FOR`` is given back, and the job then queues as any other. Only jobs
+something creates again are moved there (``Job.movable``: a bare pod evicted is gone for good).
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ from dataclasses import dataclass
 
 from .. import fmt
 from ..admission import Admitter, CycleResult
-from ..enums import AuditAction, EndReason, TopologyMode
-from ..state import AuditEntry, ClusterState, Job, PodPlacement, Vec
+from ..enums import AuditAction, EndReason, JobState, MoveMode, TopologyMode
+from ..state import AuditEntry, ClusterState, Job, KeptRoom, PodPlacement, Vec
 from . import quota
 from .placement import Placer, gang_counts, request_of
 from .preemption import _drop, _lift
@@ -36,6 +40,9 @@ MAX_DOMAINS = 8
 MAX_MOVERS = 16
 #: failed searches remembered at most
 MEMO_LIMIT = 4096
+#: on a cluster, how long (seconds) the room found for a moved job is kept for its pods to come
+#: back: its owner makes new ones once the old are gone (a Job after its back-off, 10 s at first)
+ROOM_KEPT_FOR = 600.0
 
 
 @dataclass(slots=True)
@@ -67,12 +74,14 @@ def required_level(job: Job) -> int | None:
 
 
 def _movable(job: Job, v: Job, now: float) -> bool:
-    """Whether ``v`` may be moved for ``job``: preemptible, of no higher priority, whole, working."""
+    """Whether ``v`` may be moved for ``job``: preemptible, movable, of no higher priority, whole,
+    working."""
     run = v.current_run
     return (
         v.id != job.id
         and run is not None
         and v.preemptible
+        and v.movable
         and v.priority <= job.priority
         and run.start < now  # never a job admitted at this very moment
         and run.work_start is not None
@@ -220,22 +229,80 @@ def _try_domain(
 
 
 def carry_out(found: Consolidation, job: Job, state: ClusterState, engine: Admitter, now: float, result: CycleResult) -> None:
-    """Stop the movers, start ``job`` in the room made for it, start each mover on its new nodes,
-    all at ``now``; say so in the audit trail (the events view)."""
+    """Stop the movers, start ``job`` in the room made for it and start each mover on its new
+    nodes, all at ``now``; on a cluster (``MoveMode.ON_RETURN``) keep each mover's new room for
+    it until its pods come back instead. Say so in the audit trail (the events view)."""
+    on_return = engine.moves == MoveMode.ON_RETURN
     lost = [engine.stop(m.job, now, EndReason.PREEMPTED, job.name, result, note=False) for m in found.moves]
+    if on_return:
+        for move in found.moves:
+            engine.withdraw(move.job)  # it queues again once its owner has created its pods anew
     state.place(job, found.gang)
     engine.admit(job, found.gang, request_of(job, gang_counts(job, False)), now, result)
     where = f"{found.level_name}={found.domain}"
     for move, seconds in zip(found.moves, lost):
-        state.place(move.job, move.after)
-        engine.admit(move.job, move.after, move.charged, now, result)
-        state.audit.append(AuditEntry(
-            now, "scheduler", AuditAction.MOVE, move.job.name,
-            f"moved from {_node_names(state, move.before)} to {_node_names(state, move.after)} so that "
-            f"{job.name} could start in {where}; lost {fmt.duration(seconds)} of work",
-        ))
+        before, after = _node_names(state, move.before), _node_names(state, move.after)
+        if on_return:
+            state.keep_room(KeptRoom(move.job.id, move.after, move.charged, now + ROOM_KEPT_FOR, job.name), now)
+            text = (
+                f"moving from {before} to {after} so that {job.name} could start in {where}; lost "
+                f"{fmt.duration(seconds)} of work; its room on {after} is kept for "
+                f"{fmt.duration(ROOM_KEPT_FOR)} until its pods come back"
+            )
+        else:
+            state.place(move.job, move.after)
+            engine.admit(move.job, move.after, move.charged, now, result)
+            text = f"moved from {before} to {after} so that {job.name} could start in {where}; lost {fmt.duration(seconds)} of work"
+        state.audit.append(AuditEntry(now, "scheduler", AuditAction.MOVE, move.job.name, text))
     moved = ", ".join(m.job.name for m in found.moves)
     state.audit.append(AuditEntry(now, "scheduler", AuditAction.MAKE_ROOM, job.name, f"started in {where} after moving {moved}"))
+
+
+def return_to_kept_rooms(state: ClusterState, engine: Admitter, now: float, result: CycleResult) -> None:
+    """On a cluster: start each moved job whose pods have come back (it is queued again) in the
+    room kept for it; give back the rooms whose time is up, whose job runs again or is gone, or
+    that its job no longer fits (its pods changed). Each outcome is noted in the audit trail."""
+    for job_id, room in list(state.kept_rooms.items()):
+        job = state.jobs[job_id]
+        where = _node_names(state, room.placements)
+        if job.state == JobState.FINISHED or job.current_run is not None:
+            state.give_back_room(job_id, now)
+            continue
+        if not job.submitted or state.waits_on_operator(job):
+            if now >= room.until:
+                state.give_back_room(job_id, now)
+                why = "it is held or awaits approval" if job.submitted else f"its pods did not come back within {fmt.duration(ROOM_KEPT_FOR)}"
+                state.audit.append(AuditEntry(now, "scheduler", AuditAction.KEEP_ROOM, job.name, f"gave back the room kept on {where}: {why}"))
+            continue
+        state.give_back_room(job_id, now)
+        placements = [PodPlacement(p.pod, p.node_id, list(p.gpus), p.share, p.cpu, p.memory) for p in room.placements]
+        if not _same_pods(job, placements) or not state.room_for(placements):
+            why = "its pods ask for other resources now" if not _same_pods(job, placements) else "a node there changed"
+            state.audit.append(AuditEntry(now, "scheduler", AuditAction.KEEP_ROOM, job.name, f"could not start again on {where}: {why}; it waits in its queue"))
+            continue
+        state.place(job, placements)
+        engine.admit(job, placements, room.charged, now, result)
+        state.audit.append(AuditEntry(
+            now, "scheduler", AuditAction.KEEP_ROOM, job.name,
+            f"started again on {where}, in the room kept for it since it was moved for {room.made_room_for}",
+        ))
+
+
+def _same_pods(job: Job, placements: list[PodPlacement]) -> bool:
+    """Whether ``placements`` (pods named ``<group>-<k>``) still fit what ``job``'s groups ask,
+    each pod of its whole gang placed once."""
+    groups = {g.name: g for g in job.groups}
+    seen: set[str] = set()
+    for p in placements:
+        name, _, k = p.pod.rpartition("-")
+        group = groups.get(name)
+        if group is None or not k.isdigit() or int(k) >= group.count or p.pod in seen:
+            return False
+        seen.add(p.pod)
+        share = group.share
+        if (p.share, len(p.gpus), p.cpu, p.memory) != (share, 1 if share else group.whole_gpus, group.cpu, group.memory):
+            return False
+    return len(seen) >= job.min_count
 
 
 def _node_names(state: ClusterState, placements: list[PodPlacement]) -> str:

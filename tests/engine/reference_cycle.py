@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 from usher.engine.admission import Admitter, CycleResult, mark_waiting
 from usher.engine.cycle import CAPACITY_REASONS, _reserve, most_urgent_blocked
-from usher.engine.enums import Approval, EndReason, PendingReason
+from usher.engine.enums import Approval, EndReason, MoveMode, PendingReason
 from usher.engine.policy import quota
 from usher.engine.policy.backfill import Reservation, quick_reject, reservation_now
-from usher.engine.policy.consolidation import carry_out, consolidation_for
+from usher.engine.policy.consolidation import carry_out, consolidation_for, return_to_kept_rooms
 from usher.engine.policy.placement import (
     Guard,
     Placer,
@@ -132,7 +132,9 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
     failed_preempt: set[tuple] = set()
     tried_preempt: set[str] = set()
     reservation: Reservation | None = None
-    consolidating = policy.consolidation and engine.moves_at_once
+    if state.kept_rooms:
+        return_to_kept_rooms(state, engine, now, result)
+    consolidating = policy.consolidation and engine.moves != MoveMode.NEVER
 
     def consolidate(urgent: Job) -> bool:
         found = consolidation_for(state, urgent, now, policy)

@@ -12,7 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from usher.engine.controller import Controller
-from usher.engine.enums import AuditAction
+from usher.engine.enums import AuditAction, MoveMode
+from usher.engine.policy.consolidation import ROOM_KEPT_FOR
 from usher.engine.policy.registry import get_policy
 from usher.engine.report import build_report
 from usher.engine.scenario import parse_scenario
@@ -94,3 +95,88 @@ def test_baselines_never_move_jobs() -> None:
     for policy in ("kueue", "volcano", "slurm"):
         runs = _runs(_replay(SCATTERED, policy))
         assert all(len(runs[f"long-{i}"]) == 1 for i in range(4)), policy
+
+
+# -- on a cluster: the movers' pods are evicted and come back later (MoveMode.ON_RETURN) -----
+
+
+def _moved_on_a_cluster(text: str = SCATTERED) -> Controller:
+    """The scattered replay up to the gang's start at 700 s, with moves made as on a cluster:
+    nothing creates the movers' pods again until a test submits them."""
+    ctrl = Controller(parse_scenario(text, file="scattered.yaml"), "usher", until=700.0)
+    ctrl.engine.moves = MoveMode.ON_RETURN
+    ctrl.run_to_end()
+    return ctrl
+
+
+def _kept(ctrl: Controller) -> dict[str, set[str]]:
+    st = ctrl.state
+    return {st.jobs[i].name: {_rack_of(ctrl, p.node_id) for p in room.placements} for i, room in st.kept_rooms.items()}
+
+
+def test_on_a_cluster_the_gang_starts_and_the_room_found_for_each_mover_is_kept() -> None:
+    ctrl = _moved_on_a_cluster()
+    st = ctrl.state
+    gang = st.jobs[st.job_by_name["gang"]]
+    assert gang.current_run is not None and gang.current_run.start == 700.0
+    gang_racks = {_rack_of(ctrl, p.node_id) for p in gang.current_run.placements}
+    kept = _kept(ctrl)
+    assert len(kept) == 2 and all(racks and not racks & gang_racks for racks in kept.values()), kept
+    for name in kept:
+        job = st.jobs[st.job_by_name[name]]
+        # stopped and out of its queue until its pods come back; its queue is still charged
+        assert job.current_run is None and not job.submitted
+    assert st.queues["research"].usage[0] == 32 * 1000  # the gang, the two long jobs left and the two kept
+    assert st.total_whole_free == 0
+    moves = [e for e in st.audit if e.action == AuditAction.MOVE]
+    assert sorted(e.target for e in moves) == sorted(kept)
+    assert all("moving from" in e.result and "is kept for 10m until its pods come back" in e.result for e in moves), moves
+
+
+def test_a_moved_job_whose_pods_come_back_starts_in_its_kept_room_before_anything_else() -> None:
+    ctrl = _moved_on_a_cluster()
+    st, engine = ctrl.state, ctrl.engine
+    kept = {i: [(p.node_id, tuple(p.gpus)) for p in room.placements] for i, room in st.kept_rooms.items()}
+    # a job arriving meanwhile that would fit only in the kept room waits
+    newcomer = st.jobs[st.job_by_name["short-0"]]
+    newcomer.runs.clear()
+    engine.submit(newcomer, 710.0)
+    engine.cycle(710.0)
+    assert newcomer.current_run is None
+    # the movers' pods come back: each starts where its room was kept
+    for i in kept:
+        engine.submit(st.jobs[i], 730.0)
+    engine.cycle(730.0)
+    for i, where in kept.items():
+        run = st.jobs[i].current_run
+        assert run is not None and run.start == 730.0
+        assert [(p.node_id, tuple(p.gpus)) for p in run.placements] == where
+    assert not st.kept_rooms and newcomer.current_run is None
+    back = [e for e in st.audit if e.action == AuditAction.KEEP_ROOM]
+    assert len(back) == 2 and all(e.result.startswith("started again on ") and "moved for gang" in e.result for e in back), back
+    assert st.queues["research"].usage[0] == 32 * 1000
+
+
+def test_a_kept_room_is_given_back_when_the_pods_do_not_come_back_in_time() -> None:
+    ctrl = _moved_on_a_cluster()
+    st, engine = ctrl.state, ctrl.engine
+    names = set(_kept(ctrl))
+    engine.cycle(700.0 + ROOM_KEPT_FOR - 1)
+    assert set(_kept(ctrl)) == names
+    engine.cycle(700.0 + ROOM_KEPT_FOR)
+    assert not st.kept_rooms
+    assert st.total_whole_free == 8 and st.queues["research"].usage[0] == 24 * 1000
+    given = [e for e in st.audit if e.action == AuditAction.KEEP_ROOM]
+    assert sorted(e.target for e in given) == sorted(names)
+    assert all("did not come back within 10m" in e.result for e in given), given
+
+
+def test_jobs_nothing_would_create_again_are_never_moved_on_a_cluster() -> None:
+    ctrl = Controller(parse_scenario(SCATTERED, file="scattered.yaml"), "usher", until=700.0)
+    ctrl.engine.moves = MoveMode.ON_RETURN
+    for job in ctrl.state.jobs:
+        job.movable = False  # bare pods: an eviction deletes them for good
+    ctrl.run_to_end()
+    gang = ctrl.state.jobs[ctrl.state.job_by_name["gang"]]
+    assert gang.current_run is None and not ctrl.state.kept_rooms
+    assert all(len(ctrl.state.jobs[ctrl.state.job_by_name[f"long-{i}"]].runs) == 1 for i in range(4))

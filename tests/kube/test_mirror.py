@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from usher.engine.backends.kube.mirror import Mirror
-from usher.engine.backends.kube.objects import node_view, pod_view
+from usher.engine.backends.kube.objects import node_view, parse_time, pod_view
 from usher.engine.enums import JobState, PendingReason
 from usher.engine.scenario import parse_queue_config
 
@@ -299,3 +299,61 @@ def test_a_namespace_default_queue_takes_pods_without_a_queue_label():
     assert m.gangs["ml/nolabel"].job.queue == "team-a"
     add(m, pod("labelled", queue="team-b"))  # the label still wins
     assert m.gangs["ml/labelled"].job.queue == "team-b"
+
+
+def test_usher_movable_defaults_to_whether_a_controller_owns_the_pod():
+    owned = pod("w-0")
+    owned["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": True}]
+    assert pod_view(owned).movable
+    assert not pod_view(pod("bare")).movable  # an eviction deletes a bare pod for good
+    assert pod_view(pod("bare", annotations={"usher/movable": "TRUE"})).movable
+    owned["metadata"]["annotations"] = {"usher/movable": "false"}
+    assert not pod_view(owned).movable
+    odd = pod_view(pod("odd", annotations={"usher/movable": "sometimes"}))
+    assert odd.problem is not None and "annotation usher/movable: expected true or false, got 'sometimes'" in odd.problem
+
+
+#: the pods' creation time: an adopted run starts then
+T0 = parse_time("2026-11-21T10:00:00Z")
+MOVES = """
+topology: {levels: [usher/rack, kubernetes.io/hostname]}
+queues: [{name: team-a, quota: {gpu: 64}}]
+"""
+
+
+def test_a_moved_gang_made_anew_under_other_names_starts_in_the_room_kept_for_it():
+    """Consolidation through the mirror: one 4-GPU job per node, a 16-GPU gang that needs a
+    rack. Two movers are evicted; their pods come back under new names (as a Job's do), as a
+    new engine job that inherits the kept room and is bound into it."""
+    m = mirror_with(config=MOVES)
+    for i in range(4):
+        add(m, pod(f"m{i}-a", gpus=4, gang=f"m{i}", size=1, node_name=f"n{i}", phase="Running",
+                   annotations={"usher/gpus": "0,1,2,3", "usher/movable": "true"}))
+    for k in range(2):
+        add(m, pod(f"big-{k}", gang="big", size=2, annotations={"usher/topology-required": "usher/rack"}), now=T0 + 5)
+    result = m.engine.cycle(T0 + 10)
+    evicted = sorted(d.job.name for d in result.decisions if d.kind == "evict")
+    [bind] = [d for d in result.decisions if d.kind == "bind"]
+    assert len(evicted) == 2 and bind.job.name == "ml/big"
+    kept = {m.state.jobs[i].name: [(m.state.nodes[p.node_id].name, tuple(p.gpus)) for p in room.placements] for i, room in m.state.kept_rooms.items()}
+    assert sorted(kept) == evicted
+    # a job arriving meanwhile finds no room: the movers' rooms are kept
+    add(m, _created(pod("late", gpus=4, gang="late", size=1), "10:00:15"), now=T0 + 15)
+    assert m.engine.cycle(T0 + 15).decisions == []
+    # the controller evicts them; the old pods go and their owners create new ones
+    for name in evicted:
+        gang = m.gangs[name]
+        gang.teardown = "moved"
+        old = next(iter(gang.pods))
+        m.pod_changed(None, f"ml/{old}", T0 + 20)
+        add(m, _created(pod(f"{old[:2]}-b", gpus=4, gang=old[:2], size=1, annotations={"usher/movable": "true"}), "10:00:30"), now=T0 + 30)
+        assert m.gangs[name].job.submitted
+    result = m.engine.cycle(T0 + 30)
+    placed = {d.job.name: [(m.state.nodes[p.node_id].name, tuple(p.gpus)) for p in d.placements] for d in result.decisions}
+    assert placed == kept  # and nothing for the job that came meanwhile
+    assert not m.state.kept_rooms
+
+
+def _created(obj: dict[str, Any], at: str) -> dict[str, Any]:
+    obj["metadata"]["creationTimestamp"] = f"2026-11-21T{at}Z"
+    return obj

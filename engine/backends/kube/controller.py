@@ -99,6 +99,9 @@ MESSAGE_REFRESH = 60.0
 EVICTION_WAIT_LOG = 60.0
 #: how long a teardown waits before asking again to evict a pod whose eviction failed
 EVICTION_RETRY = 10.0
+#: how long (seconds) a gang whose eviction was refused (a PodDisruptionBudget) is no victim and
+#: no mover, so that usher does not ask again every tick
+EVICTION_REFUSED_BACKOFF = 60.0
 #: the pods that hold capacity on their node: assigned and not finished (kube-scheduler's view)
 ASSIGNED_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
@@ -479,6 +482,8 @@ class KubeController:
             self._drain()
             await self._load_config()
             now = self.clock()
+            if self.mirror.spared_until is not None and now >= self.mirror.spared_until:
+                self.mirror.dirty = True  # gangs spared after a refused eviction may be victims again
             if self.mirror.dirty:
                 self.mirror.rebuild(now)
             while self.commands is not None and not self.commands.empty():
@@ -660,6 +665,11 @@ class KubeController:
             if not result.decisions:
                 break
             await self._carry_out(result.decisions, now)
+            if self.mirror.dirty:
+                # an eviction was refused: the engine's state takes the victims for stopped, so
+                # nothing more is decided on it (a bind onto their nodes would overcommit them)
+                # until the next tick has derived it again from the cluster
+                return
             if not result.evicted:
                 break
         self._grow(engine.grow(self.clock(), self.mirror.missing_pods))
@@ -711,9 +721,15 @@ class KubeController:
             if d.reason is not None and d.reason != EndReason.FINISHED:
                 self.metrics.job_evicted(d.reason)
             why = f"{d.reason}" + (f" for {d.by}" if d.by else "")
+            room = self.state.kept_rooms.get(d.job.id)
+            if room is not None:  # consolidation: it starts again where room is kept for it
+                why = f"moved to make room for {d.by}: usher binds its pods again on {_nodes_of(self.state, room.placements)} when they come back"
             log.info("evict %s (%s): %s", d.job.name, why, _nodes_of(self.state, d.placements))
-            if await self._evict_gang(self.mirror.gang_of_job.get(d.job.id), why):
+            gang = self.mirror.gang_of_job.get(d.job.id)
+            if await self._evict_gang(gang, why):
                 blocked = True
+                assert gang is not None
+                self.mirror.spare(gang, now + EVICTION_REFUSED_BACKOFF)
         for d in binds:
             self.metrics.job_admitted(d.job.queue)
         if blocked:

@@ -21,17 +21,18 @@ Pods usher does not schedule (DaemonSets, the default scheduler's) hold capacity
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...build import group_request, queue_from_spec
 from ...core import Engine
-from ...enums import EndReason, JobState, PendingReason, TopologyMode
+from ...enums import AuditAction, EndReason, JobState, MoveMode, PendingReason, TopologyMode
 from ...fmt import plural
 from ...policy.placement import pick_shared_gpu, pick_whole_gpus
 from ...policy.registry import Policy
 from ...scenario import Scenario
-from ...state import MILLI, AuditEntry, ClusterState, Job, Node, PodGroup, PodPlacement
+from ...state import MILLI, AuditEntry, ClusterState, Job, KeptRoom, Node, PodGroup, PodPlacement
 from .constraints import group_constraints
 from .objects import Holding, NodeView, Phase, PodView, natural_key
 
@@ -69,6 +70,9 @@ class Gang:
     #: fewer of its pods are on nodes than it needs: being bound (by the leader, seen from a
     #: standby or a console) or left half-bound by a leader that died (the leader tears it down)
     partial: bool = False
+    #: an eviction of its pods was refused (a PodDisruptionBudget): until then it is neither a
+    #: victim nor a mover (``Mirror.spare``)
+    spared_until: float = -math.inf
 
     def live(self) -> list[PodView]:
         return [p for p in self.pods.values() if p.live]
@@ -97,17 +101,26 @@ class Mirror:
         self.pod_gang: dict[str, str] = {}
         self.config: Scenario = Scenario(name=name)
         self.config_error: str | None = None
-        self.engine = Engine(ClusterState(name, [], {}), policy)
+        self.engine = Engine(ClusterState(name, [], {}), policy, moves=MoveMode.ON_RETURN)
         self.gang_of_job: dict[int, Gang] = {}
         #: pods usher does not schedule, by key, and what each takes from the engine's nodes now
         self.holdings: dict[str, Holding] = {}
         self._taken: dict[str, tuple[int, list[int], int, int]] = {}
         self.dirty = True  # the engine must be rebuilt before the next cycle
         self._seq = 0
+        #: when the first gang spared after a refused eviction may be a victim again (``spare``)
+        self.spared_until: float | None = None
 
     @property
     def state(self) -> ClusterState:
         return self.engine.state
+
+    def spare(self, gang: Gang, until: float) -> None:
+        """An eviction of ``gang``'s pods was refused: from the next rebuild until ``until`` its
+        job is neither preempted nor moved (the controller rebuilds when that time comes)."""
+        gang.spared_until = until
+        self.spared_until = until if self.spared_until is None else min(self.spared_until, until)
+        self.dirty = True
 
     # -- deltas ---------------------------------------------------------------------------
 
@@ -219,12 +232,16 @@ class Mirror:
                 engine.withdraw(job)
             return
         if job is None or self._shape_changed(gang, job):
+            old = job
             if job is not None:
                 if job.submitted:
                     engine.withdraw(job)
                 job.state = JobState.FINISHED
                 self.gang_of_job.pop(job.id, None)
             job = self._new_job(gang, gang.unbound())
+            if old is not None:
+                # pods made anew under other names (a Job's): a room kept for the gang is theirs
+                self.state.pass_kept_room(old.id, job.id, now)
         self._refresh_flags(gang, job)
         if not job.submitted:
             engine.submit(job, now)
@@ -363,7 +380,8 @@ class Mirror:
             priority=max(p.priority for p in views),
             duration=None,
             estimate=first.estimate,
-            preemptible=all(p.preemptible for p in views),
+            preemptible=all(p.preemptible for p in views) and gang.spared_until == -math.inf,
+            movable=all(p.movable for p in views),
             checkpoint_every=first.checkpoint_every,
             min_count=min(gang.minimum or gang.required, gang.required, len(views)),
             groups=tuple(pod_groups),
@@ -496,6 +514,11 @@ class Mirror:
             for g in self.gangs.values()
             if g.binding and g.job is not None and g.job.current_run is not None
         }
+        kept = {
+            g.key: (room, [old.nodes[p.node_id].name for p in room.placements])
+            for g in self.gangs.values()
+            if g.job is not None and (room := old.kept_rooms.get(g.job.id)) is not None
+        }
         cfg = self.config
         levels = list(cfg.topology.levels)
         state = ClusterState(self.name, levels, dict(cfg.priority_classes))
@@ -525,7 +548,12 @@ class Mirror:
                 queue.past_gpu, queue.past_at = before.past_gpu, before.past_at  # its recent use survives a rebuild
             if spec.cohort is not None:
                 state.cohorts.setdefault(spec.cohort, []).append(spec.name)
-        self.engine = Engine(state, self.policy)
+        self.engine = Engine(state, self.policy, moves=MoveMode.ON_RETURN)
+        spared = [g for g in self.gangs.values() if g.spared_until != -math.inf]
+        for gang in spared:
+            if gang.spared_until <= now:
+                gang.spared_until = -math.inf
+        self.spared_until = min((g.spared_until for g in spared if g.spared_until > now), default=None)
         self.gang_of_job = {}
         self._taken = {}
         self.dirty = False
@@ -541,6 +569,25 @@ class Mirror:
                 self.sync(gang, now)
         for key, holding in self.holdings.items():
             self._take(key, holding)
+        for key, (room, nodes) in kept.items():
+            self._keep_again(self.gangs[key], room, nodes, now)
+
+    def _keep_again(self, gang: Gang, room: KeptRoom, nodes: list[str], now: float) -> None:
+        """A room kept for a moved gang (``KeptRoom``) survives a rebuild where its nodes do and
+        it is still free; else it is given back, and the gang queues as any other."""
+        state, job = self.state, gang.job
+        placements = [
+            PodPlacement(p.pod, state.node_by_name.get(node, -1), list(p.gpus), p.share, p.cpu, p.memory)
+            for p, node in zip(room.placements, nodes)
+        ]
+        if job is not None and job.current_run is None and job.state != JobState.FINISHED and state.room_for(placements):
+            state.keep_room(KeptRoom(job.id, placements, room.charged, room.until, room.made_room_for), now)
+            return
+        where = ",".join(dict.fromkeys(nodes))
+        state.audit.append(AuditEntry(
+            now, "scheduler", AuditAction.KEEP_ROOM, gang.title or gang.key,
+            f"gave back the room kept on {where}: the cluster changed before the job's pods came back",
+        ))
 
     def _keep_in_flight(self, gang: Gang, placements: list[tuple[PodPlacement, str]], now: float) -> None:
         """A gang whose binds are under way when the engine is rebuilt keeps its placements."""

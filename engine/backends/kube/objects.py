@@ -18,6 +18,9 @@ Conventions (documented for users in the README):
   ``usher/gpu-fraction``; acceptable models: ``usher/gpu-model`` (comma list);
 - topology: ``usher/topology-required`` / ``usher/topology-preferred`` naming a level;
 - backfill: ``usher/estimate`` (a duration); ``usher/checkpoint-every``; ``usher/preemptible``;
+- consolidation: ``usher/movable`` (``true``/``false``): whether usher may evict the job's pods
+  to start it again elsewhere, in room it keeps until they come back; by default only pods a
+  controller owns (something creates them again), never a bare pod;
 - operator state: ``usher/approved``, ``usher/hold``; usher writes ``usher/gpus`` at bind time.
 - node constraints (``constraints``): ``spec.nodeSelector``, required and preferred node affinity
   and ``spec.tolerations``, against nodes' labels and ``spec.taints``, as kube-scheduler reads
@@ -73,6 +76,7 @@ class Annotation(StrEnum):
     ESTIMATE = "usher/estimate"
     CHECKPOINT_EVERY = "usher/checkpoint-every"
     PREEMPTIBLE = "usher/preemptible"
+    MOVABLE = "usher/movable"
     APPROVED = "usher/approved"
     HOLD = "usher/hold"
     NVLINK = "usher/nvlink"
@@ -95,6 +99,17 @@ class Phase(StrEnum):
 
 TERMINAL = (Phase.SUCCEEDED, Phase.FAILED)
 TRUE_WORDS = ("true", "yes", "1")
+FALSE_WORDS = ("false", "no", "0")
+
+
+def _flag(text: str) -> bool:
+    """``true``/``yes``/``1`` or ``false``/``no``/``0`` (any case); anything else is refused."""
+    word = text.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
 
 
 def parse_time(text: str | None) -> float:
@@ -188,6 +203,9 @@ class PodView:
     waiting_for: str | None = None
     #: nodeSelector, node affinity and tolerations (``constraints``); None when it has none
     constraints: NodeConstraints | None = None
+    #: whether consolidation may evict it to start it again elsewhere (``usher/movable``;
+    #: by default when a controller owns it)
+    movable: bool = False
 
     @property
     def live(self) -> bool:
@@ -298,6 +316,10 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
     problems.extend(constraint_problems)
     models = ann.get(Annotation.GPU_MODEL)
     gpus_text = ann.get(Annotation.GPUS)
+    owner = f"{group.kind}/{group.name}" if group.owner is not None else next(
+        (f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or [] if o.get("controller")), None
+    )
+    movable = parse(f"annotation {Annotation.MOVABLE}", ann.get(Annotation.MOVABLE), _flag, owner is not None)
     return PodView(
         key=f"{ns}/{name}",
         namespace=ns,
@@ -332,10 +354,9 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
         },
         problem="; ".join(problems) or None,
         terminating=bool(meta.get("deletionTimestamp")),
-        owner=f"{group.kind}/{group.name}" if group.owner is not None else next(
-            (f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or [] if o.get("controller")), None
-        ),
+        owner=owner,
         constraints=constraints,
+        movable=movable,
     )
 
 
