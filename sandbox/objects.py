@@ -128,6 +128,29 @@ def queue_configmap(scenario: Scenario) -> dict[str, Any]:
     }
 
 
+def priority_class_name(scenario: Scenario, job: JobSpec) -> str | None:
+    """The PriorityClass a job's pods name: its class, ``priority-<n>`` for a bare integer, None
+    for priority 0 (a pod without a class gets 0, as on a cluster with no global default)."""
+    if isinstance(job.priority, str):
+        return job.priority if job.priority in scenario.priority_classes else None
+    return f"priority-{job.priority}" if job.priority else None
+
+
+def priority_class_objects(scenario: Scenario) -> list[dict[str, Any]]:
+    """The PriorityClasses the scenario's pods name (``priority_class_name``), as a cluster admin
+    would create them before the workloads: a pod's priority comes only from its class there."""
+    values = {name: value for name, value in scenario.priority_classes.items()}
+    for job in scenario.jobs:
+        name = priority_class_name(scenario, job)
+        if name is not None:
+            values.setdefault(name, scenario.priority_of(job))
+    return [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value,
+         "preemptionPolicy": "PreemptLowerPriority", "description": f"scenario {scenario.name}: priority {value}"}
+        for name, value in sorted(values.items())
+    ]
+
+
 def pod_objects(scenario: Scenario, job: JobSpec, duration: float | None = None, time_scale: float = 1.0) -> list[dict[str, Any]]:
     """Every pod of a job; ``duration`` overrides the job's (a requeued job's remaining work).
 
@@ -172,6 +195,7 @@ def pod_objects(scenario: Scenario, job: JobSpec, duration: float | None = None,
             Label.GANG.value: job.name,
             Label.GANG_SIZE.value: str(job.min_count or total),
         }
+        priority_class = priority_class_name(scenario, job)
         for k in range(group.count):
             pods.append(
                 {
@@ -185,7 +209,7 @@ def pod_objects(scenario: Scenario, job: JobSpec, duration: float | None = None,
                     },
                     "spec": {
                         "schedulerName": SCHEDULER_NAME,
-                        "priority": scenario.priority_of(job),
+                        **({"priorityClassName": priority_class} if priority_class else {}),
                         "restartPolicy": "Never",
                         "containers": [
                             {

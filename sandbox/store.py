@@ -73,6 +73,11 @@ from .schemas import schema_for
 JsonObject = dict[str, Any]
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+#: the PriorityClasses an API server makes at start: (name, value, description)
+SYSTEM_PRIORITY_CLASSES = (
+    ("system-node-critical", 2000001000, "Used for system critical pods that must not be moved from their current node."),
+    ("system-cluster-critical", 2000000000, "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."),
+)
 
 
 # --------------------------------------------------------------------------- errors
@@ -852,6 +857,10 @@ class Store:
         self._listeners.append(self._on_crd_change)
         for name in namespaces:
             self.create(Resource.NAMESPACES, {"metadata": {"name": name}})
+        for name, value, description in SYSTEM_PRIORITY_CLASSES:
+            self.create(Resource.PRIORITYCLASSES, {
+                "metadata": {"name": name}, "value": value, "preemptionPolicy": "PreemptLowerPriority", "description": description,
+            })
 
     # ------------------------------------------------------------------ custom resources
 
@@ -1069,8 +1078,46 @@ class Store:
         meta.pop("resourceVersion", None)
         if rt.tracks_generation:
             meta["generation"] = 1
+        if rt.resource is Resource.PODS:
+            self._admit_priority(obj)
         _DEFAULTERS.get(rt.key, _no_defaults)(obj, True)
         return self._commit(EventType.ADDED, rt, key, obj, None)
+
+    def _admit_priority(self, pod: JsonObject) -> None:
+        """The Priority admission plugin on a new pod: ``spec.priority`` and
+        ``spec.preemptionPolicy`` come from its ``priorityClassName`` (else the class marked
+        ``globalDefault``, else priority 0). A class that does not exist, or a priority or policy
+        written in the spec that differs from the class's, is refused with 403 Forbidden."""
+        spec = pod.setdefault("spec", {})
+        name = pod["metadata"]["name"]
+        classes = self._tables[RESOURCE_TYPES[Resource.PRIORITYCLASSES].key].objects
+        wanted = spec.get("priorityClassName")
+        chosen: JsonObject | None = None
+        if wanted:
+            stored = classes.get(("", wanted))
+            if stored is None:
+                raise ApiError(403, Reason.FORBIDDEN, f'pods "{name}" is forbidden: no PriorityClass with name {wanted} was found',
+                               {"name": name, "kind": "pods"})
+            chosen = stored.obj
+        else:
+            defaults = [s.obj for s in classes.values() if s.obj.get("globalDefault")]
+            if defaults:
+                chosen = max(defaults, key=lambda c: int(c.get("value", 0)))
+                spec["priorityClassName"] = chosen["metadata"]["name"]
+        value = int(chosen.get("value", 0)) if chosen is not None else 0
+        if spec.get("priority") is not None and spec["priority"] != value:
+            raise ApiError(403, Reason.FORBIDDEN, (
+                f'pods "{name}" is forbidden: the integer value of priority ({spec["priority"]}) must not be provided in '
+                f"pod spec; priority admission controller computed {value} from the given PriorityClass name"
+            ), {"name": name, "kind": "pods"})
+        policy = (chosen or {}).get("preemptionPolicy") or "PreemptLowerPriority"
+        if spec.get("preemptionPolicy") is not None and spec["preemptionPolicy"] != policy:
+            raise ApiError(403, Reason.FORBIDDEN, (
+                f'pods "{name}" is forbidden: the string value of PreemptionPolicy ({spec["preemptionPolicy"]}) must not be '
+                f"provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
+            ), {"name": name, "kind": "pods"})
+        spec["priority"] = value
+        spec["preemptionPolicy"] = policy
 
     def _prepare_identity(self, rt: ResourceType, obj: JsonObject, namespace: str | None) -> JsonObject:
         _check_type(rt, obj)
@@ -1517,8 +1564,6 @@ def _pod_defaults(pod: JsonObject, creating: bool) -> None:
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("terminationGracePeriodSeconds", 30)
-    if "priorityClassName" not in spec:
-        spec.setdefault("priority", 0)
     if creating:
         pod["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
 

@@ -58,6 +58,7 @@ from .objects import (
     JOB_NAMESPACE,
     node_object,
     pod_objects,
+    priority_class_objects,
     queue_configmap,
     seconds,
 )
@@ -189,6 +190,8 @@ class World:
             await self._req("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, ok=(409,))
         for spec in self.scenario.all_nodes():
             await self._req("POST", "/api/v1/nodes", node_object(spec), ok=(409,))
+        for pc in priority_class_objects(self.scenario):
+            await self._req("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", pc, ok=(409,))
         await self._req("POST", f"/api/v1/namespaces/{USHER_NAMESPACE}/configmaps", queue_configmap(self.scenario), ok=(409,))
 
     # -- the timeline ---------------------------------------------------------------------

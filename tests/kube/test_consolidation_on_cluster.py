@@ -207,8 +207,10 @@ async def test_a_preemption_refused_by_a_disruption_budget_binds_nothing_either(
         "spec": {"maxUnavailable": 0, "selector": {"matchExpressions": [{"key": "job-name", "operator": "In", "values": ["low-0", "low-1"]}]}},
     })
     sb.advance(60)
+    await sb.create("/apis/scheduling.k8s.io/v1/priorityclasses", {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent"}, "value": 100})
     urgent = _job("urgent", 1, 8)
-    urgent["spec"]["template"]["spec"]["priority"] = 100
+    urgent["spec"]["template"]["spec"]["priorityClassName"] = "urgent"
     await sb.create("/apis/batch/v1/namespaces/default/jobs", urgent)
 
     async def refused() -> list[dict] | None:

@@ -158,8 +158,10 @@ async def test_a_job_of_higher_priority_takes_an_elastic_gangs_extra_pods_before
                  "pytorchReplicaSpecs": {"Master": {**replica, "replicas": 1}, "Worker": {**replica, "replicas": 2}}},
     })
     first = await running_whole(sb, "training.kubeflow.org/job-name=ft", 3)  # grown to its size
+    await sb.create("/apis/scheduling.k8s.io/v1/priorityclasses", {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent"}, "value": 1000})
     urgent = gpu_template(8, labels={"app": "urgent"})
-    urgent["spec"]["priority"] = 1000
+    urgent["spec"]["priorityClassName"] = "urgent"
     await create_pod(sb, "urgent", urgent)
     # one worker beyond the minimum makes room; the gang runs on with 2 of its 3 pods
     await running_whole(sb, "app=urgent", 1)
