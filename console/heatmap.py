@@ -209,6 +209,9 @@ def _single_node(state, node: Node, hm: HeatmapState, palette, telemetry, now: f
         lines.append(line)
     who = sorted(state.jobs[j].name for j in node.jobs)
     lines.append(Text(f"jobs here: {', '.join(who) if who else 'none'}", Style(dim=True)))
+    kept = sorted(state.jobs[r.job_id].name for r in state.kept_rooms.values() if any(p.node_id == node.id for p in r.placements))
+    if kept:  # allocated above, yet no job of theirs runs here: say whose the GPUs are
+        lines.append(Text(f"room kept for moved jobs (until their pods come back): {', '.join(kept)}", Style(dim=True)))
     return lines
 
 

@@ -24,8 +24,8 @@ controllers (:mod:`.controllers`). The storage semantics are those of
   what a client sees from an API server restarted on a wiped etcd;
 - binding (sets ``spec.nodeName``, copies the Binding's annotations, sets ``PodScheduled``;
   ``409`` when the pod is already bound) and eviction (honours PodDisruptionBudgets: ``429``
-  when an eviction would violate one). PDB status is kept current, as the disruption
-  controller does, whenever pods or budgets change;
+  when an eviction would violate one; ``dryRun=All`` checks without evicting). PDB status is
+  kept current, as the disruption controller does, whenever pods or budgets change;
 - optional bearer-token authentication (``tokens``, changeable at any time);
 - fault injection (:meth:`FakeApiServer.inject`) and a request log (:attr:`FakeApiServer.requests`)
   for tests.
@@ -33,7 +33,7 @@ controllers (:mod:`.controllers`). The storage semantics are those of
 As the real server, DELETE answers with the deleted object for pods and with a ``Success``
 Status for everything else, and binding and eviction answer ``201`` with a ``Success`` Status.
 
-Deliberately left out: server-side apply, dry run, ``deletecollection``, reads at an exact older
+Deliberately left out: server-side apply, dry run (but for evictions), ``deletecollection``, reads at an exact older
 resourceVersion, OpenAPI v2, admission webhooks, the aggregated discovery format (kubectl falls
 back to the legacy one).
 
@@ -649,6 +649,17 @@ def _delete_options(request: Request) -> JsonObject:
     return options
 
 
+def _eviction_dry_run(query: list[str], in_body: list[str]) -> bool:
+    """Whether an eviction is a dry run: ``?dryRun=All`` or ``deleteOptions.dryRun: [All]``
+    (both given must agree; any other value is refused, as kube-apiserver refuses it)."""
+    for values in (query, in_body):
+        if any(v != "All" for v in values):
+            raise ApiError.bad_request(f"Invalid dry run value: {', '.join(values)}; the only supported value is All")
+    if query and in_body and query != in_body:
+        raise ApiError.bad_request("the dryRun of the request and of the Eviction's deleteOptions disagree")
+    return bool(query or in_body)
+
+
 def _body_object(request: Request) -> JsonObject:
     body = _json_body(request)
     if not isinstance(body, dict):
@@ -865,8 +876,8 @@ class FakeApiServer:
                     405, Reason.METHOD_NOT_ALLOWED, "the server does not allow this method on the requested resource"
                 )
             return Response.json(200, discovery)
-        if request.param("dryRun"):
-            raise ApiError.bad_request("dryRun is not supported by the sandbox")
+        if request.param("dryRun") and not (request.method == "POST" and request.path.endswith("/eviction")):
+            raise ApiError.bad_request("dryRun is not supported by the sandbox (except on evictions)")
         if request.path == _ACCESS_REVIEWS or self.auth.endpoint(request.method, request.path):
             return self._access_review(request)
         target = route(request, watch, self.store.catalogue)
@@ -1245,11 +1256,16 @@ class FakeApiServer:
         if meta.get("name") not in (None, target.name):
             raise ApiError.bad_request("name in URL does not match name in Eviction object")
         pod = self.store.get_stored(Resource.PODS, str(target.name), target.namespace)
+        options = eviction.get("deleteOptions") or {}
+        dry_run = _eviction_dry_run(request.query.get("dryRun") or [], options.get("dryRun") or [])
         if pod.obj.get("status", {}).get("phase") == "Running":
             self._check_budgets(pod.obj)
-        options = eviction.get("deleteOptions") or {}
         pods = RESOURCE_TYPES[Resource.PODS]
         preconditions = options.get("preconditions")
+        if dry_run:
+            # checked as for real (budgets, preconditions), nothing changed (kubectl drain --dry-run=server)
+            check_preconditions(pods, pod, preconditions or {})
+            return _success(201)
         if pod.obj.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
             check_preconditions(pods, pod, preconditions or {})
             pod = self._disruption_target(pod)

@@ -210,3 +210,27 @@ def test_the_heatmap_always_fits_its_area_and_shows_every_node_when_it_can() -> 
         if nodes == 1000:
             assert "of 64 nodes" not in text  # not the one-bar-per-group fallback
             assert all(f"n-block{b}" in text for b in range(1, 17))
+
+
+def test_a_node_shows_whose_room_is_kept_on_it_after_a_move_on_a_cluster() -> None:
+    """On a cluster a moved job's new room is held before its pods come back: its node's GPUs
+    show as allocated, and the node's view says for which job, since none runs there yet."""
+    from pathlib import Path
+
+    from usher.console.heatmap import HeatmapState, Scope, render_heatmap
+    from usher.console.themes import DEFAULT_THEME, load_themes
+    from usher.engine.enums import MoveMode
+
+    text = (Path(__file__).resolve().parents[2] / "fixtures" / "examples" / "consolidation.yaml").read_text()
+    ctrl = Controller(parse_scenario(text, file="scattered.yaml"), until=700.0)
+    ctrl.engine.moves = MoveMode.ON_RETURN
+    ctrl.run_to_end()
+    state = ctrl.state
+    [room, _] = state.kept_rooms.values()
+    node = state.nodes[room.placements[0].node_id]
+    rack = state.levels.index("usher/rack")
+    hm = HeatmapState(trail=[Scope(), Scope(rack, node.domains[rack]), Scope(rack + 1, node.domains[rack + 1])])
+    palette = load_themes([])[0][DEFAULT_THEME].heatmap
+    shown = render_heatmap(state, hm, palette, 160, 40).plain
+    assert f"room kept for moved jobs (until their pods come back): {state.jobs[room.job_id].name}" in shown
+    assert "alloc 100%" in shown

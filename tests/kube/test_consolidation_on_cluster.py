@@ -6,7 +6,8 @@ The first test plays ``fixtures/examples/consolidation.yaml`` (four 8-GPU nodes 
 long 4-GPU job left per node, a 16-GPU gang that needs one rack at 700 s); the sandbox's World
 plays each pod's owner: an evicted pod is created again at once, its work cut to its last
 checkpoint. The others run batch Jobs under the sandbox's Job controller, which makes evicted
-pods anew under other names, and PodDisruptionBudgets that refuse the evictions.
+pods anew under other names, and PodDisruptionBudgets that refuse the evictions (usher asks with
+a dry run first, so a move or a preemption a budget forbids evicts nothing).
 """
 
 from __future__ import annotations
@@ -25,8 +26,12 @@ from usher.engine.enums import AuditAction
 SCATTERED = (Path(__file__).resolve().parents[2] / "fixtures" / "examples" / "consolidation.yaml").read_text()
 
 
-def _evictions(c: Cluster) -> Counter:
-    return Counter(r.path.split("/")[-2] for r in c.server.requests if r.path.endswith("/eviction") and r.method == "POST")
+def _evictions(c: Cluster | UsherOnSandbox, dry_run: bool = False) -> Counter:
+    """Pods asked to be evicted (or, with ``dry_run``, only checked), and how many times."""
+    return Counter(
+        r.path.split("/")[-2] for r in c.server.requests
+        if r.path.endswith("/eviction") and r.method == "POST" and ("dryRun" in r.query) == dry_run
+    )
 
 
 async def test_the_gang_starts_at_once_and_the_moved_jobs_start_again_in_the_room_kept_for_them(cluster) -> None:
@@ -153,7 +158,7 @@ async def test_a_move_refused_by_a_disruption_budget_binds_nothing_and_is_not_as
     leave the gang bound onto nodes its would-be movers still hold (the kubelet would reject the
     pods, and the Job would fail), nor be asked again every tick; once the budget is gone and the
     back-off has passed, the move happens."""
-    await _one_long_job_per_node(sb)
+    first = await _one_long_job_per_node(sb)
     await sb.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep-long"},
         "spec": {"maxUnavailable": 0, "selector": {"matchExpressions": [
@@ -166,13 +171,17 @@ async def test_a_move_refused_by_a_disruption_budget_binds_nothing_and_is_not_as
         found = [e for e in items if e["reason"] == "EvictionBlocked"]
         return found if len(found) >= 4 else None
 
-    # one rack's long Jobs are refused, then (spared for a while) the other rack's
+    # one rack's long Jobs are refused, then (spared for a while) the other rack's: asked
+    # without evicting (a dry run), so nothing is evicted for a move that cannot be made
     blocked = await sb.until(refused, "the moves are refused")
     assert all("moved to make room for Job default/big" in e["message"] and "disruption budget" in e["message"] for e in blocked)
-    asked = sb.server.count("POST", "*/eviction")
     await asyncio.sleep(3.0)  # three ticks or more of the controller's loop (it ticks every second at least)
-    assert sb.server.count("POST", "*/eviction") == asked == 4
+    assert not _evictions(sb)
+    assert sorted(_evictions(sb, dry_run=True)) == sorted(first.values()) and set(_evictions(sb, dry_run=True).values()) == {1}
     assert sorted(e["involvedObject"]["name"].rsplit("-", 1)[0] for e in blocked) == [f"long-{i}" for i in range(4)]
+    called_off = [e for e in sb.usher.state.audit if e.action == AuditAction.KEEP_ROOM]
+    assert len(called_off) == 4 and all("the move was called off" in e.result for e in called_off), called_off
+    assert not sb.usher.state.kept_rooms
     big = await sb.pods("job-name=big")
     assert len(big) == 2 and not any(p["spec"].get("nodeName") for p in big), [p["spec"].get("nodeName") for p in big]
     job = await sb.get("/apis/batch/v1/namespaces/default/jobs/big")
@@ -220,9 +229,27 @@ async def test_a_preemption_refused_by_a_disruption_budget_binds_nothing_either(
 
     await sb.until(refused, "both preemptions are refused")
     await asyncio.sleep(3.0)
-    assert sb.server.count("POST", "*/eviction") == 2
+    assert not _evictions(sb) and sum(_evictions(sb, dry_run=True).values()) == 2
     [pod] = await sb.pods("job-name=urgent")
     assert not pod["spec"].get("nodeName") and pod["status"]["phase"] == "Pending"
     await sb.req("DELETE", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/keep-low")
     sb.advance(EVICTION_REFUSED_BACKOFF + 1)
     await sb.until(lambda: _running(sb, "job-name=urgent", 1), "urgent runs", deadline=30.0)
+
+
+async def test_a_move_half_forbidden_evicts_nothing_in_that_rack_and_is_made_in_the_other(sb: UsherOnSandbox) -> None:
+    """A budget protects one long Job only. Moving the two of rack a would be stopped halfway
+    (one evicted for nothing): the dry run sees it first, so usher evicts nobody there and moves
+    the two of rack b instead."""
+    first = await _one_long_job_per_node(sb)
+    await sb.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep-long-1"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"job-name": "long-1"}}},
+    })
+    await sb.create("/apis/batch/v1/namespaces/default/jobs", BIG)
+    big = await sb.until(lambda: _running(sb, "job-name=big", 2), "big runs", deadline=30.0)
+    assert {p["spec"]["nodeName"] for p in big} == {"gpu-2", "gpu-3"}
+    assert sorted(_evictions(sb)) == [first["long-2"], first["long-3"]]
+    for i in range(4):
+        [p] = await sb.until(lambda i=i: _running(sb, f"job-name=long-{i}", 1), f"long-{i} runs")
+        assert (p["metadata"]["name"] == first[f"long-{i}"]) == (i < 2)  # rack a's never evicted

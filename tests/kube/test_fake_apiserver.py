@@ -615,6 +615,27 @@ async def test_eviction_that_would_violate_a_budget_is_429(client: httpx.AsyncCl
     }
 
 
+async def test_an_eviction_dry_run_checks_the_budget_and_changes_nothing(client: httpx.AsyncClient, server: FakeApiServer) -> None:
+    for name in ("w1", "w2"):
+        await client.post(PODS, json=pod(name, {"app": "web"}))
+        running(server.store, name)
+    await client.post("/apis/policy/v1/namespaces/default/poddisruptionbudgets", json=pdb("web", {"app": "web"}, minAvailable=1))
+    before = (await client.get(f"{PODS}/w1")).json()["metadata"]["resourceVersion"]
+    for _ in range(2):  # a dry run takes nothing from the budget: asking twice gives the same answer
+        assert (await client.post(f"{PODS}/w1/eviction", params={"dryRun": "All"}, json=eviction("w1"))).status_code == 201
+    in_body = eviction("w2") | {"deleteOptions": {"dryRun": ["All"]}}
+    assert (await client.post(f"{PODS}/w2/eviction", json=in_body)).status_code == 201
+    assert await names(client) == ["w1", "w2"]
+    assert (await client.get(f"{PODS}/w1")).json()["metadata"]["resourceVersion"] == before  # no DisruptionTarget either
+    assert (await client.post(f"{PODS}/w1/eviction", json=eviction("w1"))).status_code == 201
+    refused = await client.post(f"{PODS}/w2/eviction", params={"dryRun": "All"}, json=eviction("w2"))
+    assert refused.status_code == 429 and await names(client) == ["w2"]
+    odd = await client.post(f"{PODS}/w2/eviction", params={"dryRun": "Some"}, json=eviction("w2"))
+    assert odd.status_code == 400 and "Invalid dry run value" in odd.json()["message"]
+    elsewhere = await client.post(PODS, params={"dryRun": "All"}, json=pod("w3"))
+    assert elsewhere.status_code == 400  # dry run is for evictions only here
+
+
 async def test_budget_status_follows_pods_and_percentages(client: httpx.AsyncClient, server: FakeApiServer) -> None:
     path = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
     await client.post(path, json=pdb("web", {"app": "web"}, maxUnavailable="25%"))

@@ -793,12 +793,13 @@ class KubeClient:
             if current.get("spec", {}).get("nodeName") != node or not same:
                 raise
 
-    async def evict(self, namespace: str, pod: str, uid: str | None = None) -> bool:
+    async def evict(self, namespace: str, pod: str, uid: str | None = None, dry_run: bool = False) -> bool:
         """Evict a pod through the Eviction API: True if accepted, False if the pod is gone.
 
         With ``uid``, only that incarnation of the pod is evicted (a precondition): a pod created
         again under the same name is left alone, and counts as gone. A PodDisruptionBudget that
-        forbids it raises :class:`DisruptionBudgetBlocked` at once.
+        forbids it raises :class:`DisruptionBudgetBlocked` at once. With ``dry_run`` the server
+        only checks (``dryRun=All``): the pod stays.
         """
         eviction: Obj = {
             "apiVersion": "policy/v1",
@@ -808,7 +809,8 @@ class KubeClient:
         if uid:
             eviction["deleteOptions"] = {"preconditions": {"uid": uid}}
         try:
-            await self._call("POST", PODS.path(namespace, pod, "eviction"), body=eviction, retry_ambiguous=True)
+            params = {"dryRun": "All"} if dry_run else None
+            await self._call("POST", PODS.path(namespace, pod, "eviction"), params=params, body=eviction, retry_ambiguous=True)
         except NotFound:
             return False
         except Conflict:

@@ -44,7 +44,7 @@ from typing import Any
 from ...controller import Command, Snapshot, settle_reply, snapshot_of
 from ...core import CommandError
 from ...admission import CycleResult, Decision
-from ...enums import Action, DecisionKind, EndReason, PendingReason
+from ...enums import Action, AuditAction, DecisionKind, EndReason, PendingReason
 from ...explain import explain_all
 from ...fmt import plural
 from ...policy.registry import Policy
@@ -714,16 +714,26 @@ class KubeController:
     async def _carry_out(self, decisions: list[Decision], now: float) -> None:
         evictions = [d for d in decisions if d.kind == DecisionKind.EVICT]
         binds = [d for d in decisions if d.kind == DecisionKind.BIND]
+        if evictions and binds and not await self._evictions_allowed(evictions, now):
+            why = "an eviction it needed is forbidden by a PodDisruptionBudget"
+            for d in binds:
+                self.mirror.engine.unbind(d.job, now, why)
+            for d in evictions:  # a move called off: its mover runs on where it is
+                room = self.state.give_back_room(d.job.id, now)
+                if room is not None:
+                    self.state.audit.append(AuditEntry(
+                        now, "scheduler", AuditAction.KEEP_ROOM, d.job.name,
+                        f"gave back the room kept on {_nodes_of(self.state, room.placements)}: the move was called off ({why})",
+                    ))
+            self.mirror.dirty = True  # the victims run on: the next tick takes them in again
+            return
         blocked = False
         for d in evictions:
             if d.reason == EndReason.PREEMPTED:
                 self.metrics.job_preempted(d.job.queue)
             if d.reason is not None and d.reason != EndReason.FINISHED:
                 self.metrics.job_evicted(d.reason)
-            why = f"{d.reason}" + (f" for {d.by}" if d.by else "")
-            room = self.state.kept_rooms.get(d.job.id)
-            if room is not None:  # consolidation: it starts again where room is kept for it
-                why = f"moved to make room for {d.by}: usher binds its pods again on {_nodes_of(self.state, room.placements)} when they come back"
+            why = self._why(d)
             log.info("evict %s (%s): %s", d.job.name, why, _nodes_of(self.state, d.placements))
             gang = self.mirror.gang_of_job.get(d.job.id)
             if await self._evict_gang(gang, why):
@@ -742,6 +752,50 @@ class KubeController:
             gang = self.mirror.gang_of_job.get(d.job.id)
             if gang is not None:
                 self._spawn(self._bind_gang(gang, d))
+
+    def _why(self, d: Decision) -> str:
+        """Why a job's pods are evicted, as their Events say it."""
+        room = self.state.kept_rooms.get(d.job.id)
+        if room is not None:  # consolidation: it starts again where room is kept for it
+            return f"moved to make room for {d.by}: usher binds its pods again on {_nodes_of(self.state, room.placements)} when they come back"
+        return f"{d.reason}" + (f" for {d.by}" if d.by else "")
+
+    async def _evictions_allowed(self, evictions: list[Decision], now: float) -> bool:
+        """Ask the API server, without evicting anything (``dryRun=All``), whether every pod the
+        decisions evict may go now, so that a preemption or a move that a PodDisruptionBudget
+        would stop halfway stops before it starts. A gang with a pod that may not go is spared
+        for a while (``Mirror.spare``) and that pod gets an EvictionBlocked Event. True when all
+        may go (a check that fails otherwise is left to the eviction itself)."""
+        checks = [
+            (gang, view, d)
+            for d in evictions
+            if (gang := self.mirror.gang_of_job.get(d.job.id)) is not None
+            for view in gang.bound()
+            if not view.terminating
+        ]
+
+        async def refusal(view: PodView) -> str | None:
+            if not self.may_write():
+                return None
+            try:
+                await self.client.evict(view.namespace, view.name, view.uid, dry_run=True)
+            except DisruptionBudgetBlocked as exc:
+                return str(exc)
+            except Exception:  # noqa: BLE001 - the eviction itself reports it
+                return None
+            return None
+
+        refused = False
+        for (gang, view, d), why in zip(checks, await asyncio.gather(*(refusal(v) for _, v, _ in checks))):
+            if why is None:
+                continue
+            refused = True
+            self.stats.evictions_blocked += 1
+            self.mirror.spare(gang, now + EVICTION_REFUSED_BACKOFF)
+            log.warning("eviction of %s would be refused: %s", view.key, why)
+            await self._event(_pod_ref(view), EventReason.EVICTION_BLOCKED,
+                              f"usher did not evict this pod ({self._why(d)}): {why}", warning=True)
+        return not refused
 
     def may_write(self) -> bool:
         """Whether this replica may change the cluster now: it schedules and, where replicas
