@@ -23,6 +23,7 @@ something creates again are moved there (``Job.movable``: a bare pod evicted is 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import fmt
@@ -121,8 +122,8 @@ def find_consolidation(
     if placer is not None:
         placer.undo(job)
         return None  # it fits as things are: no need to move anything
-    for _, movers in candidates:
-        found = _try_domain(state, job, counts, movers, now, scoring)
+    for index, movers in candidates:
+        found = _try_domain(state, job, counts, movers, now, scoring, _fit_test(state, job, counts, level, index, movers, scoring))
         if found is not None:
             gang, moves = found
             bound = {f"{g.name}-" for g in job.groups if g.topology_level == level}  # pods are named group-k
@@ -181,20 +182,55 @@ def _gang_fits(state: ClusterState, job: Job, counts: list[int], scoring: Scorin
     return placer if placer.place_gang(job, counts) else None
 
 
+def _fit_test(
+    state: ClusterState, job: Job, counts: list[int], level: int, domain: int, movers: list[Job], scoring: Scoring
+) -> Callable[[], bool]:
+    """How ``_try_domain`` asks whether the gang fits as the state is now, while it lifts movers
+    and puts them back.
+
+    The gang fitted nowhere before any mover was lifted, and lifting changes only the domains
+    (at ``level``) that the movers ran in. A gang of one group of whole-GPU pods that requires a
+    domain at ``level`` is placed by ``Placer`` in a domain only if that domain can hold all its
+    pods, pod by pod on nodes with room, each pod taking exactly one pod's room: so it fits
+    exactly when one of those domains has room for all of them. That count is what this asks,
+    instead of placing the gang and undoing it. Any other gang gets the trial placement."""
+    groups = [(g, n) for g, n in zip(job.groups, counts) if n]
+    if len(groups) == 1:
+        pod, n = groups[0]
+        if pod.whole_gpus and pod.topology_mode == TopologyMode.REQUIRED and pod.topology_level == level:
+            nodes, domains = state.nodes, state.domains[level]
+            touched = sorted({domain} | {
+                nodes[p.node_id].domains[level] for v in movers for p in v.current_run.placements  # type: ignore[union-attr]
+            })
+            need = pod.whole_gpus * n
+            counter = Placer(state)
+            return lambda: any(
+                domains[d].whole_free >= need and counter._domain_capacity(pod, domains[d].node_ids, n) >= n for d in touched
+            )
+
+    def trial() -> bool:
+        placer = _gang_fits(state, job, counts, scoring)
+        if placer is None:
+            return False
+        placer.undo(job)
+        return True
+
+    return trial
+
+
 def _try_domain(
-    state: ClusterState, job: Job, counts: list[int], movers: list[Job], now: float, scoring: Scoring
+    state: ClusterState, job: Job, counts: list[int], movers: list[Job], now: float, scoring: Scoring, fits: Callable[[], bool]
 ) -> tuple[list[PodPlacement], list[Move]] | None:
     charged = {v.id: v.charged for v in movers}
     lifted: list[Job] = []
-    placer: Placer | None = None
+    fitted = False
     for v in movers:
         _lift(state, v)
         lifted.append(v)
-        placer = _gang_fits(state, job, counts, scoring)
-        if placer is not None:
-            placer.undo(job)
+        if fits():
+            fitted = True
             break
-    if placer is None:
+    if not fitted:
         for v in reversed(lifted):
             _drop(state, v, charged[v.id])
         return None
@@ -202,12 +238,9 @@ def _try_domain(
     needed: list[Job] = [lifted[-1]]
     for v in reversed(lifted[:-1]):
         _drop(state, v, charged[v.id])
-        again = _gang_fits(state, job, counts, scoring)
-        if again is None:
+        if not fits():
             _lift(state, v)
             needed.append(v)
-        else:
-            again.undo(job)
     placer = _gang_fits(state, job, counts, scoring)
     assert placer is not None  # the state is the one that fitted last
     # Every mover must fit elsewhere now, the biggest first.
