@@ -84,10 +84,10 @@ queues:
 """
 
 
-def _job(name: str, parallelism: int, gpus: int, annotations: dict[str, str] | None = None) -> dict:
+def _job(name: str, parallelism: int, gpus: int, annotations: dict[str, str] | None = None, backoff_limit: int = 6) -> dict:
     return {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-        "spec": {"parallelism": parallelism, "completions": parallelism, "backoffLimit": 6, "template": {
+        "spec": {"parallelism": parallelism, "completions": parallelism, "backoffLimit": backoff_limit, "template": {
             "metadata": {"annotations": annotations or {}},
             "spec": {
                 "schedulerName": "usher", "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
@@ -98,7 +98,7 @@ def _job(name: str, parallelism: int, gpus: int, annotations: dict[str, str] | N
     }
 
 
-async def _one_long_job_per_node(sb: UsherOnSandbox) -> dict[str, str]:
+async def _one_long_job_per_node(sb: UsherOnSandbox, backoff_limits: tuple[int, ...] = (6, 6, 6, 6)) -> dict[str, str]:
     """Four 1-pod batch Jobs of 4 GPUs, one per 8-GPU node (placed one node at a time, the others
     cordoned), running a minute by the time this returns; their first pods' names by Job."""
     for i in range(4):
@@ -107,7 +107,7 @@ async def _one_long_job_per_node(sb: UsherOnSandbox) -> dict[str, str]:
     first: dict[str, str] = {}
     for i in range(4):
         await sb.req("PATCH", f"/api/v1/nodes/gpu-{i}", {"spec": {"unschedulable": False}})
-        await sb.create("/apis/batch/v1/namespaces/default/jobs", _job(f"long-{i}", 1, 4))
+        await sb.create("/apis/batch/v1/namespaces/default/jobs", _job(f"long-{i}", 1, 4, backoff_limit=backoff_limits[i]))
         [p] = await sb.until(lambda i=i: _running(sb, f"job-name=long-{i}", 1), f"long-{i} runs")
         assert p["spec"]["nodeName"] == f"gpu-{i}"
         first[f"long-{i}"] = p["metadata"]["name"]
@@ -253,3 +253,17 @@ async def test_a_move_half_forbidden_evicts_nothing_in_that_rack_and_is_made_in_
     for i in range(4):
         [p] = await sb.until(lambda i=i: _running(sb, f"job-name=long-{i}", 1), f"long-{i} runs")
         assert (p["metadata"]["name"] == first[f"long-{i}"]) == (i < 2)  # rack a's never evicted
+
+
+async def test_a_job_an_eviction_would_fail_is_never_moved(sb: UsherOnSandbox) -> None:
+    """Rack a's long Jobs have backoffLimit 0: an evicted pod counts as a failure, so moving one
+    would end it for good. usher leaves them alone and moves rack b's instead."""
+    first = await _one_long_job_per_node(sb, backoff_limits=(0, 0, 6, 6))
+    await sb.create("/apis/batch/v1/namespaces/default/jobs", BIG)
+    big = await sb.until(lambda: _running(sb, "job-name=big", 2), "big runs", deadline=30.0)
+    assert {p["spec"]["nodeName"] for p in big} == {"gpu-2", "gpu-3"}  # the rack whose Jobs could move
+    assert sorted(_evictions(sb)) == [first["long-2"], first["long-3"]] and not _evictions(sb, dry_run=True) - _evictions(sb)
+    for i in range(4):
+        job = await sb.get(f"/apis/batch/v1/namespaces/default/jobs/long-{i}")
+        assert not any(c["type"] == "Failed" for c in job["status"].get("conditions") or []), job["status"]
+        await sb.until(lambda i=i: _running(sb, f"job-name=long-{i}", 1), f"long-{i} runs")

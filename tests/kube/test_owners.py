@@ -175,7 +175,43 @@ def test_a_job_with_parallelism_4_and_completions_2_is_a_gang_of_2():
         size=2,
         owner=spec_of(JOB, "sweep"),
         depends=(spec_of(JOB, "sweep"),),
+        survives_eviction=True,  # 2 failures are within the default backoffLimit of 6
     )
+
+
+DISRUPTION = {"type": "DisruptionTarget"}
+
+
+@pytest.mark.parametrize(
+    ("job_spec", "status", "survives"),
+    [
+        ({"parallelism": 2}, None, True),
+        ({"parallelism": 2, "backoffLimit": 0}, None, False),  # the eviction's failures fail it
+        ({"parallelism": 2, "backoffLimit": 2}, None, True),
+        ({"parallelism": 2, "backoffLimit": 2}, {"failed": 1}, False),  # 3 failures > 2
+        # Kubernetes docs' podFailurePolicy example: disruptions are not counted
+        ({"parallelism": 2, "backoffLimit": 0, "podFailurePolicy": {"rules": [
+            {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": [42]}},
+            {"action": "Ignore", "onPodConditions": [DISRUPTION]}]}}, None, True),
+        ({"parallelism": 2, "podFailurePolicy": {"rules": [{"action": "FailJob", "onPodConditions": [DISRUPTION]}]}}, None, False),
+        # an exit-code rule that may match SIGTERM's 143 and fails the Job, before the Ignore
+        ({"parallelism": 2, "backoffLimit": 0, "podFailurePolicy": {"rules": [
+            {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [0]}},
+            {"action": "Ignore", "onPodConditions": [DISRUPTION]}]}}, None, False),
+        # one that counts it first: the Ignore after it never applies
+        ({"parallelism": 2, "backoffLimit": 0, "podFailurePolicy": {"rules": [
+            {"action": "Count", "onExitCodes": {"operator": "In", "values": [143]}},
+            {"action": "Ignore", "onPodConditions": [DISRUPTION]}]}}, None, False),
+    ],
+)
+def test_whether_a_batch_job_makes_its_evicted_pods_anew_or_fails(job_spec, status, survives):
+    """usher moves a Job's pods only when the Job would make them anew (consolidation), not when
+    the eviction's failures would end it by its podFailurePolicy or backoffLimit."""
+    job = obj("batch/v1", "Job", "train", {**job_spec, "template": {}}, status=status)
+    spec = infer_group(job_pod(job), Cache((JOB, job)))
+    assert spec.survives_eviction is survives
+    assert pod_view(job_pod(job), spec).movable is survives
+    assert pod_view(job_pod(job) | {"metadata": job_pod(job)["metadata"] | {"annotations": {"usher/movable": "true"}}}, spec).movable
 
 
 @pytest.mark.parametrize(

@@ -195,6 +195,9 @@ class Mirror:
         engine = self.engine
         job = gang.job
         bound = gang.bound()
+        if job is not None:
+            # follows its pods and owner: a Job whose failures used up its backoffLimit is not moved
+            job.movable = all(p.movable for p in gang.live())
         if job is not None and job.current_run is not None:
             if gang.binding:
                 return

@@ -20,7 +20,8 @@ Conventions (documented for users in the README):
 - backfill: ``usher/estimate`` (a duration); ``usher/checkpoint-every``; ``usher/preemptible``;
 - consolidation: ``usher/movable`` (``true``/``false``): whether usher may evict the job's pods
   to start it again elsewhere, in room it keeps until they come back; by default only pods a
-  controller owns (something creates them again), never a bare pod;
+  controller owns that it would create again (never a bare pod, nor a batch Job whose
+  ``podFailurePolicy`` or ``backoffLimit`` would fail it: ``owners.job_survives_eviction``);
 - operator state: ``usher/approved``, ``usher/hold``; usher writes ``usher/gpus`` at bind time.
 - node constraints (``constraints``): ``spec.nodeSelector``, required and preferred node affinity
   and ``spec.tolerations``, against nodes' labels and ``spec.taints``, as kube-scheduler reads
@@ -319,7 +320,10 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
     owner = f"{group.kind}/{group.name}" if group.owner is not None else next(
         (f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or [] if o.get("controller")), None
     )
-    movable = parse(f"annotation {Annotation.MOVABLE}", ann.get(Annotation.MOVABLE), _flag, owner is not None)
+    # by default: when a controller owns it and would make it anew (a batch Job that an eviction
+    # would fail, by its podFailurePolicy or backoffLimit, would not)
+    default_movable = owner is not None and group.survives_eviction is not False
+    movable = parse(f"annotation {Annotation.MOVABLE}", ann.get(Annotation.MOVABLE), _flag, default_movable)
     return PodView(
         key=f"{ns}/{name}",
         namespace=ns,

@@ -241,6 +241,9 @@ class GroupSpec:
     waiting: bool = False
     #: every object read (or looked for) to decide: re-run ``infer_group`` when one changes
     depends: tuple[OwnerKey, ...] = ()
+    #: whether the owner makes the gang's pods anew once they are evicted (a batch Job: by its
+    #: podFailurePolicy and backoffLimit, ``job_survives_eviction``); None: not known here
+    survives_eviction: bool | None = None
 
 
 class _Invalid(Exception):
@@ -471,7 +474,8 @@ def _job_family(pod: dict[str, Any], job: dict[str, Any], walk: _Walk) -> GroupS
     """A Job's pods: the Job's gang, or its JobSet's, or the TrainJob's above that."""
     parent = walk.parent(job, JOB_SET)
     if parent is None:
-        return _sized(_Gang(JOB, job), walk, lambda what: (_job_pods(job, what, remaining=True), None))
+        spec = _sized(_Gang(JOB, job), walk, lambda what: (_job_pods(job, what, remaining=True), None))
+        return replace(spec, survives_eviction=job_survives_eviction(job, spec.size or 1))
     _, jobset = parent
     top = walk.parent(jobset, TRAIN_JOB)
     gang = _Gang(*top) if top else _Gang(JOB_SET, jobset)
@@ -563,6 +567,57 @@ def _sized(
 
 
 # -- sizes ----------------------------------------------------------------------------------
+
+
+#: what the containers of an evicted pod exit with: SIGTERM, or SIGKILL after the grace period
+EVICTED_EXIT_CODES = (143, 137)
+
+
+def job_survives_eviction(job: dict[str, Any], pods: int) -> bool:
+    """Whether a batch Job makes its pods anew after ``pods`` of them are evicted, or fails.
+
+    An evicted pod has the condition ``DisruptionTarget`` and exits 143 (or 137). The Job's
+    ``podFailurePolicy`` rules are read in order, as the Job controller does, the first match
+    deciding (``Ignore``: not a failure; ``FailJob``/``FailIndex``: the Job fails; ``Count``: a
+    failure). A rule on exit codes that may match one of those codes is taken as matching when
+    that is worse for the Job, and as not matching when it would ignore the pod. A failure counts
+    against ``backoffLimit`` (default 6): the Job fails once more pods have failed than that."""
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    counted = True
+    for rule in ((spec.get("podFailurePolicy") or {}).get("rules") or []):
+        if not isinstance(rule, dict):
+            continue
+        action = rule.get("action")
+        disruption = any(
+            isinstance(c, dict) and c.get("type") == "DisruptionTarget" and c.get("status", "True") == "True"
+            for c in rule.get("onPodConditions") or []
+        )
+        codes = rule.get("onExitCodes")
+        may_match = isinstance(codes, dict) and _exit_codes_may_match(codes, EVICTED_EXIT_CODES)
+        if not (disruption or may_match):
+            continue
+        if action in ("FailJob", "FailIndex"):
+            return False
+        if action != "Ignore":
+            break  # Count: a failure
+        if disruption:
+            counted = False
+            break
+        # Ignore on exit codes the pod may not exit with: read on, as if it did not match
+    if not counted:
+        return True
+    try:
+        failed, limit = int(status.get("failed") or 0), int(spec.get("backoffLimit", 6))
+    except (TypeError, ValueError):
+        return False
+    return failed + pods <= limit
+
+
+def _exit_codes_may_match(codes: dict[str, Any], exits: Sequence[int]) -> bool:
+    values = {v for v in codes.get("values") or [] if isinstance(v, int)}
+    if codes.get("operator") == "NotIn":
+        return any(code not in values for code in exits)
+    return any(code in values for code in exits)
 
 
 def _job_pods(job: dict[str, Any], what: str, remaining: bool = False, path: Sequence[str | int] = ("spec",)) -> int:
