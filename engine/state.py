@@ -246,6 +246,9 @@ class Job:
     #: whether the job may be moved (stopped and started again elsewhere) to make room for a
     #: gang: on a cluster only when something creates its pods again once they are evicted
     movable: bool = True
+    #: whether its pods are made anew after an eviction (on a cluster: a controller that would
+    #: do so owns them); preemption takes the jobs that come back first, least harm first
+    comes_back: bool = True
     #: the full gang's request and the request of its smallest admissible gang
     request: Vec = ZERO
     state: JobState = JobState.PENDING

@@ -10,9 +10,11 @@ Candidates come only from where the preemptor's queue policy allows (Kueue's thr
 
 Jobs marked ``preemptible: false`` are never victims, nor is a job admitted at this same moment;
 a victim gang is always evicted whole.
-Candidates are ordered as Kueue does, with our tie-break on lost work: other queues first (the
-queue furthest above its fair share first), lower priority first, less work lost since the last
-checkpoint first, most recently admitted first. They are removed one by one until the preemptor
+Candidates are ordered as Kueue does, with our tie-breaks on harm: other queues first (the
+queue furthest above its fair share first), lower priority first, jobs whose pods are made anew
+after an eviction first (``Job.comes_back``: on a cluster, not a bare pod nor a batch Job that
+the eviction would fail), less work lost since the last checkpoint first, most recently admitted
+first. They are removed one by one until the preemptor
 fits; then a minimising pass puts back every victim that is not needed. Every check runs on the
 state itself and is undone, so nothing changes unless the caller evicts the victims it is given.
 
@@ -235,7 +237,7 @@ def _candidates(
     buckets, rules = ordered if ordered is not None else _ordered_buckets(state, job, request)
     timed = False
     jobs = state.jobs
-    keyed: list[tuple[bool, float, int, float, int, int]] = []
+    keyed: list[tuple[bool, float, int, bool, float, int, int]] = []
     for i, (order, name, prio) in enumerate(buckets):
         if len(keyed) >= MAX_CANDIDATES and order != buckets[i - 1][0]:
             timed = True  # cut to MAX_CANDIDATES: later buckets cannot get in
@@ -253,7 +255,7 @@ def _candidates(
                 continue
             elapsed = now - start
             every = v.checkpoint_every
-            keyed.append((same, neg_share, prio, elapsed % every if every else elapsed, -v.admitted_seq, jid))
+            keyed.append((same, neg_share, prio, not v.comes_back, elapsed % every if every else elapsed, -v.admitted_seq, jid))
     if len(keyed) > MAX_CANDIDATES:
         timed = True
         keyed = heapq.nsmallest(MAX_CANDIDATES, keyed)

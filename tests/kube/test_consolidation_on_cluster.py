@@ -267,3 +267,30 @@ async def test_a_job_an_eviction_would_fail_is_never_moved(sb: UsherOnSandbox) -
         job = await sb.get(f"/apis/batch/v1/namespaces/default/jobs/long-{i}")
         assert not any(c["type"] == "Failed" for c in job["status"].get("conditions") or []), job["status"]
         await sb.until(lambda i=i: _running(sb, f"job-name=long-{i}", 1), f"long-{i} runs")
+
+
+async def test_preemption_takes_a_victim_that_comes_back_before_one_an_eviction_would_end(sb: UsherOnSandbox) -> None:
+    """Two low-priority Jobs fill two nodes; low-0 has backoffLimit 0 (an eviction would fail it
+    for good) and has run for less time, so the order by work lost alone would take it. usher
+    takes low-1, whose Job makes its pod anew, and low-0 runs on."""
+    for i in range(2):
+        await sb.create("/api/v1/nodes", node(f"gpu-{i}"))
+    await sb.start_usher(sb.tmp, PREEMPTING)
+    await sb.create("/apis/batch/v1/namespaces/default/jobs", _job("low-1", 1, 8))
+    [first] = await sb.until(lambda: _running(sb, "job-name=low-1", 1), "low-1 runs")
+    sb.advance(600)
+    await sb.create("/apis/batch/v1/namespaces/default/jobs", _job("low-0", 1, 8, backoff_limit=0))
+    [kept] = await sb.until(lambda: _running(sb, "job-name=low-0", 1), "low-0 runs")
+    sb.advance(60)
+    await sb.create("/apis/scheduling.k8s.io/v1/priorityclasses", {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent"}, "value": 100})
+    urgent = _job("urgent", 1, 8)
+    urgent["spec"]["template"]["spec"]["priorityClassName"] = "urgent"
+    await sb.create("/apis/batch/v1/namespaces/default/jobs", urgent)
+    await sb.until(lambda: _running(sb, "job-name=urgent", 1), "urgent runs", deadline=30.0)
+    assert sorted(_evictions(sb)) == [first["metadata"]["name"]]
+    [still] = await sb.until(lambda: _running(sb, "job-name=low-0", 1), "low-0 runs on")
+    assert still["metadata"]["uid"] == kept["metadata"]["uid"]
+    low1 = await sb.get("/apis/batch/v1/namespaces/default/jobs/low-1")
+    assert not any(c["type"] == "Failed" for c in low1["status"].get("conditions") or [])
+    assert len(await sb.pods("job-name=low-1")) >= 1  # made anew; it waits for room

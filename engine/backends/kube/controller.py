@@ -758,7 +758,13 @@ class KubeController:
         room = self.state.kept_rooms.get(d.job.id)
         if room is not None:  # consolidation: it starts again where room is kept for it
             return f"moved to make room for {d.by}: usher binds its pods again on {_nodes_of(self.state, room.placements)} when they come back"
-        return f"{d.reason}" + (f" for {d.by}" if d.by else "")
+        why = f"{d.reason}" + (f" for {d.by}" if d.by else "")
+        if not d.job.comes_back:
+            why += (
+                "; nothing will make its pods anew (a bare pod, or a batch Job that counts them as failed and ends: "
+                "a podFailurePolicy rule with action Ignore on DisruptionTarget keeps a preempted Job going)"
+            )
+        return why
 
     async def _evictions_allowed(self, evictions: list[Decision], now: float) -> bool:
         """Ask the API server, without evicting anything (``dryRun=All``), whether every pod the

@@ -197,7 +197,9 @@ class Mirror:
         bound = gang.bound()
         if job is not None:
             # follows its pods and owner: a Job whose failures used up its backoffLimit is not moved
-            job.movable = all(p.movable for p in gang.live())
+            live = gang.live()
+            job.movable = all(p.movable for p in live)
+            job.comes_back = all(p.comes_back for p in live)
         if job is not None and job.current_run is not None:
             if gang.binding:
                 return
@@ -385,6 +387,7 @@ class Mirror:
             estimate=first.estimate,
             preemptible=all(p.preemptible for p in views) and gang.spared_until == -math.inf,
             movable=all(p.movable for p in views),
+            comes_back=all(p.comes_back for p in views),
             checkpoint_every=first.checkpoint_every,
             min_count=min(gang.minimum or gang.required, gang.required, len(views)),
             groups=tuple(pod_groups),

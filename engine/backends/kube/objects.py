@@ -204,8 +204,11 @@ class PodView:
     waiting_for: str | None = None
     #: nodeSelector, node affinity and tolerations (``constraints``); None when it has none
     constraints: NodeConstraints | None = None
+    #: whether it is made anew after an eviction: a controller owns it, one that would (not a
+    #: batch Job the eviction would fail, ``owners.job_survives_eviction``)
+    comes_back: bool = False
     #: whether consolidation may evict it to start it again elsewhere (``usher/movable``;
-    #: by default when a controller owns it)
+    #: by default when it comes back)
     movable: bool = False
 
     @property
@@ -322,8 +325,8 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
     )
     # by default: when a controller owns it and would make it anew (a batch Job that an eviction
     # would fail, by its podFailurePolicy or backoffLimit, would not)
-    default_movable = owner is not None and group.survives_eviction is not False
-    movable = parse(f"annotation {Annotation.MOVABLE}", ann.get(Annotation.MOVABLE), _flag, default_movable)
+    comes_back = owner is not None and group.survives_eviction is not False
+    movable = parse(f"annotation {Annotation.MOVABLE}", ann.get(Annotation.MOVABLE), _flag, comes_back)
     return PodView(
         key=f"{ns}/{name}",
         namespace=ns,
@@ -360,6 +363,7 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
         terminating=bool(meta.get("deletionTimestamp")),
         owner=owner,
         constraints=constraints,
+        comes_back=comes_back,
         movable=movable,
     )
 
