@@ -195,6 +195,15 @@ async def test_a_move_refused_by_a_disruption_budget_binds_nothing_and_is_not_as
         await sb.until(lambda i=i: _running(sb, f"job-name=long-{i}", 1), f"long-{i} runs")
 
 
+async def _submit_urgent(sb: UsherOnSandbox) -> None:
+    """An 8-GPU Job of priority 100 (its PriorityClass made first, as a cluster needs)."""
+    await sb.create("/apis/scheduling.k8s.io/v1/priorityclasses", {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent"}, "value": 100})
+    urgent = _job("urgent", 1, 8)
+    urgent["spec"]["template"]["spec"]["priorityClassName"] = "urgent"
+    await sb.create("/apis/batch/v1/namespaces/default/jobs", urgent)
+
+
 PREEMPTING = """
 queues:
   - {name: research, quota: {gpu: 64}, namespaces: [default], preemption: {withinQueue: LowerPriority}}
@@ -216,11 +225,7 @@ async def test_a_preemption_refused_by_a_disruption_budget_binds_nothing_either(
         "spec": {"maxUnavailable": 0, "selector": {"matchExpressions": [{"key": "job-name", "operator": "In", "values": ["low-0", "low-1"]}]}},
     })
     sb.advance(60)
-    await sb.create("/apis/scheduling.k8s.io/v1/priorityclasses", {
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent"}, "value": 100})
-    urgent = _job("urgent", 1, 8)
-    urgent["spec"]["template"]["spec"]["priorityClassName"] = "urgent"
-    await sb.create("/apis/batch/v1/namespaces/default/jobs", urgent)
+    await _submit_urgent(sb)
 
     async def refused() -> list[dict] | None:
         items = (await sb.req("GET", "/api/v1/namespaces/default/events"))["items"]
@@ -282,11 +287,7 @@ async def test_preemption_takes_a_victim_that_comes_back_before_one_an_eviction_
     await sb.create("/apis/batch/v1/namespaces/default/jobs", _job("low-0", 1, 8, backoff_limit=0))
     [kept] = await sb.until(lambda: _running(sb, "job-name=low-0", 1), "low-0 runs")
     sb.advance(60)
-    await sb.create("/apis/scheduling.k8s.io/v1/priorityclasses", {
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent"}, "value": 100})
-    urgent = _job("urgent", 1, 8)
-    urgent["spec"]["template"]["spec"]["priorityClassName"] = "urgent"
-    await sb.create("/apis/batch/v1/namespaces/default/jobs", urgent)
+    await _submit_urgent(sb)
     await sb.until(lambda: _running(sb, "job-name=urgent", 1), "urgent runs", deadline=30.0)
     assert sorted(_evictions(sb)) == [first["metadata"]["name"]]
     [still] = await sb.until(lambda: _running(sb, "job-name=low-0", 1), "low-0 runs on")
