@@ -142,6 +142,9 @@ async def test_batch_jobs_are_moved_and_the_pods_their_job_makes_anew_land_in_th
         said = [e["message"] for e in await sb.events_of(old)]
         assert any("moved to make room for Job default/big" in m for m in said), said
     assert not sb.usher.state.kept_rooms
+    scrape = sb.usher.metrics.render().decode()
+    assert 'usher_jobs_moved_total{queue="research"} 2.0' in scrape
+    assert 'usher_preemptions_total{queue="research"} 0.0' in scrape  # a move is not a preemption
 
 
 async def _running(sb: UsherOnSandbox, selector: str, count: int) -> list[dict] | None:

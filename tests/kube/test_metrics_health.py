@@ -592,3 +592,24 @@ async def test_connections_past_the_cap_are_refused_and_the_open_ones_still_answ
         for _, writer in opened:
             writer.close()
         await server.stop()
+
+
+def test_gpus_kept_for_moved_jobs_are_a_gauge_while_their_pods_are_away() -> None:
+    """On a cluster a move holds the movers' new room until their pods come back: operators see
+    how many GPUs that is (the consolidation fixture: two 4-GPU jobs moved)."""
+    from pathlib import Path
+
+    from usher.engine.controller import Controller
+    from usher.engine.enums import MoveMode
+
+    text = (Path(__file__).resolve().parents[2] / "fixtures" / "examples" / "consolidation.yaml").read_text()
+    ctrl = Controller(parse_scenario(text, file="scattered.yaml"), until=700.0)
+    ctrl.engine.moves = MoveMode.ON_RETURN
+    ctrl.run_to_end()
+    metrics = ControllerMetrics()
+    metrics.observe_state(ctrl.state, 700.0)
+    assert value(scrape_of(metrics), "usher_gpus_kept_for_moved_jobs") == 8
+    for job_id in list(ctrl.state.kept_rooms):
+        ctrl.state.give_back_room(job_id, 700.0)
+    metrics.observe_state(ctrl.state, 700.0)
+    assert value(scrape_of(metrics), "usher_gpus_kept_for_moved_jobs") == 0

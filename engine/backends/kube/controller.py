@@ -729,7 +729,9 @@ class KubeController:
             return
         blocked = False
         for d in evictions:
-            if d.reason == EndReason.PREEMPTED:
+            if d.job.id in self.state.kept_rooms:
+                self.metrics.job_moved(d.job.queue)
+            elif d.reason == EndReason.PREEMPTED:
                 self.metrics.job_preempted(d.job.queue)
             if d.reason is not None and d.reason != EndReason.FINISHED:
                 self.metrics.job_evicted(d.reason)

@@ -30,7 +30,9 @@ drops every series of a queue that has left the config, counters and histograms 
 - ``usher_config_valid``: 1 while the last queue config read was valid, else 0 (the controller
   keeps the last valid one meanwhile); ``usher_config_errors_total`` counts rejected configs.
 - ``usher_jobs_admitted_total{queue}``, ``usher_preemptions_total{queue}`` (the queue of the
-  preempted job), ``usher_evictions_total{reason}``, ``usher_bind_errors_total``.
+  preempted job), ``usher_evictions_total{reason}``, ``usher_bind_errors_total``;
+  ``usher_jobs_moved_total{queue}`` (consolidation) and ``usher_gpus_kept_for_moved_jobs`` (the
+  room held for them until their pods come back).
 - ``usher_controller_errors_total{kind}``: errors the controller caught, logged and carried on
   from, by `ErrorKind` (every kind exported from 0); a refused bind and a rejected queue config
   count here too (``bind_failed``, ``config_loaded(False)``).
@@ -179,6 +181,12 @@ class ControllerMetrics:
             "usher_preemptions", "Jobs preempted, by the queue of the preempted job.", ["queue"], registry=registry
         )
         self._evictions = Counter("usher_evictions", "Jobs evicted, by reason.", ["reason"], registry=registry)
+        self._moves = Counter(
+            "usher_jobs_moved", "Jobs moved (evicted, room kept for them) to make room for a gang, by queue.", ["queue"], registry=registry
+        )
+        self._kept = Gauge(
+            "usher_gpus_kept_for_moved_jobs", "GPUs held for moved jobs until their pods come back.", registry=registry
+        )
         self._bind_errors = Counter("usher_bind_errors", "Pod bindings the API server refused.", registry=registry)
         self._config_errors = Counter("usher_config_errors", "Queue configs rejected as invalid.", registry=registry)
         self._errors = Counter(
@@ -240,6 +248,7 @@ class ControllerMetrics:
         for gone in self._queues - state.queues.keys():
             self.remove_queue(gone)
         self.set_gpus(state.schedulable_used_milli / MILLI, state.schedulable_gpu_count)
+        self._kept.set(sum(p.gpu_milli for room in state.kept_rooms.values() for p in room.placements) / MILLI)
 
     def set_queue(self, queue: str, pending: int, running: int) -> None:
         """The queue's pending and running jobs now; also starts its counters at 0.
@@ -254,7 +263,7 @@ class ControllerMetrics:
     def remove_queue(self, queue: str) -> None:
         """Drop every series of a queue that left the config: gauges, counters and histograms."""
         self._queues.discard(queue)
-        for metric in (self._pending, self._running, self._oldest, self._admitted, self._preemptions, self._wait):
+        for metric in (self._pending, self._running, self._oldest, self._admitted, self._preemptions, self._moves, self._wait):
             metric.remove(queue)
         for metric in (self._nominal, self._used, self._borrowed):
             for resource in RESOURCE_NAMES:
@@ -266,6 +275,7 @@ class ControllerMetrics:
             self._queues.add(queue)
             self._admitted.labels(queue=queue)
             self._preemptions.labels(queue=queue)
+            self._moves.labels(queue=queue)
             self._wait.labels(queue=queue)
 
     def set_gpus(self, allocated: float, schedulable: float) -> None:
@@ -302,6 +312,11 @@ class ControllerMetrics:
         """A job of ``queue`` was preempted (by the scheduler for another job)."""
         self._touch(queue)
         self._preemptions.labels(queue=queue).inc()
+
+    def job_moved(self, queue: str) -> None:
+        """A job of ``queue`` was moved to make room for a gang (its room is kept)."""
+        self._touch(queue)
+        self._moves.labels(queue=queue).inc()
 
     def job_evicted(self, reason: EndReason) -> None:
         """A job was evicted; ``reason`` is one of `EVICTION_REASONS`."""
