@@ -23,15 +23,14 @@ something creates again are moved there (``Job.movable``: a bare pod evicted is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import fmt
 from ..admission import Admitter, CycleResult
 from ..enums import AuditAction, EndReason, JobState, MoveMode, TopologyMode
-from ..state import AuditEntry, ClusterState, Job, KeptRoom, PodPlacement, Vec
+from ..state import MILLI, AuditEntry, ClusterState, Job, KeptRoom, PodPlacement, Vec
 from . import quota
-from .placement import Placer, gang_counts, request_of
+from .placement import Placer, gang_counts, node_allowed, request_of
 from .preemption import _drop, _lift
 from .registry import Policy, Scoring
 
@@ -123,7 +122,7 @@ def find_consolidation(
         placer.undo(job)
         return None  # it fits as things are: no need to move anything
     for index, movers in candidates:
-        found = _try_domain(state, job, counts, movers, now, scoring, _fit_test(state, job, counts, level, index, movers, scoring))
+        found = _try_domain(state, job, counts, movers, now, scoring, level, index)
         if found is not None:
             gang, moves = found
             bound = {f"{g.name}-" for g in job.groups if g.topology_level == level}  # pods are named group-k
@@ -182,65 +181,154 @@ def _gang_fits(state: ClusterState, job: Job, counts: list[int], scoring: Scorin
     return placer if placer.place_gang(job, counts) else None
 
 
-def _fit_test(
-    state: ClusterState, job: Job, counts: list[int], level: int, domain: int, movers: list[Job], scoring: Scoring
-) -> Callable[[], bool]:
-    """How ``_try_domain`` asks whether the gang fits as the state is now, while it lifts movers
-    and puts them back.
+class _Lifting:
+    """Movers lifted off the state itself, and a trial placement of the gang to ask whether it
+    fits: for any gang (see ``_Room`` for the common one, asked without changing the state)."""
 
-    The gang fitted nowhere before any mover was lifted, and lifting changes only the domains
-    (at ``level``) that the movers ran in. A gang of one group of whole-GPU pods that requires a
-    domain at ``level`` is placed by ``Placer`` in a domain only if that domain can hold all its
-    pods, pod by pod on nodes with room, each pod taking exactly one pod's room: so it fits
-    exactly when one of those domains has room for all of them. That count is what this asks,
-    instead of placing the gang and undoing it. Any other gang gets the trial placement."""
-    groups = [(g, n) for g, n in zip(job.groups, counts) if n]
-    if len(groups) == 1:
-        pod, n = groups[0]
-        if pod.whole_gpus and pod.topology_mode == TopologyMode.REQUIRED and pod.topology_level == level:
-            nodes, domains = state.nodes, state.domains[level]
-            touched = sorted({domain} | {
-                nodes[p.node_id].domains[level] for v in movers for p in v.current_run.placements  # type: ignore[union-attr]
-            })
-            need = pod.whole_gpus * n
-            counter = Placer(state)
-            return lambda: any(
-                domains[d].whole_free >= need and counter._domain_capacity(pod, domains[d].node_ids, n) >= n for d in touched
-            )
+    def __init__(self, state: ClusterState, job: Job, counts: list[int], scoring: Scoring, charged: dict[int, Vec]) -> None:
+        self.state, self.job, self.counts, self.scoring, self.charged = state, job, counts, scoring, charged
 
-    def trial() -> bool:
-        placer = _gang_fits(state, job, counts, scoring)
+    def lift(self, v: Job) -> None:
+        _lift(self.state, v)
+
+    def drop(self, v: Job) -> None:
+        _drop(self.state, v, self.charged[v.id])
+
+    def fits(self) -> bool:
+        placer = _gang_fits(self.state, self.job, self.counts, self.scoring)
         if placer is None:
             return False
-        placer.undo(job)
+        placer.undo(self.job)
         return True
 
-    return trial
+    def lift_for_real(self, needed: list[Job]) -> None:
+        """Make the state the one asked about: the ``needed`` movers are lifted already."""
+
+
+class _Room(_Lifting):
+    """For a gang of one group of whole-GPU pods that requires a domain at ``level``: the free
+    room of the nodes the movers run on, as it would be with the lifted ones gone, kept beside
+    the state, which stays untouched until the movers needed are known (``lift_for_real``).
+
+    The gang fitted nowhere before any mover was lifted, and lifting changes only the domains
+    (at ``level``) the movers ran in. ``Placer`` puts such a gang in a domain only if the domain
+    can hold all its pods, pod by pod on nodes with room, each pod taking exactly one pod's room;
+    so it fits exactly when one of those domains has room for all of them by
+    ``Placer._domain_capacity``'s count, which ``fits`` makes over this room."""
+
+    def __init__(
+        self, state: ClusterState, job: Job, counts: list[int], scoring: Scoring, charged: dict[int, Vec],
+        level: int, domains: list[int],
+    ) -> None:
+        super().__init__(state, job, counts, scoring, charged)
+        [(self.pod, self.n)] = [(g, n) for g, n in zip(job.groups, counts) if n]
+        self.level, self.domains = level, domains
+        self.need = self.pod.whole_gpus * self.n
+        #: node id -> [CPU free, memory free, whole GPUs free, free milli of each GPU]
+        self.free: dict[int, list] = {}
+        #: domain index -> change of its schedulable nodes' whole GPUs free
+        self.whole_delta: dict[int, int] = {}
+
+    @classmethod
+    def of(
+        cls, state: ClusterState, job: Job, counts: list[int], scoring: Scoring, charged: dict[int, Vec],
+        level: int, domain: int, movers: list[Job],
+    ) -> _Lifting:
+        groups = [g for g, n in zip(job.groups, counts) if n]
+        if len(groups) != 1 or not groups[0].whole_gpus or groups[0].topology_mode != TopologyMode.REQUIRED or groups[0].topology_level != level:
+            return _Lifting(state, job, counts, scoring, charged)
+        nodes = state.nodes
+        touched = {domain} | {nodes[p.node_id].domains[level] for v in movers for p in v.current_run.placements}  # type: ignore[union-attr]
+        return cls(state, job, counts, scoring, charged, level, sorted(touched))
+
+    def lift(self, v: Job) -> None:
+        self._move(v, 1)
+
+    def drop(self, v: Job) -> None:
+        self._move(v, -1)
+
+    def _move(self, v: Job, sign: int) -> None:
+        """What ``ClusterState.release`` (``sign`` 1) or ``allocate`` (-1) does to the room."""
+        nodes = self.state.nodes
+        for p in v.current_run.placements:  # type: ignore[union-attr]
+            room = self.free.get(p.node_id)
+            node = nodes[p.node_id]
+            if room is None:
+                room = self.free[p.node_id] = [node.cpu_free, node.mem_free, node.whole_free, list(node.gpu_free)]
+            before = room[2]
+            take = p.share or MILLI
+            gpu_free = room[3]
+            for i in p.gpus:
+                if sign > 0:
+                    gpu_free[i] += take
+                    if gpu_free[i] == MILLI:
+                        room[2] += 1
+                else:
+                    if gpu_free[i] == MILLI:
+                        room[2] -= 1
+                    gpu_free[i] -= take
+            room[0] += sign * p.cpu
+            room[1] += sign * p.memory
+            if node.schedulable and room[2] != before:  # the state indexes schedulable nodes only
+                d = node.domains[self.level]
+                self.whole_delta[d] = self.whole_delta.get(d, 0) + room[2] - before
+
+    def fits(self) -> bool:
+        domains = self.state.domains[self.level]
+        return any(
+            domains[d].whole_free + self.whole_delta.get(d, 0) >= self.need and self._capacity(domains[d].node_ids) >= self.n
+            for d in self.domains
+        )
+
+    def _capacity(self, node_ids: list[int]) -> int:
+        """``Placer._domain_capacity`` (no guard) over the room (stops counting at ``n``)."""
+        pod, nodes, count = self.pod, self.state.nodes, 0
+        for nid in node_ids:
+            node = nodes[nid]
+            if not node.schedulable or not node_allowed(pod, node):
+                continue
+            room = self.free.get(nid)
+            cpu, memory, whole = (room[0], room[1], room[2]) if room is not None else (node.cpu_free, node.mem_free, node.whole_free)
+            fit = whole // pod.whole_gpus
+            if pod.cpu:
+                fit = min(fit, cpu // pod.cpu)
+            if pod.memory:
+                fit = min(fit, memory // pod.memory)
+            count += fit
+            if count >= self.n:
+                return count
+        return count
+
+    def lift_for_real(self, needed: list[Job]) -> None:
+        for v in needed:
+            _lift(self.state, v)
 
 
 def _try_domain(
-    state: ClusterState, job: Job, counts: list[int], movers: list[Job], now: float, scoring: Scoring, fits: Callable[[], bool]
+    state: ClusterState, job: Job, counts: list[int], movers: list[Job], now: float, scoring: Scoring, level: int, domain: int
 ) -> tuple[list[PodPlacement], list[Move]] | None:
     charged = {v.id: v.charged for v in movers}
+    trial = _Room.of(state, job, counts, scoring, charged, level, domain, movers)
     lifted: list[Job] = []
     fitted = False
     for v in movers:
-        _lift(state, v)
+        trial.lift(v)
         lifted.append(v)
-        if fits():
+        if trial.fits():
             fitted = True
             break
     if not fitted:
         for v in reversed(lifted):
-            _drop(state, v, charged[v.id])
+            trial.drop(v)
         return None
     # Put back every mover the gang can spare (the last lifted is needed: it made the fit).
     needed: list[Job] = [lifted[-1]]
     for v in reversed(lifted[:-1]):
-        _drop(state, v, charged[v.id])
-        if not fits():
-            _lift(state, v)
+        trial.drop(v)
+        if not trial.fits():
+            trial.lift(v)
             needed.append(v)
+    trial.lift_for_real(needed)
     placer = _gang_fits(state, job, counts, scoring)
     assert placer is not None  # the state is the one that fitted last
     # Every mover must fit elsewhere now, the biggest first.
