@@ -180,3 +180,18 @@ def test_jobs_nothing_would_create_again_are_never_moved_on_a_cluster() -> None:
     gang = ctrl.state.jobs[ctrl.state.job_by_name["gang"]]
     assert gang.current_run is None and not ctrl.state.kept_rooms
     assert all(len(ctrl.state.jobs[ctrl.state.job_by_name[f"long-{i}"]].runs) == 1 for i in range(4))
+
+
+def test_a_gang_with_a_launcher_beside_its_workers_is_made_room_for_too() -> None:
+    """A gang of two groups (a CPU-only launcher beside the rack-bound workers) is asked about by
+    trial placements rather than by counting room: the same two moves start it at 700 s."""
+    text = SCATTERED.replace(
+        "pods: [{count: 2, gpu: 8, topology: {required: usher/rack}}]",
+        "pods: [{name: w, count: 2, gpu: 8, topology: {required: usher/rack}}, {name: launcher, count: 1, cpu: 2}]",
+    )
+    assert text != SCATTERED
+    runs = _runs(_replay(text))
+    assert runs["gang"][0].start == 700.0
+    assert sorted(name for name in (f"long-{i}" for i in range(4)) if len(runs[name]) == 2) == sorted(
+        name for name in (f"long-{i}" for i in range(4)) if len(_runs(_replay(SCATTERED))[name]) == 2
+    )
