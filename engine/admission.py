@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from . import state as state_module
 from .enums import DecisionKind, EndReason, JobState, MoveMode, PendingReason
-from .state import Job, PodPlacement, Vec
+from .state import Job, KeptRoom, PodPlacement, Vec
 
 if TYPE_CHECKING:
     from .policy.backfill import Reservation
@@ -29,6 +29,9 @@ class Decision:
     by: str | None = None
     #: for a bind: the job begins to work now (False: an incomplete gang took one more pod)
     starts_work: bool = True
+    #: for a bind: the room kept for this moved job, which it takes now (a backend that cannot
+    #: bind it keeps the room for it again)
+    returning: KeptRoom | None = None
 
 
 @dataclass(slots=True)

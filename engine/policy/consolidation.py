@@ -403,6 +403,7 @@ def return_to_kept_rooms(state: ClusterState, engine: Admitter, now: float, resu
             continue
         state.place(job, placements)
         engine.admit(job, placements, room.charged, now, result)
+        result.decisions[-1].returning = room
         state.audit.append(AuditEntry(
             now, "scheduler", AuditAction.KEEP_ROOM, job.name,
             f"started again on {where}, in the room kept for it since it was moved for {room.made_room_for}",

@@ -718,11 +718,18 @@ def test_usher_labels_win_over_the_owners_and_keep_todays_key():
     job = obj("batch/v1", "Job", "train", {"parallelism": 4})
     p = job_pod(job)
     p["metadata"]["labels"].update({"usher/gang": "mine", "usher/gang-size": "2", "scheduling.x-k8s.io/pod-group": "pg"})
-    spec = infer_group(p, nothing)
+    spec = infer_group(p, Cache())
     assert spec == GroupSpec(key=f"{NS}/mine", kind=Kind.GANG, name="mine", size=2)
     assert spec.key == pod_view(p).gang
+    # the gang is the labels', but the Job that made the pod still says whether an eviction
+    # would end it (it is read for that alone, and re-decides the pod when it changes)
+    strict = obj("batch/v1", "Job", "train", {"parallelism": 4, "backoffLimit": 0})
+    labelled = infer_group(p, Cache((JOB, strict)))
+    assert (labelled.key, labelled.size, labelled.survives_eviction) == (f"{NS}/mine", 2, False)
+    assert labelled.depends == (spec_of(JOB, "train"),)
+    assert not pod_view(p, labelled).movable and not pod_view(p, labelled).comes_back
     p["metadata"]["labels"]["usher/gang-size"] = "two"
-    assert infer_group(p, nothing).problem == "label usher/gang-size: 'two' is not a positive whole number"
+    assert infer_group(p, Cache()).problem == "label usher/gang-size: 'two' is not a positive whole number"
 
 
 def test_an_usher_gang_without_a_size_takes_its_owners():
@@ -761,3 +768,23 @@ def test_an_owner_reference_without_controller_is_not_followed():
     p = job_pod(job)
     p["metadata"]["ownerReferences"][0]["controller"] = False
     assert infer_group(p, nothing).key == f"{NS}/{p['metadata']['name']}"
+
+
+def test_an_eviction_ends_a_job_of_a_jobset_or_an_index_past_its_own_limit():
+    """What the review found unchecked: a JobSet's child Job, and an Indexed Job's per-index limit."""
+    js = jobset("train", [rjob("workers", 1, 2, 2)])
+    child = jobset_job(js, "workers", 0, 2)
+    child["spec"]["backoffLimit"] = 0  # its failure fails the JobSet (no failurePolicy restarts)
+    spec = infer_group(job_pod(child), Cache((JOB, child), (JOB_SET, js)))
+    assert spec.key == f"{NS}/JobSet/train" and spec.survives_eviction is False
+    assert spec_of(JOB, child["metadata"]["name"]) in spec.depends
+    child["spec"]["backoffLimit"] = 6
+    assert infer_group(job_pod(child), Cache((JOB, child), (JOB_SET, js))).survives_eviction is True
+    indexed = obj("batch/v1", "Job", "idx", {"parallelism": 2, "completions": 4, "completionMode": "Indexed", "backoffLimitPerIndex": 1, "template": {}})
+    fresh = job_pod(indexed)
+    assert infer_group(fresh, Cache((JOB, indexed))).survives_eviction is True
+    failed_once = job_pod(indexed)
+    failed_once["metadata"]["annotations"] = {"batch.kubernetes.io/job-index-failure-count": "1"}
+    assert infer_group(failed_once, Cache((JOB, indexed))).survives_eviction is False
+    indexed["spec"]["backoffLimitPerIndex"] = 0
+    assert infer_group(fresh, Cache((JOB, indexed))).survives_eviction is False

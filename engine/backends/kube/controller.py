@@ -718,6 +718,8 @@ class KubeController:
             why = "an eviction it needed is forbidden by a PodDisruptionBudget"
             for d in binds:
                 self.mirror.engine.unbind(d.job, now, why)
+                if d.returning is not None:  # a moved job coming back: its room stays kept
+                    self.state.keep_room(d.returning, now)
             for d in evictions:  # a move called off: its mover runs on where it is
                 room = self.state.give_back_room(d.job.id, now)
                 if room is not None:

@@ -11,7 +11,9 @@ Rules, first match wins:
 
 1. usher's labels: ``usher/gang`` + ``usher/gang-size`` (key ``<ns>/<gang>``, as ever). A
    ``usher/gang`` without a size takes the size of the pod's owner (rule 5); with no owner that
-   sizes gangs, the ``problem`` names ``usher/gang-size``. With a size, no owner is read.
+   sizes gangs, the ``problem`` names ``usher/gang-size``. With a size, no owner is read for
+   the gang (whatever the rule, a batch Job that made the pod is read for whether an eviction
+   would end it: ``GroupSpec.survives_eviction``).
 2. Volcano: the pod annotation ``scheduling.k8s.io/group-name`` names a
    ``scheduling.volcano.sh/v1beta1`` PodGroup. Volcano's ``spec.minMember`` is the gang
    threshold: the job may run once that many pods are placed; pods past it (a Volcano Job whose
@@ -315,18 +317,36 @@ def infer_group(pod: dict[str, Any], lookup: OwnerLookup, *, served: Collection[
 
     gang = labels.get(Label.GANG)
     if gang:
-        return _usher_gang(pod, ns, gang, labels.get(Label.GANG_SIZE), walk)
-    volcano = annotations.get(GroupAnnotation.VOLCANO_GROUP)
-    if volcano:
-        return _pod_group(VOLCANO_POD_GROUP, f"{ns}/{Kind.POD_GROUP}/{volcano}", volcano, walk)
-    coscheduling = labels.get(Label.POD_GROUP)
-    if coscheduling:
-        return _pod_group(POD_GROUP, f"{ns}/{coscheduling}", coscheduling, walk)
-    kueue = labels.get(GroupLabel.KUEUE_POD_GROUP)
-    if kueue:
-        return _kueue_group(ns, kueue, annotations.get(GroupAnnotation.KUEUE_TOTAL_COUNT))
-    found = _from_owners(pod, walk)
-    return found if found is not None else _single(ns, name)
+        spec = _usher_gang(pod, ns, gang, labels.get(Label.GANG_SIZE), walk)
+    elif volcano := annotations.get(GroupAnnotation.VOLCANO_GROUP):
+        spec = _pod_group(VOLCANO_POD_GROUP, f"{ns}/{Kind.POD_GROUP}/{volcano}", volcano, walk)
+    elif coscheduling := labels.get(Label.POD_GROUP):
+        spec = _pod_group(POD_GROUP, f"{ns}/{coscheduling}", coscheduling, walk)
+    elif kueue := labels.get(GroupLabel.KUEUE_POD_GROUP):
+        spec = _kueue_group(ns, kueue, annotations.get(GroupAnnotation.KUEUE_TOTAL_COUNT))
+    else:
+        spec = _from_owners(pod, walk) or _single(ns, name)
+    return _with_eviction_outcome(spec, pod, walk)
+
+
+def _with_eviction_outcome(spec: GroupSpec, pod: dict[str, Any], walk: _Walk) -> GroupSpec:
+    """``spec`` with ``survives_eviction`` for a pod a batch Job made (alone, in a JobSet, or
+    under a gang label or pod group): by that Job's failure rules (``job_survives_eviction``);
+    the Job is then one of what the group depends on, so its status changes re-decide it."""
+    ref = controller_of(pod)
+    if ref is None or _resource_of(ref) != JOB or not walk.reads(JOB):
+        return spec
+    try:
+        job = walk.get(JOB, ref["name"], ref.get("uid"))
+    except _Missing:
+        return spec
+    try:
+        pods = _job_pods(job, "", remaining=True)
+    except _Invalid:
+        pods = 1
+    key = (JOB.key, walk.namespace, job["metadata"]["name"])
+    depends = spec.depends if key in spec.depends else (*spec.depends, key)
+    return replace(spec, survives_eviction=job_survives_eviction(job, pods, pod), depends=depends)
 
 
 def controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -474,8 +494,7 @@ def _job_family(pod: dict[str, Any], job: dict[str, Any], walk: _Walk) -> GroupS
     """A Job's pods: the Job's gang, or its JobSet's, or the TrainJob's above that."""
     parent = walk.parent(job, JOB_SET)
     if parent is None:
-        spec = _sized(_Gang(JOB, job), walk, lambda what: (_job_pods(job, what, remaining=True), None))
-        return replace(spec, survives_eviction=job_survives_eviction(job, spec.size or 1))
+        return _sized(_Gang(JOB, job), walk, lambda what: (_job_pods(job, what, remaining=True), None))
     _, jobset = parent
     top = walk.parent(jobset, TRAIN_JOB)
     gang = _Gang(*top) if top else _Gang(JOB_SET, jobset)
@@ -573,15 +592,22 @@ def _sized(
 EVICTED_EXIT_CODES = (143, 137)
 
 
-def job_survives_eviction(job: dict[str, Any], pods: int) -> bool:
-    """Whether a batch Job makes its pods anew after ``pods`` of them are evicted, or fails.
+#: the annotation the Job controller keeps on a pod of an Indexed Job: failures of its index so far
+INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
+
+
+def job_survives_eviction(job: dict[str, Any], pods: int, pod: dict[str, Any] | None = None) -> bool:
+    """Whether a batch Job makes its pods anew after ``pods`` of them (``pod`` among them) are
+    evicted, or fails.
 
     An evicted pod has the condition ``DisruptionTarget`` and exits 143 (or 137). The Job's
     ``podFailurePolicy`` rules are read in order, as the Job controller does, the first match
     deciding (``Ignore``: not a failure; ``FailJob``/``FailIndex``: the Job fails; ``Count``: a
     failure). A rule on exit codes that may match one of those codes is taken as matching when
     that is worse for the Job, and as not matching when it would ignore the pod. A failure counts
-    against ``backoffLimit`` (default 6): the Job fails once more pods have failed than that."""
+    against ``backoffLimit`` (default 6): the Job fails once more pods have failed than that; with
+    ``backoffLimitPerIndex``, against the index's own limit (its failures so far are on the pod,
+    ``INDEX_FAILURE_COUNT``): an index over it fails for good."""
     spec, status = job.get("spec") or {}, job.get("status") or {}
     counted = True
     for rule in ((spec.get("podFailurePolicy") or {}).get("rules") or []):
@@ -607,6 +633,10 @@ def job_survives_eviction(job: dict[str, Any], pods: int) -> bool:
     if not counted:
         return True
     try:
+        per_index = spec.get("backoffLimitPerIndex")
+        if per_index is not None:
+            notes = ((pod or {}).get("metadata") or {}).get("annotations") or {}
+            return int(notes.get(INDEX_FAILURE_COUNT) or 0) + 1 <= int(per_index)
         failed, limit = int(status.get("failed") or 0), int(spec.get("backoffLimit", 6))
     except (TypeError, ValueError):
         return False
