@@ -516,7 +516,10 @@ class DisruptionController:
             ]
         )
         spec = pdb.get("spec", {})
-        expected, healthy = len(pods), sum(1 for p in pods if _pod_healthy(p))
+        # a pod being deleted (one just evicted, in its grace period) is not healthy, as the
+        # disruption controller counts it: a second eviction against the same budget is refused
+        expected = len(pods)
+        healthy = sum(1 for p in pods if _pod_healthy(p) and not p["metadata"].get("deletionTimestamp"))
         if spec.get("maxUnavailable") is not None:
             desired = max(0, expected - _scaled(spec["maxUnavailable"], expected))
         elif spec.get("minAvailable") is not None:

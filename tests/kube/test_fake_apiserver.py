@@ -615,6 +615,23 @@ async def test_eviction_that_would_violate_a_budget_is_429(client: httpx.AsyncCl
     }
 
 
+async def test_a_pod_in_its_grace_period_no_longer_counts_as_healthy_for_a_budget(client: httpx.AsyncClient, server: FakeApiServer) -> None:
+    """Two evictions against a budget that allows one: the second is refused while the first pod
+    is still terminating (bound pods get a grace period), as the disruption controller does not
+    count a pod being deleted as healthy."""
+    for name in ("w1", "w2", "w3"):
+        await client.post(PODS, json=pod(name, {"app": "web"}))
+        await client.post(f"{PODS}/{name}/binding", json=binding(name, "gpu-1"))
+        running(server.store, name)
+    await client.post("/apis/policy/v1/namespaces/default/poddisruptionbudgets", json=pdb("web", {"app": "web"}, minAvailable=2))
+    assert (await client.post(f"{PODS}/w1/eviction", json=eviction("w1"))).status_code == 201
+    assert (await client.get(f"{PODS}/w1")).json()["metadata"].get("deletionTimestamp")  # still terminating
+    refused = await client.post(f"{PODS}/w2/eviction", json=eviction("w2"))
+    assert refused.status_code == 429
+    status = (await client.get("/apis/policy/v1/namespaces/default/poddisruptionbudgets/web")).json()["status"]
+    assert (status["currentHealthy"], status["disruptionsAllowed"]) == (2, 0)
+
+
 async def test_an_eviction_dry_run_checks_the_budget_and_changes_nothing(client: httpx.AsyncClient, server: FakeApiServer) -> None:
     for name in ("w1", "w2"):
         await client.post(PODS, json=pod(name, {"app": "web"}))
