@@ -169,14 +169,9 @@ async def test_a_move_refused_by_a_disruption_budget_binds_nothing_and_is_not_as
     })
     await sb.create("/apis/batch/v1/namespaces/default/jobs", BIG)
 
-    async def refused() -> list[dict] | None:
-        items = (await sb.req("GET", "/api/v1/namespaces/default/events"))["items"]
-        found = [e for e in items if e["reason"] == "EvictionBlocked"]
-        return found if len(found) >= 4 else None
-
     # one rack's long Jobs are refused, then (spared for a while) the other rack's: asked
     # without evicting (a dry run), so nothing is evicted for a move that cannot be made
-    blocked = await sb.until(refused, "the moves are refused")
+    blocked = await _blocked(sb, 4)
     assert all("moved to make room for Job default/big" in e["message"] and "disruption budget" in e["message"] for e in blocked)
     await asyncio.sleep(3.0)  # three ticks or more of the controller's loop (it ticks every second at least)
     assert not _evictions(sb)
@@ -196,6 +191,17 @@ async def test_a_move_refused_by_a_disruption_budget_binds_nothing_and_is_not_as
     await sb.until(lambda: _running(sb, "job-name=big", 2), "big runs", deadline=30.0)
     for i in range(4):
         await sb.until(lambda i=i: _running(sb, f"job-name=long-{i}", 1), f"long-{i} runs")
+
+
+async def _blocked(sb: UsherOnSandbox, at_least: int) -> list[dict]:
+    """The EvictionBlocked Events, once there are ``at_least`` of them."""
+
+    async def found() -> list[dict] | None:
+        items = (await sb.req("GET", "/api/v1/namespaces/default/events"))["items"]
+        hits = [e for e in items if e["reason"] == "EvictionBlocked"]
+        return hits if len(hits) >= at_least else None
+
+    return await sb.until(found, f"{at_least} evictions refused")
 
 
 async def _submit_urgent(sb: UsherOnSandbox) -> None:
@@ -230,12 +236,7 @@ async def test_a_preemption_refused_by_a_disruption_budget_binds_nothing_either(
     sb.advance(60)
     await _submit_urgent(sb)
 
-    async def refused() -> list[dict] | None:
-        items = (await sb.req("GET", "/api/v1/namespaces/default/events"))["items"]
-        found = [e for e in items if e["reason"] == "EvictionBlocked"]
-        return found if len(found) >= 2 else None
-
-    await sb.until(refused, "both preemptions are refused")
+    await _blocked(sb, 2)
     await asyncio.sleep(3.0)
     assert not _evictions(sb) and sum(_evictions(sb, dry_run=True).values()) == 2
     [pod] = await sb.pods("job-name=urgent")
@@ -298,3 +299,29 @@ async def test_preemption_takes_a_victim_that_comes_back_before_one_an_eviction_
     low1 = await sb.get("/apis/batch/v1/namespaces/default/jobs/low-1")
     assert not any(c["type"] == "Failed" for c in low1["status"].get("conditions") or [])
     assert len(await sb.pods("job-name=low-1")) >= 1  # made anew; it waits for room
+
+
+async def test_a_gang_a_budget_lets_lose_one_pod_but_not_two_is_not_preempted_at_all(sb: UsherOnSandbox) -> None:
+    """A 2-pod gang under a budget of minAvailable 1: each pod alone may go (a dry run passes for
+    each), both may not. Evicting them would stop halfway and leave a broken gang whose last pod
+    the budget then guards for ever. usher reads the budget and evicts neither."""
+    for i in range(2):
+        await sb.create("/api/v1/nodes", node(f"gpu-{i}"))
+    await sb.start_usher(sb.tmp, PREEMPTING)
+    await sb.create("/apis/batch/v1/namespaces/default/jobs", _job("pair", 2, 8))
+    before = await sb.until(lambda: _running(sb, "job-name=pair", 2), "pair runs")
+    await sb.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep-one"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"job-name": "pair"}}},
+    })
+    sb.advance(60)
+    await _submit_urgent(sb)
+
+    blocked = await _blocked(sb, 2)
+    assert all("fall under PodDisruptionBudget default/keep-one, which allows 1 disruption(s) now" in e["message"] for e in blocked)
+    await asyncio.sleep(3.0)
+    assert not _evictions(sb)
+    after = await sb.until(lambda: _running(sb, "job-name=pair", 2), "pair runs on")
+    assert {p["metadata"]["uid"] for p in after} == {p["metadata"]["uid"] for p in before}
+    [pod] = await sb.pods("job-name=urgent")
+    assert not pod["spec"].get("nodeName")

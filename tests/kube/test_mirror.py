@@ -357,3 +357,19 @@ def test_a_moved_gang_made_anew_under_other_names_starts_in_the_room_kept_for_it
 def _created(obj: dict[str, Any], at: str) -> dict[str, Any]:
     obj["metadata"]["creationTimestamp"] = f"2026-11-21T{at}Z"
     return obj
+
+
+def test_a_budgets_label_selector_selects_as_kubernetes_does():
+    from usher.engine.backends.kube.objects import selector_matches
+
+    labels = {"app": "web", "tier": "gpu"}
+    assert selector_matches({}, labels)  # policy/v1: an empty selector selects every pod
+    assert not selector_matches(None, labels)
+    assert selector_matches({"matchLabels": {"app": "web"}}, labels)
+    assert not selector_matches({"matchLabels": {"app": "db"}}, labels)
+    assert selector_matches({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu", "cpu"]}]}, labels)
+    assert not selector_matches({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["gpu"]}]}, labels)
+    assert selector_matches({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}, labels)
+    assert selector_matches({"matchExpressions": [{"key": "app", "operator": "Exists"}]}, labels)
+    assert not selector_matches({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, labels)
+    assert not selector_matches({"matchExpressions": [{"key": "app", "operator": "Gt", "values": ["1"]}]}, labels)

@@ -80,6 +80,7 @@ from .objects import (
     node_view,
     parse_time,
     pod_view,
+    selector_matches,
 )
 from .owners import OWNER_RESOURCES, GroupSpec, OwnerKey, OwnerResource, infer_group
 from .rbac import LEADER_LEASE, QUEUES_CONFIG_KEY, QUEUES_CONFIGMAP, USHER_NAMESPACE
@@ -116,6 +117,8 @@ class Source(StrEnum):
     OWNERS = "owners"
     #: usher's Events (for a console: the scheduler's decisions)
     DECISIONS = "decisions"
+    #: PodDisruptionBudgets: how many of a workload's pods may be evicted now
+    BUDGETS = "budgets"
 
 
 class EventReason(StrEnum):
@@ -201,6 +204,8 @@ class KubeController:
         self._gone_waiters: dict[str, tuple[str | None, str, asyncio.Event]] = {}
         #: when a teardown last asked to evict each pod (monotonic seconds), by uid
         self._evict_tried: dict[str, float] = {}
+        #: PodDisruptionBudgets by namespace/name, as the informer last saw them
+        self._budgets: dict[str, dict[str, Any]] = {}
         self.eviction_retry = EVICTION_RETRY
         pool = client.pool_size
         events = max(1, int(pool * EVENT_SHARE))
@@ -405,7 +410,9 @@ class KubeController:
             informer = Informer(client, resource.path, on_event=feed_owner(resource), optional=True)
             self._owner_informers.setdefault(resource.key, []).append(informer)
         self._pods = Informer(client, "/api/v1/pods", field_selector=f"spec.schedulerName={SCHEDULER_NAME}", on_event=feed(Source.PODS))
+        budgets = [Informer(client, "/apis/policy/v1/poddisruptionbudgets", on_event=feed(Source.BUDGETS), optional=True)] if self.schedules else []
         return [
+            *budgets,
             Informer(client, "/api/v1/nodes", on_event=feed(Source.NODES)),
             self._pods,
             Informer(client, "/api/v1/pods", field_selector=ASSIGNED_PODS, on_event=feed(Source.ASSIGNED_PODS)),
@@ -556,6 +563,11 @@ class KubeController:
         elif source == Source.DECISIONS:
             if not deleted and obj.get("reason") in DECISION_REASONS:
                 self._decision(obj)
+        elif source == Source.BUDGETS:
+            if deleted:
+                self._budgets.pop(key_of(obj), None)
+            else:
+                self._budgets[key_of(obj)] = obj
         elif source == Source.OWNERS:
             owned = obj["object"]
             meta = owned.get("metadata") or {}
@@ -795,8 +807,11 @@ class KubeController:
                 return None
             return None
 
+        refusals = list(await asyncio.gather(*(refusal(v) for _, v, _ in checks)))
+        if not any(refusals):
+            refusals = self._over_budget([view for _, view, _ in checks])
         refused = False
-        for (gang, view, d), why in zip(checks, await asyncio.gather(*(refusal(v) for _, v, _ in checks))):
+        for (gang, view, d), why in zip(checks, refusals):
             if why is None:
                 continue
             refused = True
@@ -806,6 +821,29 @@ class KubeController:
             await self._event(_pod_ref(view), EventReason.EVICTION_BLOCKED,
                               f"usher did not evict this pod ({self._why(d)}): {why}", warning=True)
         return not refused
+
+    def _over_budget(self, views: list[PodView]) -> list[str | None]:
+        """For pods to be evicted together: why each may not go, by the PodDisruptionBudgets the
+        informer holds (None: it may). A dry run asks about one pod at a time, so N pods under one
+        budget that allows fewer than N all pass it; the evictions would then stop halfway. A
+        budget's ``status.disruptionsAllowed`` is what the eviction API checks and lowers."""
+        under: dict[str, list[int]] = {}
+        for i, view in enumerate(views):
+            pod = self._pods.cache.get(view.key) or {}
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            for key, pdb in self._budgets.items():
+                if key.partition("/")[0] == view.namespace and selector_matches((pdb.get("spec") or {}).get("selector"), labels):
+                    under.setdefault(key, []).append(i)
+        out: list[str | None] = [None] * len(views)
+        for key, members in under.items():
+            allowed = int((self._budgets[key].get("status") or {}).get("disruptionsAllowed") or 0)
+            if len(members) > allowed:
+                for i in members:
+                    out[i] = (
+                        f"{len(members)} pods to evict together fall under PodDisruptionBudget {key}, "
+                        f"which allows {allowed} disruption(s) now"
+                    )
+        return out
 
     def may_write(self) -> bool:
         """Whether this replica may change the cluster now: it schedules and, where replicas

@@ -279,6 +279,34 @@ def pod_requests(spec: dict[str, Any], problems: list[str] | None = None) -> Req
     return Requests(cpu, memory, gpus)
 
 
+def selector_matches(selector: Any, labels: dict[str, str]) -> bool:
+    """Whether a label selector (``matchLabels`` and ``matchExpressions``: In, NotIn, Exists,
+    DoesNotExist) selects ``labels``. An empty selector selects everything, a missing one
+    nothing (a policy/v1 PodDisruptionBudget's rule); one usher cannot read selects nothing."""
+    if not isinstance(selector, dict):
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        if not isinstance(expr, dict):
+            return False
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if op == "In":
+            ok = key in labels and labels[key] in values
+        elif op == "NotIn":
+            ok = key not in labels or labels[key] not in values
+        elif op == "Exists":
+            ok = key in labels
+        elif op == "DoesNotExist":
+            ok = key not in labels
+        else:
+            return False
+        if not ok:
+            return False
+    return True
+
+
 def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
     """Parse one pod; never raises for user mistakes (they land in ``problem``).
 

@@ -98,6 +98,9 @@ CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
     *_grants("", "pods/status", (Verb.PATCH,), Scope.CLUSTER),
     # Events on pods and nodes: why a job waits, what was preempted and by whom (created, never patched).
     *_grants("", "events", (Verb.CREATE,), Scope.CLUSTER),
+    # PodDisruptionBudgets (informer: list and watch only): a preemption or a move whose evictions
+    # a budget would not all allow is not started.
+    *_grants("policy", "poddisruptionbudgets", _LIST_WATCH, Scope.CLUSTER),
     # The workloads that own pods (Job, JobSet, PyTorchJob, RayCluster, LeaderWorkerSet, ...) and
     # PodGroups: a gang's size and minimum (informers: list and watch only, never written).
     *(p for group, plural in _OWNER_RESOURCES for p in _grants(group, plural, _LIST_WATCH, Scope.CLUSTER)),
