@@ -73,6 +73,8 @@ from .schemas import schema_for
 JsonObject = dict[str, Any]
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+#: the highest priority a PriorityClass of a user may have (kube-apiserver's HighestUserDefinablePriority)
+HIGHEST_USER_PRIORITY = 1_000_000_000
 #: the PriorityClasses an API server makes at start: (name, value, description)
 SYSTEM_PRIORITY_CLASSES = (
     ("system-node-critical", 2000001000, "Used for system critical pods that must not be moved from their current node."),
@@ -1080,8 +1082,33 @@ class Store:
             meta["generation"] = 1
         if rt.resource is Resource.PODS:
             self._admit_priority(obj)
+        elif rt.resource is Resource.PRIORITYCLASSES:
+            self._admit_priority_class(rt, obj)
         _DEFAULTERS.get(rt.key, _no_defaults)(obj, True)
         return self._commit(EventType.ADDED, rt, key, obj, None)
+
+    def _admit_priority_class(self, rt: ResourceType, pc: JsonObject) -> None:
+        """kube-apiserver's rules for a new PriorityClass: ``system-`` names and values above
+        one billion belong to the system's own classes; only one class may be ``globalDefault``."""
+        name = pc["metadata"]["name"]
+        system = {n: v for n, v, _ in SYSTEM_PRIORITY_CLASSES}
+        if name.startswith("system-"):
+            if system.get(name) != pc.get("value"):
+                raise ApiError(403, Reason.FORBIDDEN, (
+                    f'priorityclasses.scheduling.k8s.io "{name}" is forbidden: '
+                    "priority class names with 'system-' prefix are reserved for system use only"
+                ), {"name": name, "group": "scheduling.k8s.io", "kind": "priorityclasses"})
+        elif isinstance(pc.get("value"), int) and pc["value"] > HIGHEST_USER_PRIORITY:
+            raise ApiError.invalid(rt, name, "value", "FieldValueForbidden",
+                                   f"Forbidden: maximum allowed value of a user defined priority is {HIGHEST_USER_PRIORITY}")
+        if pc.get("globalDefault"):
+            table = self._tables[rt.key].objects
+            other = next((s.obj["metadata"]["name"] for s in table.values() if s.obj.get("globalDefault")), None)
+            if other is not None:
+                raise ApiError(403, Reason.FORBIDDEN, (
+                    f'priorityclasses.scheduling.k8s.io "{name}" is forbidden: '
+                    f"PriorityClass {other} is already marked as default. Only one default can exist"
+                ), {"name": name, "group": "scheduling.k8s.io", "kind": "priorityclasses"})
 
     def _admit_priority(self, pod: JsonObject) -> None:
         """The Priority admission plugin on a new pod: ``spec.priority`` and
@@ -1101,8 +1128,8 @@ class Store:
             chosen = stored.obj
         else:
             defaults = [s.obj for s in classes.values() if s.obj.get("globalDefault")]
-            if defaults:
-                chosen = max(defaults, key=lambda c: int(c.get("value", 0)))
+            if defaults:  # one at most (``_admit_priority_class``); the lowest, as kube-apiserver
+                chosen = min(defaults, key=lambda c: int(c.get("value", 0)))
                 spec["priorityClassName"] = chosen["metadata"]["name"]
         value = int(chosen.get("value", 0)) if chosen is not None else 0
         if spec.get("priority") is not None and spec["priority"] != value:
@@ -1219,6 +1246,12 @@ class Store:
                 new["status"] = json.loads(_dumps(old["status"]))
             else:
                 new.pop("status", None)
+        if rt.resource is Resource.PODS:
+            # the Priority admission plugin on an update keeps what it set at creation
+            spec, old_spec = new.setdefault("spec", {}), old.get("spec") or {}
+            for field in ("priority", "preemptionPolicy"):
+                if field in old_spec:
+                    spec[field] = old_spec[field]
         _DEFAULTERS.get(rt.key, _no_defaults)(new, False)
         _CHECKS.get(rt.key, _no_checks)(rt, old, new)
         if rt.tracks_generation and new.get("spec") != old.get("spec"):

@@ -87,3 +87,18 @@ def test_official_client_a_priority_written_by_hand_is_forbidden(sandbox: Server
             priority_class_name="system-node-critical", containers=[M.V1Container(name="main", image="busybox:1.36")]))
         made = core.create_namespaced_pod("kube-system", critical)
         assert made.spec.priority == 2000001000
+
+
+def test_kubectl_the_rules_for_priority_classes_and_updates_hold(kubectl: Kubectl) -> None:
+    kubectl.ok("create", "priorityclass", "normal", "--value=10", "--global-default=true")
+    second = kubectl.run("create", "priorityclass", "other", "--value=20", "--global-default=true")
+    assert second.returncode != 0 and "PriorityClass normal is already marked as default. Only one default can exist" in second.stderr
+    reserved = kubectl.run("create", "priorityclass", "system-mine", "--value=10")
+    assert reserved.returncode != 0 and "reserved for system use only" in reserved.stderr
+    huge = kubectl.run("create", "priorityclass", "huge", "--value=2000000000")
+    assert huge.returncode != 0 and "maximum allowed value of a user defined priority is 1000000000" in huge.stderr
+    # an update that leaves the priority out keeps the one admission set (kubectl replace sends
+    # the object as the user wrote it)
+    kubectl.ok("apply", "-f", "-", stdin=_pod("kept", "normal"))
+    kubectl.ok("replace", "-f", "-", stdin=_pod("kept", "normal").replace("busybox:1.36", "busybox:1.37"))
+    assert kubectl.ok("get", "pod", "kept", "-o", "jsonpath={.spec.priority}") == "10"
