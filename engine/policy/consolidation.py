@@ -381,18 +381,20 @@ def carry_out(found: Consolidation, job: Job, state: ClusterState, engine: Admit
 
 def return_to_kept_rooms(state: ClusterState, engine: Admitter, now: float, result: CycleResult) -> None:
     """On a cluster: start each moved job whose pods have come back (it is queued again) in the
-    room kept for it; give back the rooms whose time is up, whose job runs again or is gone, or
-    that its job no longer fits (its pods changed). Each outcome is noted in the audit trail."""
+    room kept for it; give back the rooms whose time is up, or that their job no longer fits
+    (its pods changed). Each outcome is noted in the audit trail. (A room whose move was called
+    off is given back by the backend.)"""
     for job_id, room in list(state.kept_rooms.items()):
         job = state.jobs[job_id]
         where = _node_names(state, room.placements)
-        if job.state == JobState.FINISHED or job.current_run is not None:
-            state.give_back_room(job_id, now)
-            continue
-        if not job.submitted or state.waits_on_operator(job):
+        back = job.submitted and job.current_run is None and job.state != JobState.FINISHED
+        if not back or state.waits_on_operator(job):
+            # not back yet: its old pods may still be going (a cluster backend keeps the room
+            # across its view's rebuilds and hands it to the job its new pods make), or it waits
+            # for an operator
             if now >= room.until:
                 state.give_back_room(job_id, now)
-                why = "it is held or awaits approval" if job.submitted else f"its pods did not come back within {fmt.duration(ROOM_KEPT_FOR)}"
+                why = "it is held or awaits approval" if back else f"its pods did not come back within {fmt.duration(ROOM_KEPT_FOR)}"
                 state.audit.append(AuditEntry(now, "scheduler", AuditAction.KEEP_ROOM, job.name, f"gave back the room kept on {where}: {why}"))
             continue
         state.give_back_room(job_id, now)

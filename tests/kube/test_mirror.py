@@ -373,3 +373,53 @@ def test_a_budgets_label_selector_selects_as_kubernetes_does():
     assert selector_matches({"matchExpressions": [{"key": "app", "operator": "Exists"}]}, labels)
     assert not selector_matches({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, labels)
     assert not selector_matches({"matchExpressions": [{"key": "app", "operator": "Gt", "values": ["1"]}]}, labels)
+
+
+def _moved(m):
+    """The MOVES cluster with the consolidation made: the two movers' kept rooms, by gang."""
+    for i in range(4):
+        add(m, pod(f"m{i}-a", gpus=4, gang=f"m{i}", size=1, node_name=f"n{i}", phase="Running",
+                   annotations={"usher/gpus": "0,1,2,3", "usher/movable": "true"}))
+    for k in range(2):
+        add(m, pod(f"big-{k}", gang="big", size=2, annotations={"usher/topology-required": "usher/rack"}), now=T0 + 5)
+    m.engine.cycle(T0 + 10)
+    return {m.state.jobs[i].name: [(m.state.nodes[p.node_id].name, tuple(p.gpus)) for p in r.placements] for i, r in m.state.kept_rooms.items()}
+
+
+def _terminating(name: str, node: str) -> dict[str, Any]:
+    obj = pod(name, gpus=4, gang=name[:2], size=1, node_name=node, phase="Running",
+              annotations={"usher/gpus": "0,1,2,3", "usher/movable": "true"})
+    obj["metadata"]["deletionTimestamp"] = "2026-11-21T10:00:20Z"
+    return obj
+
+
+def test_a_rebuild_while_the_movers_pods_go_keeps_their_rooms_until_the_new_pods_come():
+    """Rebuilds (a node or the queue config changed) in both windows of a move: while the old
+    pods are still terminating, and once they are gone but before the new ones exist. The rooms
+    stay kept throughout, no job placed meanwhile gets them, and the new pods are bound into
+    them."""
+    for window in ("terminating", "gone"):
+        m = mirror_with(config=MOVES)
+        kept = _moved(m)
+        assert len(kept) == 2
+        for name in kept:
+            old = next(iter(m.gangs[name].pods))
+            m.gangs[name].teardown = "moved"  # the controller evicts them
+            add(m, _terminating(old, f"n{old[1]}"), now=T0 + 20)
+            if window == "gone":
+                m.pod_changed(None, f"ml/{old}", T0 + 20)
+        m.dirty = True
+        m.rebuild(T0 + 21)
+        assert len(m.state.kept_rooms) == 2, window
+        add(m, _created(pod("late", gpus=4, gang="late", size=1), "10:00:22"), now=T0 + 22)
+        rooms = {where for places in kept.values() for where in places}
+        for d in m.engine.cycle(T0 + 22).decisions:  # (big was never bound here: it may go again)
+            assert not {(m.state.nodes[p.node_id].name, tuple(p.gpus)) for p in d.placements} & rooms, (window, d.job.name)
+        for name in kept:
+            old = next(iter(m.gangs[name].pods), None)
+            if old is not None:
+                m.pod_changed(None, f"ml/{old}", T0 + 25)  # the old pod is gone now
+            add(m, _created(pod(f"{name[3:]}-b", gpus=4, gang=name[3:], size=1, annotations={"usher/movable": "true"}), "10:00:30"), now=T0 + 30)
+        placed = {d.job.name: [(m.state.nodes[p.node_id].name, tuple(p.gpus)) for p in d.placements] for d in m.engine.cycle(T0 + 30).decisions}
+        assert placed == kept, window
+        assert not m.state.kept_rooms

@@ -110,6 +110,10 @@ class Mirror:
         self._seq = 0
         #: when the first gang spared after a refused eviction may be a victim again (``spare``)
         self.spared_until: float | None = None
+        #: gangs moved whose old run ended (or that a rebuild found without a job) before their
+        #: new pods came: the finished engine job that holds the room kept for each, by gang key,
+        #: which the gang's next job takes (``_carry_room``)
+        self.room_of: dict[str, int] = {}
 
     @property
     def state(self) -> ClusterState:
@@ -247,12 +251,21 @@ class Mirror:
             if old is not None:
                 # pods made anew under other names (a Job's): a room kept for the gang is theirs
                 self.state.pass_kept_room(old.id, job.id, now)
+            self._carry_room(gang, job, now)
         self._refresh_flags(gang, job)
         if not job.submitted:
             engine.submit(job, now)
 
+    def _carry_room(self, gang: Gang, job: Job, now: float) -> None:
+        """The gang's new job takes the room kept for the gang (``room_of``)."""
+        held = self.room_of.pop(gang.key, None)
+        if held is not None:
+            self.state.pass_kept_room(held, job.id, now)
+
     def _end(self, gang: Gang, job: Job, now: float) -> None:
         """The run's last pod is gone: it finished, or its teardown is complete."""
+        if job.id in self.state.kept_rooms:
+            self.room_of[gang.key] = job.id  # moved: its old pods are gone, its new ones take the room
         self.engine.finish(job, now, EndReason.FINISHED if gang.teardown is None else EndReason.GANG_BROKEN)
         self.gang_of_job.pop(job.id, None)
         gang.job = None
@@ -520,11 +533,14 @@ class Mirror:
             for g in self.gangs.values()
             if g.binding and g.job is not None and g.job.current_run is not None
         }
-        kept = {
-            g.key: (room, [old.nodes[p.node_id].name for p in room.placements])
-            for g in self.gangs.values()
-            if g.job is not None and (room := old.kept_rooms.get(g.job.id)) is not None
-        }
+        holders = {g.key: g.job.id for g in self.gangs.values() if g.job is not None}
+        holders.update(self.room_of)
+        self.room_of = {}  # job ids of the old state
+        kept: dict[str, tuple[KeptRoom, list[str], Job]] = {}
+        for key, holder in holders.items():
+            room = old.kept_rooms.get(holder)
+            if room is not None:
+                kept[key] = (room, [old.nodes[p.node_id].name for p in room.placements], old.jobs[room.job_id])
         cfg = self.config
         levels = list(cfg.topology.levels)
         state = ClusterState(self.name, levels, dict(cfg.priority_classes))
@@ -575,25 +591,43 @@ class Mirror:
                 self.sync(gang, now)
         for key, holding in self.holdings.items():
             self._take(key, holding)
-        for key, (room, nodes) in kept.items():
-            self._keep_again(self.gangs[key], room, nodes, now)
+        for key, (room, nodes, holder) in kept.items():
+            self._keep_again(key, room, nodes, holder, now)
 
-    def _keep_again(self, gang: Gang, room: KeptRoom, nodes: list[str], now: float) -> None:
+    def _room_holder(self, was: Job) -> Job:
+        """A finished job of the gang's that holds its kept room until its next job takes it."""
+        state = self.state
+        holder = Job(
+            id=len(state.jobs), name=was.name, queue=was.queue, submit=was.submit, priority=was.priority, duration=None,
+            estimate=None, preemptible=False, checkpoint_every=None, min_count=was.min_count, groups=was.groups,
+            state=JobState.FINISHED, seq=was.seq,
+        )
+        state.jobs.append(holder)
+        return holder
+
+    def _keep_again(self, key: str, room: KeptRoom, nodes: list[str], holder: Job, now: float) -> None:
         """A room kept for a moved gang (``KeptRoom``) survives a rebuild where its nodes do and
-        it is still free; else it is given back, and the gang queues as any other."""
-        state, job = self.state, gang.job
+        it is still free, held for the gang's job (pending, or running on its old pods while they
+        go), or for a finished job of the gang's (``_room_holder``) when it has none now, until
+        its next job takes it. Else it is given back, and the gang queues as any other."""
+        gang = self.gangs.get(key)
+        state, job, queue = self.state, gang.job if gang is not None else None, holder.queue
         placements = [
             PodPlacement(p.pod, state.node_by_name.get(node, -1), list(p.gpus), p.share, p.cpu, p.memory)
             for p, node in zip(room.placements, nodes)
         ]
-        if job is not None and job.current_run is None and job.state != JobState.FINISHED and state.room_for(placements):
+        # a job running again where it was (its eviction was refused) needs no room; one whose
+        # old pods are still going (torn down) does, as does a gang with no pods for now
+        waiting = job is None or job.state == JobState.FINISHED or job.current_run is None or (gang is not None and gang.teardown is not None)
+        if waiting and queue in state.queues and state.room_for(placements):
+            if job is None or job.state == JobState.FINISHED:
+                job = self._room_holder(holder)
+                self.room_of[key] = job.id
             state.keep_room(KeptRoom(job.id, placements, room.charged, room.until, room.made_room_for), now)
             return
         where = ",".join(dict.fromkeys(nodes))
-        state.audit.append(AuditEntry(
-            now, "scheduler", AuditAction.KEEP_ROOM, gang.title or gang.key,
-            f"gave back the room kept on {where}: the cluster changed before the job's pods came back",
-        ))
+        why = "it runs where it was" if not waiting else "that room is not free any more after the cluster changed"
+        state.audit.append(AuditEntry(now, "scheduler", AuditAction.KEEP_ROOM, holder.name, f"gave back the room kept on {where}: {why}"))
 
     def _keep_in_flight(self, gang: Gang, placements: list[tuple[PodPlacement, str]], now: float) -> None:
         """A gang whose binds are under way when the engine is rebuilt keeps its placements."""
