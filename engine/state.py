@@ -769,6 +769,7 @@ class ClusterState:
     def keep_room(self, room: KeptRoom, now: float) -> None:
         """Hold ``room`` (``KeptRoom``): its capacity is taken and its queue charged until
         ``give_back_room``."""
+        self.give_back_room(room.job_id, now)  # one room per job: a room kept before is released
         self.age_usage(now)
         for p in room.placements:
             self.allocate(self.nodes[p.node_id], p.gpus, p.share, p.cpu, p.memory)

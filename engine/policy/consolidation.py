@@ -73,12 +73,13 @@ def required_level(job: Job) -> int | None:
     return levels.pop()
 
 
-def _movable(job: Job, v: Job, now: float) -> bool:
+def _movable(state: ClusterState, job: Job, v: Job, now: float) -> bool:
     """Whether ``v`` may be moved for ``job``: preemptible, movable, of no higher priority, whole,
-    working."""
+    working, and not in the middle of a move already (no room kept for it)."""
     run = v.current_run
     return (
         v.id != job.id
+        and v.id not in state.kept_rooms
         and run is not None
         and v.preemptible
         and v.movable
@@ -165,7 +166,7 @@ def _candidate_domains(
                 continue
             for jid in node.jobs:
                 v = state.jobs[jid]
-                if _movable(job, v, now):
+                if _movable(state, job, v, now):
                     on_domain[jid] = on_domain.get(jid, 0) + sum(
                         len(p.gpus) for p in v.current_run.placements if p.node_id == nid  # type: ignore[union-attr]
                     )

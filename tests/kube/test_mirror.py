@@ -423,3 +423,26 @@ def test_a_rebuild_while_the_movers_pods_go_keeps_their_rooms_until_the_new_pods
         placed = {d.job.name: [(m.state.nodes[p.node_id].name, tuple(p.gpus)) for p in d.placements] for d in m.engine.cycle(T0 + 30).decisions}
         assert placed == kept, window
         assert not m.state.kept_rooms
+
+
+def test_a_job_whose_room_is_kept_is_not_moved_again_and_nothing_is_held_twice():
+    """A rebuild while the movers' old pods go adopts them running, their rooms still kept; a
+    later cycle must not pick them as movers again (their first room would be held for ever).
+    Whatever happens, the GPUs taken are those of the runs plus those of the kept rooms."""
+    m = mirror_with(nodes=6, config=MOVES)
+    for i in (4, 5):  # the third rack is taken by jobs that may not move
+        add(m, pod(f"f{i}-a", gpus=4, gang=f"f{i}", size=1, node_name=f"n{i}", phase="Running",
+                   annotations={"usher/gpus": "0,1,2,3", "usher/movable": "false"}))
+    kept = _moved(m)
+    for name in kept:
+        old = next(iter(m.gangs[name].pods))
+        m.gangs[name].teardown = "moved"
+        add(m, _terminating(old, f"n{old[1]}"), now=T0 + 20)
+    m.dirty = True
+    m.rebuild(T0 + 21)
+    evicted = [d.job.name for d in m.engine.cycle(T0 + 40).decisions if d.kind == "evict"]
+    assert not set(evicted) & set(kept), evicted
+    st = m.state
+    held = sum(p.gpu_milli for j in st.jobs if j.current_run for p in j.current_run.placements)
+    held += sum(p.gpu_milli for room in st.kept_rooms.values() for p in room.placements)
+    assert held == sum(n.gpu_count * 1000 - sum(n.gpu_free) for n in st.nodes)

@@ -719,7 +719,8 @@ def test_usher_labels_win_over_the_owners_and_keep_todays_key():
     p = job_pod(job)
     p["metadata"]["labels"].update({"usher/gang": "mine", "usher/gang-size": "2", "scheduling.x-k8s.io/pod-group": "pg"})
     spec = infer_group(p, Cache())
-    assert spec == GroupSpec(key=f"{NS}/mine", kind=Kind.GANG, name="mine", size=2)
+    # the Job is not known yet: the labels' gang stands, and the pod is decided again when it is
+    assert spec == GroupSpec(key=f"{NS}/mine", kind=Kind.GANG, name="mine", size=2, depends=(spec_of(JOB, "train"),))
     assert spec.key == pod_view(p).gang
     # the gang is the labels', but the Job that made the pod still says whether an eviction
     # would end it (it is read for that alone, and re-decides the pod when it changes)

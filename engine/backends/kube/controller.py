@@ -762,6 +762,8 @@ class KubeController:
             for d in binds:
                 engine = self.mirror.engine
                 engine.unbind(d.job, now, "a preemption it needed was refused by a PodDisruptionBudget")
+                if d.returning is not None:  # a moved job coming back: its room stays kept
+                    self.state.keep_room(d.returning, now)
             self.mirror.dirty = True  # re-adopt the victims that kept running
             return
         for d in binds:
@@ -830,13 +832,18 @@ class KubeController:
         under: dict[str, list[int]] = {}
         for i, view in enumerate(views):
             pod = self._pods.cache.get(view.key) or {}
+            if not _ready(pod):
+                continue  # a pod not Ready takes nothing from a budget (the dry run judged it)
             labels = (pod.get("metadata") or {}).get("labels") or {}
             for key, pdb in self._budgets.items():
                 if key.partition("/")[0] == view.namespace and selector_matches((pdb.get("spec") or {}).get("selector"), labels):
                     under.setdefault(key, []).append(i)
         out: list[str | None] = [None] * len(views)
         for key, members in under.items():
-            allowed = int((self._budgets[key].get("status") or {}).get("disruptionsAllowed") or 0)
+            try:
+                allowed = int((self._budgets[key].get("status") or {}).get("disruptionsAllowed") or 0)
+            except (TypeError, ValueError):
+                allowed = 0
             if len(members) > allowed:
                 for i in members:
                     out[i] = (
@@ -1216,6 +1223,13 @@ def _same_but_numbers(a: str, b: str) -> bool:
     """Whether two messages say the same thing with other figures (such an update can wait for
     ``MESSAGE_REFRESH``; one that says something else cannot)."""
     return re.sub(r"\d+(\.\d+)?", "#", a) == re.sub(r"\d+(\.\d+)?", "#", b)
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    """Running and Ready: a pod whose eviction a PodDisruptionBudget counts against it."""
+    status = pod.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "Ready"), None)
+    return status.get("phase") == "Running" and ready is not None and ready.get("status") == "True"
 
 
 def _nodes_of(state: Any, placements: list[Any]) -> str:

@@ -619,7 +619,7 @@ class Mirror:
         # a job running again where it was (its eviction was refused) needs no room; one whose
         # old pods are still going (torn down) does, as does a gang with no pods for now
         waiting = job is None or job.state == JobState.FINISHED or job.current_run is None or (gang is not None and gang.teardown is not None)
-        if waiting and queue in state.queues and state.room_for(placements):
+        if waiting and queue in state.queues and (job is None or job.queue == queue) and state.room_for(placements):
             if job is None or job.state == JobState.FINISHED:
                 job = self._room_holder(holder)
                 self.room_of[key] = job.id

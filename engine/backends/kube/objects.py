@@ -283,7 +283,7 @@ def selector_matches(selector: Any, labels: dict[str, str]) -> bool:
     """Whether a label selector (``matchLabels`` and ``matchExpressions``: In, NotIn, Exists,
     DoesNotExist) selects ``labels``. An empty selector selects everything, a missing one
     nothing (a policy/v1 PodDisruptionBudget's rule); one usher cannot read selects nothing."""
-    if not isinstance(selector, dict):
+    if not isinstance(selector, dict) or not isinstance(selector.get("matchLabels") or {}, dict):
         return False
     for key, value in (selector.get("matchLabels") or {}).items():
         if labels.get(key) != value:

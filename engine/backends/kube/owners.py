@@ -336,16 +336,16 @@ def _with_eviction_outcome(spec: GroupSpec, pod: dict[str, Any], walk: _Walk) ->
     ref = controller_of(pod)
     if ref is None or _resource_of(ref) != JOB or not walk.reads(JOB):
         return spec
+    key = (JOB.key, walk.namespace, ref["name"])
+    depends = spec.depends if key in spec.depends else (*spec.depends, key)
     try:
         job = walk.get(JOB, ref["name"], ref.get("uid"))
     except _Missing:
-        return spec
+        return replace(spec, depends=depends)  # decided again once the Job is known
     try:
         pods = _job_pods(job, "", remaining=True)
     except _Invalid:
         pods = 1
-    key = (JOB.key, walk.namespace, job["metadata"]["name"])
-    depends = spec.depends if key in spec.depends else (*spec.depends, key)
     return replace(spec, survives_eviction=job_survives_eviction(job, pods, pod), depends=depends)
 
 
