@@ -1247,10 +1247,11 @@ class Store:
             else:
                 new.pop("status", None)
         if rt.resource is Resource.PODS:
-            # the Priority admission plugin on an update keeps what it set at creation
+            # the Priority admission plugin on an update keeps what it set at creation where the
+            # update leaves it out (a change is then refused as any pod spec change)
             spec, old_spec = new.setdefault("spec", {}), old.get("spec") or {}
             for field in ("priority", "preemptionPolicy"):
-                if field in old_spec:
+                if field in old_spec and spec.get(field) is None:
                     spec[field] = old_spec[field]
         _DEFAULTERS.get(rt.key, _no_defaults)(new, False)
         _CHECKS.get(rt.key, _no_checks)(rt, old, new)

@@ -102,3 +102,5 @@ def test_kubectl_the_rules_for_priority_classes_and_updates_hold(kubectl: Kubect
     kubectl.ok("apply", "-f", "-", stdin=_pod("kept", "normal"))
     kubectl.ok("replace", "-f", "-", stdin=_pod("kept", "normal").replace("busybox:1.36", "busybox:1.37"))
     assert kubectl.ok("get", "pod", "kept", "-o", "jsonpath={.spec.priority}") == "10"
+    changed = kubectl.run("replace", "-f", "-", stdin=_pod("kept", "normal").replace("  containers:", "  priority: 99\n  containers:"))
+    assert changed.returncode != 0 and "pod updates may not change fields" in changed.stderr
