@@ -325,3 +325,24 @@ async def test_a_gang_a_budget_lets_lose_one_pod_but_not_two_is_not_preempted_at
     assert {p["metadata"]["uid"] for p in after} == {p["metadata"]["uid"] for p in before}
     [pod] = await sb.pods("job-name=urgent")
     assert not pod["spec"].get("nodeName")
+
+
+async def test_pods_not_ready_take_nothing_from_a_budget_that_lets_them_go(sb: UsherOnSandbox) -> None:
+    """A gang whose pods are not Ready (still loading, say) under a budget whose
+    unhealthyPodEvictionPolicy is AlwaysAllow: the eviction API lets them go whatever the budget
+    says, so usher's count of pods per budget must not hold the preemption back."""
+    for i in range(2):
+        await sb.create("/api/v1/nodes", node(f"gpu-{i}"))
+    await sb.start_usher(sb.tmp, PREEMPTING)
+    await sb.create("/apis/batch/v1/namespaces/default/jobs", _job("pair", 2, 8))
+    for p in await sb.until(lambda: _running(sb, "job-name=pair", 2), "pair runs"):
+        status = p["status"] | {"conditions": [c | {"status": "False"} if c["type"] == "Ready" else c for c in p["status"]["conditions"]]}
+        await sb.req("PATCH", f"/api/v1/namespaces/default/pods/{p['metadata']['name']}/status", {"status": status})
+    await sb.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep-both"},
+        "spec": {"minAvailable": 2, "unhealthyPodEvictionPolicy": "AlwaysAllow", "selector": {"matchLabels": {"job-name": "pair"}}},
+    })
+    sb.advance(60)
+    await _submit_urgent(sb)
+    await sb.until(lambda: _running(sb, "job-name=urgent", 1), "urgent runs", deadline=30.0)
+    assert len(_evictions(sb)) == 2
