@@ -145,6 +145,12 @@ class ApiError(Exception):
         return cls(422, Reason.INVALID, message, {"name": name, "group": rt.group, "kind": rt.kind, "causes": [cause]})
 
     @classmethod
+    def forbidden(cls, resource: str, name: str, why: str, group: str = "") -> ApiError:
+        """An admission plugin's refusal: ``<resource> "<name>" is forbidden: <why>``."""
+        details = {"name": name, **({"group": group} if group else {}), "kind": resource}
+        return cls(403, Reason.FORBIDDEN, f'{resource}{"." + group if group else ""} "{name}" is forbidden: {why}', details)
+
+    @classmethod
     def bad_request(cls, message: str) -> ApiError:
         return cls(400, Reason.BAD_REQUEST, message)
 
@@ -1094,10 +1100,9 @@ class Store:
         system = {n: v for n, v, _ in SYSTEM_PRIORITY_CLASSES}
         if name.startswith("system-"):
             if system.get(name) != pc.get("value"):
-                raise ApiError(403, Reason.FORBIDDEN, (
-                    f'priorityclasses.scheduling.k8s.io "{name}" is forbidden: '
-                    "priority class names with 'system-' prefix are reserved for system use only"
-                ), {"name": name, "group": "scheduling.k8s.io", "kind": "priorityclasses"})
+                raise ApiError.forbidden(
+                    "priorityclasses", name, "priority class names with 'system-' prefix are reserved for system use only", "scheduling.k8s.io"
+                )
         elif isinstance(pc.get("value"), int) and pc["value"] > HIGHEST_USER_PRIORITY:
             raise ApiError.invalid(rt, name, "value", "FieldValueForbidden",
                                    f"Forbidden: maximum allowed value of a user defined priority is {HIGHEST_USER_PRIORITY}")
@@ -1105,10 +1110,9 @@ class Store:
             table = self._tables[rt.key].objects
             other = next((s.obj["metadata"]["name"] for s in table.values() if s.obj.get("globalDefault")), None)
             if other is not None:
-                raise ApiError(403, Reason.FORBIDDEN, (
-                    f'priorityclasses.scheduling.k8s.io "{name}" is forbidden: '
-                    f"PriorityClass {other} is already marked as default. Only one default can exist"
-                ), {"name": name, "group": "scheduling.k8s.io", "kind": "priorityclasses"})
+                raise ApiError.forbidden(
+                    "priorityclasses", name, f"PriorityClass {other} is already marked as default. Only one default can exist", "scheduling.k8s.io"
+                )
 
     def _admit_priority(self, pod: JsonObject) -> None:
         """The Priority admission plugin on a new pod: ``spec.priority`` and
@@ -1123,8 +1127,7 @@ class Store:
         if wanted:
             stored = classes.get(("", wanted))
             if stored is None:
-                raise ApiError(403, Reason.FORBIDDEN, f'pods "{name}" is forbidden: no PriorityClass with name {wanted} was found',
-                               {"name": name, "kind": "pods"})
+                raise ApiError.forbidden("pods", name, f"no PriorityClass with name {wanted} was found")
             chosen = stored.obj
         else:
             defaults = [s.obj for s in classes.values() if s.obj.get("globalDefault")]
@@ -1133,16 +1136,16 @@ class Store:
                 spec["priorityClassName"] = chosen["metadata"]["name"]
         value = int(chosen.get("value", 0)) if chosen is not None else 0
         if spec.get("priority") is not None and spec["priority"] != value:
-            raise ApiError(403, Reason.FORBIDDEN, (
-                f'pods "{name}" is forbidden: the integer value of priority ({spec["priority"]}) must not be provided in '
-                f"pod spec; priority admission controller computed {value} from the given PriorityClass name"
-            ), {"name": name, "kind": "pods"})
+            raise ApiError.forbidden("pods", name, (
+                f"the integer value of priority ({spec['priority']}) must not be provided in pod spec; "
+                f"priority admission controller computed {value} from the given PriorityClass name"
+            ))
         policy = (chosen or {}).get("preemptionPolicy") or "PreemptLowerPriority"
         if spec.get("preemptionPolicy") is not None and spec["preemptionPolicy"] != policy:
-            raise ApiError(403, Reason.FORBIDDEN, (
-                f'pods "{name}" is forbidden: the string value of PreemptionPolicy ({spec["preemptionPolicy"]}) must not be '
-                f"provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
-            ), {"name": name, "kind": "pods"})
+            raise ApiError.forbidden("pods", name, (
+                f"the string value of PreemptionPolicy ({spec['preemptionPolicy']}) must not be provided in pod spec; "
+                f"priority admission controller computed {policy} from the given PriorityClass name"
+            ))
         spec["priority"] = value
         spec["preemptionPolicy"] = policy
 

@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import kubernetes
 import pytest
 import yaml
+from kubectl import Kubectl
+from kubernetes.client import ApiClient, Configuration
 from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.controller import KubeController
 from usher.engine.scenario import parse_scenario
@@ -171,3 +174,27 @@ async def usher_sandbox(tmp_path: Path) -> AsyncIterator[UsherOnSandbox]:
     s.tmp = tmp_path
     yield s
     await s.stop()
+
+
+@pytest.fixture(name="sandbox")
+def two_node_sandbox_fixture() -> Iterator[ServerThread]:
+    """The ``sandbox`` fixture: ``two_node_sandbox`` (import it to use it)."""
+    with two_node_sandbox() as thread:
+        yield thread
+
+
+@pytest.fixture(name="kubectl")
+def kubectl_fixture(sandbox: ServerThread, tmp_path: Path) -> Kubectl:
+    """The ``kubectl`` fixture: the real kubectl with a kubeconfig for ``sandbox``."""
+    config = tmp_path / "kubeconfig"
+    config.write_text(yaml.safe_dump(sandbox.server.kubeconfig()))
+    return Kubectl(config)
+
+
+@pytest.fixture(name="api")
+def official_client_fixture(sandbox: ServerThread) -> Iterator[ApiClient]:
+    """The ``api`` fixture: the official ``kubernetes`` client configured for ``sandbox``."""
+    configuration = Configuration()
+    kubernetes.config.load_kube_config_from_dict(sandbox.server.kubeconfig(), client_configuration=configuration)
+    with ApiClient(configuration) as client:
+        yield client

@@ -8,40 +8,20 @@ leaves one out fails here as it would fail a user.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import kubernetes
-import pytest
 from kubernetes.client import (
     ApiClient,
     ApiextensionsV1Api,
     BatchV1Api,
-    Configuration,
     CoordinationV1Api,
     CoreV1Api,
     CustomObjectsApi,
 )
 
-from sandboxes import two_node_sandbox
-
-from usher.sandbox.apiserver import ServerThread
+from sandboxes import official_client_fixture, two_node_sandbox_fixture  # noqa: F401 (the api and sandbox fixtures)
 
 M = kubernetes.client
-
-
-
-@pytest.fixture
-def sandbox() -> Iterator[ServerThread]:
-    with two_node_sandbox() as thread:
-        yield thread
-
-
-@pytest.fixture
-def api(sandbox: ServerThread) -> Iterator[ApiClient]:
-    configuration = Configuration()
-    kubernetes.config.load_kube_config_from_dict(sandbox.server.kubeconfig(), client_configuration=configuration)
-    with ApiClient(configuration) as client:
-        yield client
 
 
 def watch_first(list_fn: object, *args: object, **kwargs: object) -> list[tuple[str, object]]:

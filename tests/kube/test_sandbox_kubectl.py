@@ -4,29 +4,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from kubectl import Kubectl
-from sandboxes import two_node_sandbox
+from sandboxes import kubectl_fixture, two_node_sandbox_fixture  # noqa: F401 (the kubectl and sandbox fixtures)
 from usher.sandbox import crds
 from usher.sandbox.apiserver import ServerThread
-
-
-@pytest.fixture
-def sandbox() -> Iterator[ServerThread]:
-    with two_node_sandbox() as thread:
-        yield thread
-
-
-@pytest.fixture
-def kubectl(sandbox: ServerThread, tmp_path: Path) -> Kubectl:
-    config = tmp_path / "kubeconfig"
-    config.write_text(yaml.safe_dump(sandbox.server.kubeconfig()))
-    return Kubectl(config)
 
 
 def pod(name: str, node: str | None = None, grace: int | None = None, **meta: Any) -> dict[str, Any]:

@@ -9,33 +9,14 @@ refuses it. The two system classes every cluster has are there from the start.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import kubernetes
 import pytest
-import yaml
 from kubectl import Kubectl
-from kubernetes.client import ApiClient, Configuration, CoreV1Api
+from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.rest import ApiException
-from sandboxes import two_node_sandbox
-
-from usher.sandbox.apiserver import ServerThread
+from sandboxes import kubectl_fixture, official_client_fixture, two_node_sandbox_fixture  # noqa: F401 (kubectl, api, sandbox)
 
 M = kubernetes.client
-
-
-@pytest.fixture
-def sandbox() -> Iterator[ServerThread]:
-    with two_node_sandbox() as thread:
-        yield thread
-
-
-@pytest.fixture
-def kubectl(sandbox: ServerThread, tmp_path: Path) -> Kubectl:
-    config = tmp_path / "kubeconfig"
-    config.write_text(yaml.safe_dump(sandbox.server.kubeconfig()))
-    return Kubectl(config)
 
 
 def _pod(name: str, priority_class: str | None = None) -> str:
@@ -72,21 +53,18 @@ def test_kubectl_a_pod_naming_a_missing_class_is_forbidden(kubectl: Kubectl) -> 
     assert kubectl.run("get", "pod", "lost").returncode != 0  # nothing was created
 
 
-def test_official_client_a_priority_written_by_hand_is_forbidden(sandbox: ServerThread) -> None:
-    configuration = Configuration()
-    kubernetes.config.load_kube_config_from_dict(sandbox.server.kubeconfig(), client_configuration=configuration)
-    with ApiClient(configuration) as client:
-        core = CoreV1Api(client)
-        pod = M.V1Pod(metadata=M.V1ObjectMeta(name="sneaky"), spec=M.V1PodSpec(priority=5, containers=[M.V1Container(name="main", image="busybox:1.36")]))
-        with pytest.raises(ApiException) as caught:
-            core.create_namespaced_pod("default", pod)
-        assert caught.value.status == 403
-        assert ("the integer value of priority (5) must not be provided in pod spec; "
-                "priority admission controller computed 0 from the given PriorityClass name") in caught.value.body
-        critical = M.V1Pod(metadata=M.V1ObjectMeta(name="agent"), spec=M.V1PodSpec(
-            priority_class_name="system-node-critical", containers=[M.V1Container(name="main", image="busybox:1.36")]))
-        made = core.create_namespaced_pod("kube-system", critical)
-        assert made.spec.priority == 2000001000
+def test_official_client_a_priority_written_by_hand_is_forbidden(api: ApiClient) -> None:
+    core = CoreV1Api(api)
+    pod = M.V1Pod(metadata=M.V1ObjectMeta(name="sneaky"), spec=M.V1PodSpec(priority=5, containers=[M.V1Container(name="main", image="busybox:1.36")]))
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_pod("default", pod)
+    assert caught.value.status == 403
+    assert ("the integer value of priority (5) must not be provided in pod spec; "
+            "priority admission controller computed 0 from the given PriorityClass name") in caught.value.body
+    critical = M.V1Pod(metadata=M.V1ObjectMeta(name="agent"), spec=M.V1PodSpec(
+        priority_class_name="system-node-critical", containers=[M.V1Container(name="main", image="busybox:1.36")]))
+    made = core.create_namespaced_pod("kube-system", critical)
+    assert made.spec.priority == 2000001000
 
 
 def test_kubectl_the_rules_for_priority_classes_and_updates_hold(kubectl: Kubectl) -> None:

@@ -728,10 +728,7 @@ class KubeController:
         binds = [d for d in decisions if d.kind == DecisionKind.BIND]
         if evictions and binds and not await self._evictions_allowed(evictions, now):
             why = "an eviction it needed is forbidden by a PodDisruptionBudget"
-            for d in binds:
-                self.mirror.engine.unbind(d.job, now, why)
-                if d.returning is not None:  # a moved job coming back: its room stays kept
-                    self.state.keep_room(d.returning, now)
+            self._call_off(binds, now, why)
             for d in evictions:  # a move called off: its mover runs on where it is
                 room = self.state.give_back_room(d.job.id, now)
                 if room is not None:
@@ -739,7 +736,6 @@ class KubeController:
                         now, "scheduler", AuditAction.KEEP_ROOM, d.job.name,
                         f"gave back the room kept on {_nodes_of(self.state, room.placements)}: the move was called off ({why})",
                     ))
-            self.mirror.dirty = True  # the victims run on: the next tick takes them in again
             return
         blocked = False
         for d in evictions:
@@ -759,17 +755,22 @@ class KubeController:
         for d in binds:
             self.metrics.job_admitted(d.job.queue)
         if blocked:
-            for d in binds:
-                engine = self.mirror.engine
-                engine.unbind(d.job, now, "a preemption it needed was refused by a PodDisruptionBudget")
-                if d.returning is not None:  # a moved job coming back: its room stays kept
-                    self.state.keep_room(d.returning, now)
-            self.mirror.dirty = True  # re-adopt the victims that kept running
+            self._call_off(binds, now, "a preemption it needed was refused by a PodDisruptionBudget")
             return
         for d in binds:
             gang = self.mirror.gang_of_job.get(d.job.id)
             if gang is not None:
                 self._spawn(self._bind_gang(gang, d))
+
+    def _call_off(self, binds: list[Decision], now: float, why: str) -> None:
+        """A cycle's evictions did not (all) happen: none of its binds is made (a moved job that
+        was coming back keeps its room), and the next tick derives the engine's state from the
+        cluster again, where the victims still run."""
+        for d in binds:
+            self.mirror.engine.unbind(d.job, now, why)
+            if d.returning is not None:
+                self.state.keep_room(d.returning, now)
+        self.mirror.dirty = True
 
     def _why(self, d: Decision) -> str:
         """Why a job's pods are evicted, as their Events say it."""
