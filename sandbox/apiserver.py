@@ -1261,8 +1261,8 @@ class FakeApiServer:
         pod = self.store.get_stored(Resource.PODS, str(target.name), target.namespace)
         options = eviction.get("deleteOptions") or {}
         dry_run = _eviction_dry_run(request.query.get("dryRun") or [], options.get("dryRun") or [])
-        if pod.obj.get("status", {}).get("phase") == "Running":
-            self._check_budgets(pod.obj)
+        if pod.obj.get("status", {}).get("phase") == "Running" and not pod.obj["metadata"].get("deletionTimestamp"):
+            self._check_budgets(pod.obj)  # a pod already being deleted (or not running) takes nothing from a budget
         pods = RESOURCE_TYPES[Resource.PODS]
         preconditions = options.get("preconditions")
         if dry_run:

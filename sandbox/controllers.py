@@ -1,7 +1,8 @@
 """The in-process stand-ins for a cluster's own controllers, run beside the fake API server.
 
 ``Controllers(store)`` owns a kubelet for every node (:mod:`usher.sandbox.kubelet`, with the
-taint manager), the default scheduler (:mod:`usher.sandbox.default_scheduler`), the workload
+taint manager), the node lifecycle controller and pod garbage collector
+(:mod:`usher.sandbox.nodelifecycle`), the default scheduler (:mod:`usher.sandbox.default_scheduler`), the workload
 controllers (:mod:`usher.sandbox.workloads`: Job, ReplicaSet, Deployment, DaemonSet) and, with
 ``operators`` (the default), a StatefulSet controller and the stand-ins for the JobSet,
 Kubeflow (PyTorchJob, TFJob, MPIJob), KubeRay (RayCluster, RayJob) and LeaderWorkerSet operators
@@ -62,6 +63,7 @@ class Controllers:
         from .crds import install as install_crds
         from .default_scheduler import DefaultScheduler
         from .kubelet import Kubelet
+        from .nodelifecycle import NodeLifecycle
         from .operators import operator_parts
         from .workloads import (
             DaemonSetController,
@@ -80,6 +82,8 @@ class Controllers:
         self.active = False
         self.errors: list[BaseException] = []
         self.kubelet = Kubelet(self) if kubelet else None
+        self.lifecycle = NodeLifecycle(self)
+        """The node lifecycle controller and the pod garbage collector (:mod:`usher.sandbox.nodelifecycle`)."""
         self.scheduler = DefaultScheduler(self) if scheduler else None
         self.jobs = JobController(self) if workloads else None
         self.replicasets = ReplicaSetController(self) if workloads else None
@@ -88,8 +92,8 @@ class Controllers:
         self.operators: list[Part] = operator_parts(self) if operators else []
         """The StatefulSet controller and the operator stand-ins (:mod:`usher.sandbox.operators`)."""
         self.parts = [
-            p for p in (self.deployments, self.replicasets, self.daemonsets, *self.operators, self.jobs, self.scheduler,
-                        self.kubelet)
+            p for p in (self.lifecycle, self.deployments, self.replicasets, self.daemonsets, *self.operators, self.jobs,
+                        self.scheduler, self.kubelet)
             if p is not None
         ]
         if operators:

@@ -33,7 +33,7 @@ def job_defaults(job: JsonObject, creating: bool) -> None:
     spec.setdefault("backoffLimit", 6)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
-    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    spec.setdefault("podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
     uid = job["metadata"].get("uid")
     template = spec.setdefault("template", {})
     if creating and uid and not spec.get("manualSelector"):

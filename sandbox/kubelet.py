@@ -23,12 +23,16 @@ For each pod bound to a node (``spec.nodeName``), except the scenario pods a
   when the grace period ends (code 137); the kubelet writes the terminated status, then deletes
   the pod with grace 0. A pod that never started is deleted at once.
 
+A node whose Ready condition is ``Unknown`` has lost its kubelet: nothing there starts, exits or
+is stopped, so a pod deleted meanwhile stays ``Terminating`` and a run that ends meanwhile is
+reported when the node is back (then the pods the node lifecycle controller marked not ready
+are Ready again).
+
 The taint manager (the node lifecycle controller's part) evicts any bound, running or pending
 pod that does not tolerate a ``NoExecute`` taint in the node's ``spec.taints``: a
 ``DisruptionTarget`` condition (reason ``DeletionByTaintManager``) and a graceful delete, at
 once or after the smallest ``tolerationSeconds`` of the tolerations that match. The
-``not-ready``/``unreachable`` taints a real control plane adds are not synthesized here (the
-scenario's node failures are the World's to play).
+``not-ready``/``unreachable`` taints come from :mod:`usher.sandbox.nodelifecycle`.
 
 Not modelled: probes, image pulls, volumes, cgroups and eviction on node pressure, static pods.
 """
@@ -45,6 +49,7 @@ from usher.engine.scenario.quantity import parse_duration
 
 from .controllers import Controllers, Part
 from .kinds import RESOURCE_TYPES, Resource
+from .nodelifecycle import kubelet_unreachable
 from .nodefit import (
     add_usage,
     insufficient,
@@ -101,6 +106,8 @@ class Kubelet(Part):
         self._node_index: dict[str, int] = {}
         self._ips: dict[str, int] = {}
         self._taint_seen: dict[tuple[str, str, str, str], float] = {}
+        #: pods seen on a node while its kubelet was silent (made Ready again when it is back)
+        self._cut_off: set[str] = set()
 
     # ------------------------------------------------------------------ what changed
 
@@ -115,6 +122,7 @@ class Kubelet(Part):
                     self.mgr.cancel(("exit", meta["uid"]))
                     self.mgr.cancel(("kill", meta["uid"]))
                 self.mgr.cancel(("taint", meta["uid"]))
+                self._cut_off.discard(meta["uid"])
             elif (change.new.obj.get("spec") or {}).get("nodeName"):
                 self._pending.add((meta.get("namespace", ""), meta["name"]))
 
@@ -174,13 +182,22 @@ class Kubelet(Part):
                 return
         if self.mgr.skip(pod):
             return
+        if kubelet_unreachable(node):
+            self._cut_off.add(meta["uid"])
+            return  # its kubelet is silent: nothing on the node starts, exits or is stopped
         if meta.get("deletionTimestamp"):
             self._terminate(stored)
             return
         if is_terminal(pod):
             return
         uid = meta["uid"]
-        if uid in self.runs:
+        run = self.runs.get(uid)
+        if run is not None:
+            if run.end is not None and run.end <= self.mgr.now():
+                self._exit(ns, name, uid)  # it ended while the node was cut off
+            elif uid in self._cut_off and node is not None and node_ready(node) is True:
+                self._cut_off.discard(uid)
+                self._ready_again(stored)
             return
         if (pod.get("status") or {}).get("phase") == "Running":
             self._adopt(stored)
@@ -399,11 +416,25 @@ class Kubelet(Part):
         _order_conditions(status)
         self.store.commit_update(PODS, stored, pod)
 
+    def _ready_again(self, stored: Stored) -> None:
+        """A running pod marked not ready while its node was cut off: Ready again, as the kubelet
+        reports once it is back."""
+        conditions = (stored.obj.get("status") or {}).get("conditions") or []
+        if all(c.get("status") == "True" for c in conditions if c.get("type") in ("Ready", "ContainersReady")):
+            return
+        pod = stored.copy()
+        now = self.store.now()
+        for type_ in ("ContainersReady", "Ready"):
+            set_condition(pod.setdefault("status", {}), now, type_, "True")
+        self.store.commit_update(PODS, stored, pod)
+
     def _exit(self, ns: str, name: str, uid: str) -> None:
         stored = self._current(ns, name, uid)
         run = self.runs.get(uid)
         if stored is None or run is None or stored.obj["metadata"].get("deletionTimestamp") or is_terminal(stored.obj):
             return
+        if kubelet_unreachable(self._node(run.node)):
+            return  # reported when the node is back (``sync_pod``)
         pod = stored.obj
         try:
             code = int((pod["metadata"].get("annotations") or {}).get(EXIT_CODE_ANNOTATION, "0"))
@@ -463,7 +494,7 @@ class Kubelet(Part):
 
     def _kill(self, ns: str, name: str, uid: str) -> None:
         stored = self._current(ns, name, uid)
-        if stored is not None:
+        if stored is not None and not kubelet_unreachable(self._node(stored.obj["spec"].get("nodeName", ""))):
             self._terminate(stored)
 
 

@@ -109,6 +109,16 @@ def node_conditions(now: str) -> list[dict[str, Any]]:
     ]
 
 
+def unreachable_conditions(now: str) -> list[dict[str, Any]]:
+    """What the node lifecycle controller writes once a kubelet has stopped posting status: the
+    Ready and pressure conditions Unknown (their last heartbeat left as it was)."""
+    return [
+        {"type": type_, "status": "Unknown", "lastTransitionTime": now, "reason": "NodeStatusUnknown",
+         "message": "Kubelet stopped posting node status."}
+        for type_ in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
+    ]
+
+
 def queue_config_text(scenario: Scenario) -> str:
     """The scenario's ``topology`` and ``queues`` as the ConfigMap's YAML."""
     doc = scenario.model_dump(mode="json", by_alias=True, exclude_none=True, include={"topology", "queues"})

@@ -829,6 +829,30 @@ class Subresource(StrEnum):
     STATUS = "status"
 
 
+DEFAULT_TOLERATION_SECONDS = 300
+"""kube-apiserver's ``--default-not-ready-toleration-seconds`` and ``--default-unreachable-toleration-seconds``."""
+
+
+def _admit_default_tolerations(pod: JsonObject) -> None:
+    """The DefaultTolerationSeconds admission plugin on a new pod: unless a toleration already
+    covers it (its key that taint's or empty, its effect ``NoExecute`` or empty), tolerate
+    ``node.kubernetes.io/not-ready`` and ``unreachable`` with ``NoExecute`` for 300 s, so a pod
+    outlives a node's short absence and is evicted from a node gone for longer."""
+    spec = pod.setdefault("spec", {})
+    tolerations = spec.get("tolerations")
+    if tolerations is not None and not isinstance(tolerations, list):
+        return  # validation refuses it
+    have = [t for t in tolerations or [] if isinstance(t, dict)]
+    added = []
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        if any(t.get("key") in (key, "", None) and t.get("effect") in ("NoExecute", "", None) for t in have):
+            continue
+        added.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                      "tolerationSeconds": DEFAULT_TOLERATION_SECONDS})
+    if added:
+        spec["tolerations"] = [*(tolerations or []), *added]
+
+
 class Store:
     """The in-memory API storage. See the module docstring for the semantics.
 
@@ -1088,6 +1112,7 @@ class Store:
             meta["generation"] = 1
         if rt.resource is Resource.PODS:
             self._admit_priority(obj)
+            _admit_default_tolerations(obj)
         elif rt.resource is Resource.PRIORITYCLASSES:
             self._admit_priority_class(rt, obj)
         _DEFAULTERS.get(rt.key, _no_defaults)(obj, True)

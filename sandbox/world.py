@@ -56,11 +56,13 @@ from .kinds import Resource
 from .objects import (
     JOB_LABEL,
     JOB_NAMESPACE,
+    node_conditions,
     node_object,
     pod_objects,
     priority_class_objects,
     queue_configmap,
     seconds,
+    unreachable_conditions,
 )
 from .store import ApiError
 
@@ -295,14 +297,11 @@ class World:
                 for name in self._pods_on(ev.node):
                     await self._evict(name)
         elif action in (Action.FAIL, Action.RECOVER):
-            ready = "True" if action == Action.RECOVER else "False"
             now = format_time(utcnow())
-            message = "kubelet is posting ready status" if ready == "True" else "Kubelet stopped posting node status."
-            reason = "KubeletReady" if ready == "True" else "NodeStatusUnknown"
-            ready_condition = {"type": "Ready", "status": ready if ready == "True" else "Unknown", "reason": reason,
-                               "message": message, "lastHeartbeatTime": now, "lastTransitionTime": now}
-            # a strategic merge patch merges conditions by type: the pressure conditions stay
-            patch = {"status": {"conditions": [ready_condition]}}
+            # the kubelet posts its conditions again, or the node lifecycle controller marks them
+            # Unknown (a strategic merge patch merges conditions by type)
+            conditions = node_conditions(now) if action == Action.RECOVER else unreachable_conditions(now)
+            patch = {"status": {"conditions": conditions}}
             await self._req("PATCH", f"/api/v1/nodes/{ev.node}/status", patch, "application/strategic-merge-patch+json", ok=(404,))
             if action == Action.FAIL:
                 for name in self._pods_on(ev.node):

@@ -14,6 +14,10 @@ binds), or one that loses a member while it runs (drained, deleted, failed, its 
 *torn down*: ``Gang.teardown`` says why, and the controller evicts its remaining pods. Its engine
 run keeps holding the capacity until the last of its pods is gone (pods in their termination
 grace period still use their GPUs); then the run ends and the gang's recreated pods queue again.
+A pod being deleted on a node that is not Ready may never go (no kubelet confirms it: a dead node
+keeps it Terminating until the node is back, deleted or declared out of service), so it is
+*stranded*: out of its gang, holding its node as a pod usher does not schedule until it is gone,
+and the gang starts again whole with the pods its owner makes anew.
 
 Pods usher does not schedule (DaemonSets, the default scheduler's) hold capacity too: each is a
 ``Holding`` taken from its node's free GPUs, CPU and memory, so usher never overcommits a node.
@@ -34,7 +38,7 @@ from ...policy.registry import Policy
 from ...scenario import Scenario
 from ...state import MILLI, AuditEntry, ClusterState, Job, KeptRoom, Node, PodGroup, PodPlacement
 from .constraints import group_constraints
-from .objects import Holding, NodeView, Phase, PodView, natural_key
+from .objects import Holding, NodeView, Phase, PodView, Requests, natural_key
 
 DEFAULT_QUEUE = "default"
 
@@ -110,6 +114,12 @@ class Mirror:
         self._seq = 0
         #: when the first gang spared after a refused eviction may be a victim again (``spare``)
         self.spared_until: float | None = None
+        #: pods of usher's gangs being deleted on a node that is not Ready (or was deleted), by key,
+        #: with their gang's key: no kubelet may ever finish them (a dead node keeps a pod
+        #: Terminating until the node is back, deleted, or declared out of service), so they are
+        #: out of their gang, whose run may end and start again with the pods made anew, and hold
+        #: their node's resources as a pod usher does not schedule until they are gone
+        self.stranded: dict[str, str] = {}
         #: gangs moved whose old run ended (or that a rebuild found without a job) before their
         #: new pods came: the finished engine job that holds the room kept for each, by gang key,
         #: which the gang's next job takes (``_carry_room``)
@@ -140,6 +150,7 @@ class Mirror:
         if view is None:
             self.nodes.pop(name, None)
             self.dirty = True
+            self._strand_on(name, now)
             return
         self.nodes[name] = view
         if old is None or old.shape() != view.shape():
@@ -147,10 +158,20 @@ class Mirror:
         elif not self.dirty and (old.unschedulable, old.ready) != (view.unschedulable, view.ready):
             node = self.state.node(name)
             self.state.set_schedulable(node, cordoned=view.unschedulable, failed=not view.ready)
+        if not view.ready and (old is None or old.ready):
+            self._strand_on(name, now)
 
     def pod_changed(self, view: PodView | None, key: str, now: float) -> None:
         """A pod appeared, changed or went away; a pod whose gang changed (its owner came to be
         known, a label was edited) leaves its old gang first."""
+        if key in self.stranded:
+            if view is None or not view.live:
+                del self.stranded[key]
+                self.holding_changed(key, None)
+            return
+        if view is not None and self._strands(view):
+            self._strand(view, key, now)
+            return
         previous = self.pod_gang.get(key)
         if previous is not None and (view is None or view.gang != previous):
             self._leave(previous, key, now, "was deleted from" if view is None else "left the gang on")
@@ -171,6 +192,43 @@ class Mirror:
         self.pod_gang[key] = gang_key
         gang.size, gang.minimum, gang.title, gang.waiting_for = view.gang_size, view.gang_minimum, view.gang_title, view.waiting_for
         self.sync(gang, now)
+
+    def _strands(self, view: PodView) -> bool:
+        """Whether the pod is being deleted on a node known to be not Ready (its kubelet may
+        never finish it)."""
+        if not (view.terminating and view.live and view.node is not None):
+            return False
+        node = self.nodes.get(view.node)
+        return node is not None and not node.ready
+
+    def _strand(self, view: PodView, key: str, now: float) -> None:
+        """Take the pod out of its gang (``stranded``); it holds its node as any pod usher does
+        not schedule, until it is gone."""
+        previous = self.pod_gang.get(key)
+        if previous is not None:
+            self._leave(previous, key, now, "hangs terminating on node")
+        self.stranded[key] = view.gang
+        whole = -(-view.gpu_milli // MILLI)  # a share holds its GPU: nothing is placed beside it there
+        self.holding_changed(key, Holding(view.node or "", Requests(view.cpu, view.memory, whole)))
+        gang = self.gangs.get(view.gang)
+        if gang is not None:
+            self.sync(gang, now)
+
+    def _strand_on(self, node: str, now: float) -> None:
+        """The node is not Ready (or is gone): its pods being deleted are stranded."""
+        for gang in list(self.gangs.values()):
+            for view in list(gang.pods.values()):
+                if view.node == node and view.terminating and view.live and view.key not in self.stranded:
+                    self._strand(view, view.key, now)
+
+    def stranded_of(self, gang: Gang) -> list[str]:
+        """The gang's pods stranded on nodes that are not Ready, as ``pod on node``."""
+        out = []
+        for key, gang_key in sorted(self.stranded.items()):
+            if gang_key == gang.key:
+                holding = self.holdings.get(key)
+                out.append(f"{key.rsplit('/', 1)[-1]} on {holding.node if holding is not None else '?'}")
+        return out
 
     def _leave(self, gang_key: str, key: str, now: float, how: str) -> None:
         self.pod_gang.pop(key, None)
@@ -342,9 +400,16 @@ class Mirror:
         if gang.waiting_for is not None:
             return False, PendingReason.WAITING_FOR_GANG, f"Waiting to learn the gang's size: {gang.waiting_for}."
         if len(unbound) < gang.required:
-            return False, PendingReason.WAITING_FOR_GANG, (
-                f"{len(unbound)} of the gang's {gang.required} pods exist; usher starts a gang only when all of them can start together."
-            )
+            message = f"{len(unbound)} of the gang's {gang.required} pods exist; usher starts a gang only when all of them can start together."
+            stranded = self.stranded_of(gang)
+            if stranded:
+                message += (
+                    f" Its old pod {', '.join(stranded)} is stuck terminating: the node is not Ready, so no kubelet "
+                    "confirms the pod is gone, and its owner may wait for that before it makes the pod anew. If the "
+                    "node is dead, delete it (kubectl delete node) or taint it "
+                    "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, and the cluster removes the pod."
+                )
+            return False, PendingReason.WAITING_FOR_GANG, message
         return True, None, None
 
     def queue_of(self, pod: PodView) -> str:

@@ -1,0 +1,150 @@
+"""A GPU node dies under a running gang, as it happens on a real cluster (the sandbox's node
+lifecycle controller, taint manager and pod garbage collector, `usher.sandbox.nodelifecycle`).
+
+The node's Ready condition turns Unknown; the control plane taints it `unreachable` and marks
+its pods not ready, and evicts them 300 s later (the toleration every pod gets). With no kubelet
+to finish the deletion, the evicted pod stays Terminating on the dead node until the node comes
+back, is deleted, or is declared out of service. usher must not bind onto the node meanwhile, must
+stop the rest of the gang once its member is evicted, and must start the gang again whole on
+the nodes left, with the pods the Job made anew.
+"""
+
+from __future__ import annotations
+
+from sandboxes import UsherOnSandbox, node, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
+
+from usher.sandbox.objects import unreachable_conditions
+
+QUEUES = """
+queues:
+  - {name: research, quota: {gpu: 64}, namespaces: [default]}
+"""
+
+
+def _job(name: str, parallelism: int, gpus: int, failure_policy: bool = False) -> dict:
+    spec: dict = {"parallelism": parallelism, "completions": parallelism, "template": {
+        "metadata": {"labels": {"usher/gang": name}},
+        "spec": {
+            "schedulerName": "usher", "restartPolicy": "Never", "terminationGracePeriodSeconds": 30,
+            "containers": [{"name": "main", "image": "trainer:1",
+                            "resources": {"requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}}}],
+        },
+    }}
+    if failure_policy:
+        spec["podFailurePolicy"] = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+
+
+async def _running(sb: UsherOnSandbox, selector: str) -> list[dict]:
+    return [p for p in await sb.pods(selector)
+            if p.get("status", {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+
+
+async def _lose_node(sb: UsherOnSandbox, name: str) -> None:
+    """What the node lifecycle controller writes once the node's kubelet has gone silent."""
+    r = await sb.http.patch(f"/api/v1/nodes/{name}/status", json={"status": {"conditions": unreachable_conditions(sb.server.store.now())}},
+                            headers={"Content-Type": "application/strategic-merge-patch+json"})
+    assert r.status_code == 200, r.text
+
+
+async def _started_again(sb: UsherOnSandbox, *old: dict) -> list[dict]:
+    """The gang's two pods made anew, once both run."""
+    names = {p["metadata"]["name"] for p in old}
+
+    async def fresh() -> list[dict] | None:
+        pods = [p for p in await _running(sb, "job-name=train") if p["metadata"]["name"] not in names]
+        return pods if len(pods) == 2 else None
+
+    return await sb.until(fresh, "train starts again on the nodes left", deadline=30.0)
+
+
+async def _train_on_two_of_three(sb: UsherOnSandbox, failure_policy: bool = False) -> tuple[dict, dict]:
+    for i in range(3):
+        await sb.create("/api/v1/nodes", node(f"gpu-{i}"))
+    await sb.start_usher(sb.tmp, QUEUES)
+    await sb.create("/apis/batch/v1/namespaces/default/jobs", _job("train", 2, 8, failure_policy))
+
+    async def both() -> list[dict] | None:
+        pods = await _running(sb, "job-name=train")
+        return pods if len(pods) == 2 else None
+
+    first = sorted(await sb.until(both, "train runs"), key=lambda p: p["spec"]["nodeName"])
+    sb.advance(60)
+    return first[0], first[1]
+
+
+async def test_a_gang_on_a_dead_node_starts_again_on_the_nodes_left_while_its_old_pod_hangs_terminating(sb: UsherOnSandbox) -> None:
+    lost, other = await _train_on_two_of_three(sb)
+    dead = lost["spec"]["nodeName"]
+    await _lose_node(sb, dead)
+
+    node_now = await sb.until(lambda: sb.get(f"/api/v1/nodes/{dead}"), "node")
+    taints = {(t["key"], t["effect"]) for t in node_now["spec"].get("taints") or []}
+    assert taints == {("node.kubernetes.io/unreachable", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute")}
+    pod = await sb.pod_where(lost["metadata"]["name"], lambda p: any(
+        c["type"] == "Ready" and c["status"] == "False" for c in p["status"]["conditions"]))
+    assert not pod["metadata"].get("deletionTimestamp")
+
+    sb.advance(290)  # within the 300 s every pod tolerates an unreachable node: the gang runs on
+    assert len(await _running(sb, "job-name=train")) == 2
+    assert not (await sb.get(f"/api/v1/namespaces/default/pods/{lost['metadata']['name']}"))["metadata"].get("deletionTimestamp")
+
+    sb.advance(15)  # the taint manager evicts it; nobody on the dead node can finish the deletion
+    stuck = await sb.pod_where(lost["metadata"]["name"], lambda p: p["metadata"].get("deletionTimestamp"))
+    assert stuck["status"]["phase"] == "Running"
+    assert any(c["type"] == "DisruptionTarget" and c["reason"] == "DeletionByTaintManager" for c in stuck["status"]["conditions"])
+
+    fresh = await _started_again(sb, lost, other)
+    assert sorted(p["spec"]["nodeName"] for p in fresh) == sorted({"gpu-0", "gpu-1", "gpu-2"} - {dead})
+    # the old pod still hangs there, and nothing else was put on the dead node
+    assert (await sb.get(f"/api/v1/namespaces/default/pods/{lost['metadata']['name']}"))["metadata"].get("deletionTimestamp")
+    said = [e["message"] for e in await sb.events_of(other["metadata"]["name"])]
+    assert any("GangBroken" in e.get("reason", "") for e in await sb.events_of(other["metadata"]["name"])), said
+
+    # the operator deletes the dead node: PodGC removes the pod left on it 40 s later
+    await sb.req("DELETE", f"/api/v1/nodes/{dead}")
+    sb.advance(41)
+    assert await sb.until(lambda: _gone(sb, lost["metadata"]["name"]), "the pod on the deleted node is collected")
+    assert len(await _running(sb, "job-name=train")) == 2
+
+
+async def _gone(sb: UsherOnSandbox, name: str) -> bool:
+    return await sb.get(f"/api/v1/namespaces/default/pods/{name}") is None
+
+
+async def test_a_gang_whose_job_waits_for_the_pod_on_the_dead_node_says_so_and_starts_once_the_node_is_declared_out_of_service(sb: UsherOnSandbox) -> None:
+    """With a ``podFailurePolicy`` the Job makes a pod anew only once the old one is terminal,
+    which no kubelet on a dead node will ever report: the gang waits, and the reason names the
+    pod, the node and the way out; the out-of-service taint lets PodGC remove the pod, and the
+    gang starts again whole on the nodes left."""
+    lost, other = await _train_on_two_of_three(sb, failure_policy=True)
+    dead = lost["spec"]["nodeName"]
+    await _lose_node(sb, dead)
+    sb.advance(305)
+    await sb.pod_where(lost["metadata"]["name"], lambda p: p["metadata"].get("deletionTimestamp"))
+
+    async def explained() -> str | None:
+        pods = [p for p in await sb.pods("job-name=train") if not p["spec"].get("nodeName")]
+        for p in pods:
+            for c in p["status"].get("conditions") or []:
+                if c["type"] == "PodScheduled" and "stuck terminating" in (c.get("message") or ""):
+                    return c["message"]
+        return None
+
+    message = await sb.until(explained, "the waiting pod says why", deadline=30.0)
+    assert f"{lost['metadata']['name']} on {dead}" in message
+    assert "node.kubernetes.io/out-of-service" in message
+    assert "1 of the gang's 2 pods exist" in message
+    assert not [p for p in await sb.pods("job-name=train") if p["spec"].get("nodeName") == dead and p["metadata"]["name"] != lost["metadata"]["name"]]
+
+    await sb.req("PATCH", f"/api/v1/nodes/{dead}", {"spec": {"taints": [
+        *((await sb.get(f"/api/v1/nodes/{dead}"))["spec"]["taints"]),
+        {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"},
+    ]}})
+
+    fresh = await _started_again(sb, lost, other)
+    assert sorted(p["spec"]["nodeName"] for p in fresh) == sorted({"gpu-0", "gpu-1", "gpu-2"} - {dead})
+    assert await _gone(sb, lost["metadata"]["name"])
+    job = await sb.get("/apis/batch/v1/namespaces/default/jobs/train")
+    assert job["spec"]["podReplacementPolicy"] == "Failed"
+    assert job["status"].get("failed", 0) == 0  # evictions the podFailurePolicy ignores
