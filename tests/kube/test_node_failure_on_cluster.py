@@ -148,3 +148,16 @@ async def test_a_gang_whose_job_waits_for_the_pod_on_the_dead_node_says_so_and_s
     job = await sb.get("/apis/batch/v1/namespaces/default/jobs/train")
     assert job["spec"]["podReplacementPolicy"] == "Failed"
     assert job["status"].get("failed", 0) == 0  # evictions the podFailurePolicy ignores
+
+
+async def test_a_gang_whose_node_is_deleted_under_it_is_stopped_and_started_again_on_the_nodes_left(sb: UsherOnSandbox) -> None:
+    """`kubectl delete node` without a drain: 40 s later PodGC fails the pod left on it and
+    deletes it; the gang has lost a member, so usher stops the rest and starts it again whole."""
+    lost, other = await _train_on_two_of_three(sb)
+    gone_node = lost["spec"]["nodeName"]
+    await sb.req("DELETE", f"/api/v1/nodes/{gone_node}")
+    sb.advance(41)
+    await sb.until(lambda: _gone(sb, lost["metadata"]["name"]), "PodGC removes the pod of the deleted node")
+    fresh = await _started_again(sb, lost, other)
+    assert sorted(p["spec"]["nodeName"] for p in fresh) == sorted({"gpu-0", "gpu-1", "gpu-2"} - {gone_node})
+    assert any(e.get("reason") == "GangBroken" for e in await sb.events_of(other["metadata"]["name"]))
