@@ -11,6 +11,8 @@ the nodes left, with the pods the Job made anew.
 
 from __future__ import annotations
 
+import asyncio
+
 from sandboxes import UsherOnSandbox, node, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
 
 from usher.sandbox.objects import unreachable_conditions
@@ -161,3 +163,41 @@ async def test_a_gang_whose_node_is_deleted_under_it_is_stopped_and_started_agai
     fresh = await _started_again(sb, lost, other)
     assert sorted(p["spec"]["nodeName"] for p in fresh) == sorted({"gpu-0", "gpu-1", "gpu-2"} - {gone_node})
     assert any(e.get("reason") == "GangBroken" for e in await sb.events_of(other["metadata"]["name"]))
+
+
+async def test_a_teardown_a_budget_refuses_asks_again_less_and_less_often_and_counts_its_event(sb: UsherOnSandbox) -> None:
+    """One pod of a running gang is deleted by hand; a PodDisruptionBudget guards the other, so
+    the teardown's eviction is refused. usher asks again after 10 s, then 20, 40, ... (up to
+    5 minutes), not every 10 s for ever, and its Warning is one Event whose count grows, not a new
+    Event per try. Once the budget goes, the teardown ends and the gang starts again whole."""
+    lost, other = await _train_on_two_of_three(sb)
+    await sb.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "train"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"job-name": "train"}}}})
+    fake = [0.0]
+    sb.usher.monotonic = lambda: fake[0]
+    await sb.req("DELETE", f"/api/v1/namespaces/default/pods/{lost['metadata']['name']}")
+    path = f"/api/v1/namespaces/default/pods/{other['metadata']['name']}/eviction"
+
+    def refused() -> int:
+        return sum(1 for r in sb.server.requests if r.path == path and r.status == 429 and not r.query.get("dryRun"))
+
+    await sb.until(lambda: _async(refused() >= 1), "the first eviction is refused")
+    for _ in range(60):  # ten minutes of the teardown's clock, a tick every 10 s
+        fake[0] += 10.0
+        sb.usher._wake.set()
+        await asyncio.sleep(0.1)
+    tries = refused()
+    assert 3 <= tries <= 7  # 0, 10, 30, 70, 150, 310 s: not the 60 a fixed 10 s would make
+    warnings = [e for e in await sb.events_of(other["metadata"]["name"]) if e["reason"] == "EvictionBlocked"]
+    assert len(warnings) == 1 and warnings[0]["count"] == tries
+
+    await sb.req("DELETE", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/train")
+    fake[0] += 300.0
+    sb.usher._wake.set()
+    fresh = await _started_again(sb, lost, other)
+    assert len(fresh) == 2
+
+
+async def _async(value: bool) -> bool:
+    return value

@@ -381,6 +381,9 @@ async def _run_usher(tmp: Path) -> UsherRun:
         results["quota"] = await asyncio.wait_for(
             ctrl.post(Command(Action.SET_QUOTA, queue="research", quota={"gpu": 16_000})), 10)
         results["cordon"] = await asyncio.wait_for(ctrl.post(Command(Action.CORDON, node="n-04")), 10)
+        # the same action again: its Event is counted on the first (a patch), not copied
+        await asyncio.wait_for(ctrl.post(Command(Action.CORDON, node="n-04")), 10)
+        results["cordon_events"] = [e.get("count") for e in c.server.store.list("events").objects() if e["reason"] == "UsherCordon"]
         await c.settle()
         results["preempt"] = await asyncio.wait_for(ctrl.post(Command(Action.PREEMPT, job="eval")), 10)
         await c.settle()
@@ -415,6 +418,7 @@ async def test_usher_does_its_whole_job_with_the_rbac_of_deploy(tmp_path):
     assert r["configmap"]["queues"][0]["quota"]["gpu"] == 16
     assert r["node_cordoned"] is True
     assert {"AwaitingApproval", "UsherCordon", "UsherSetQuota"} <= set(r["events"]), r["events"]
+    assert r["cordon_events"] == [2]
     assert r["finished"] == sum(p.count for j in scenario_of(SCENARIO).jobs for p in j.pods)
     used = {(a.group, a.resource, a.verb) for a in run.accesses}
     for must in [("", "pods/binding", "create"), ("", "pods/eviction", "create"), ("", "pods/status", "patch"),

@@ -63,6 +63,7 @@ from .client import (
     ObjectRef,
 )
 from .connection import Connection, connection_of
+from .events import EventRecorder
 from .health import HealthServer
 from .informer import DeltaType, Informer
 from .lease import LeaderElector
@@ -98,8 +99,11 @@ STATUS_INTERVAL = 5.0
 MESSAGE_REFRESH = 60.0
 #: how often a bind that waits for evicted pods to leave its nodes says it is still waiting
 EVICTION_WAIT_LOG = 60.0
-#: how long a teardown waits before asking again to evict a pod whose eviction failed
+#: how long a teardown waits before asking again to evict a pod whose eviction failed; the wait
+#: doubles with every try that fails (a PodDisruptionBudget may refuse for hours), up to
+#: ``EVICTION_RETRY_MAX``
 EVICTION_RETRY = 10.0
+EVICTION_RETRY_MAX = 300.0
 #: how long (seconds) a gang whose eviction was refused (a PodDisruptionBudget) is no victim and
 #: no mover, so that usher does not ask again every tick
 EVICTION_REFUSED_BACKOFF = 60.0
@@ -202,14 +206,18 @@ class KubeController:
         self._written: dict[str, _Written] = {}
         #: pods we evicted and have not yet seen go, by uid: (their node, their key, set when gone)
         self._gone_waiters: dict[str, tuple[str | None, str, asyncio.Event]] = {}
-        #: when a teardown last asked to evict each pod (monotonic seconds), by uid
-        self._evict_tried: dict[str, float] = {}
+        #: when a teardown may next ask to evict each pod (monotonic seconds), and the wait it
+        #: left before that try, by uid
+        self._evict_tried: dict[str, tuple[float, float]] = {}
+        #: the clock of the teardown's retries (a test drives it)
+        self.monotonic: Callable[[], float] = time.monotonic
         #: PodDisruptionBudgets by namespace/name, as the informer last saw them
         self._budgets: dict[str, dict[str, Any]] = {}
         self.eviction_retry = EVICTION_RETRY
         pool = client.pool_size
         events = max(1, int(pool * EVENT_SHARE))
         self._event_slots = asyncio.Semaphore(events)
+        self.events = EventRecorder(client)
         self._bind_slots = asyncio.Semaphore(max(1, min(BIND_CONCURRENCY, pool - events)))
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_status = 0.0
@@ -992,19 +1000,21 @@ class KubeController:
             # not ours to finish (we are not binding it): a leader before us died between its binds
             gang.teardown = f"found partly bound: {len(gang.bound())} of its {gang.required} pods on nodes"
             self.mirror.sync(gang, self.clock())
-        now = time.monotonic()
+        now = self.monotonic()
         for gang in self.mirror.teardowns():
             pods = [
                 v
                 for v in gang.bound()
                 if not v.terminating
                 and v.uid not in self._gone_waiters
-                and now - self._evict_tried.get(v.uid, -math.inf) >= self.eviction_retry
+                and now >= self._evict_tried.get(v.uid, (-math.inf, 0.0))[0]
             ]
             if pods:
                 log.info("teardown %s (%s): evicting %s", gang.key, gang.teardown, ", ".join(v.name for v in pods))
             for view in pods:
-                self._evict_tried[view.uid] = now
+                tried = self._evict_tried.get(view.uid)
+                wait = self.eviction_retry if tried is None else min(2 * tried[1], max(EVICTION_RETRY_MAX, self.eviction_retry))
+                self._evict_tried[view.uid] = (now + wait, wait)
                 await self._evict(view, f"gang {gang.key} is being stopped: {gang.teardown}", EventReason.GANG_BROKEN)
 
     # -- why pending ----------------------------------------------------------------------
@@ -1068,7 +1078,7 @@ class KubeController:
         """Record an Event (best effort); a quarter of the client's connections at most."""
         try:
             async with self._event_slots:
-                await self.client.create_event(ref, reason, message, EventType.WARNING if warning else EventType.NORMAL)
+                await self.events.record(ref, reason, message, EventType.WARNING if warning else EventType.NORMAL)
         except Exception as exc:  # noqa: BLE001 - an Event is best effort
             self.metrics.controller_error(ErrorKind.EVENT)
             log.warning("could not record an Event on %s %s: %s", ref.kind, ref.name, exc)

@@ -96,8 +96,9 @@ CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
     *_grants("", "pods/binding", (Verb.CREATE,), Scope.CLUSTER),
     *_grants("", "pods/eviction", (Verb.CREATE,), Scope.CLUSTER),
     *_grants("", "pods/status", (Verb.PATCH,), Scope.CLUSTER),
-    # Events on pods and nodes: why a job waits, what was preempted and by whom (created, never patched).
-    *_grants("", "events", (Verb.CREATE,), Scope.CLUSTER),
+    # Events on pods and nodes: why a job waits, what was preempted and by whom (a repeat is
+    # counted on the Event already there, by a patch, as kube's own components do).
+    *_grants("", "events", (Verb.CREATE, Verb.PATCH), Scope.CLUSTER),
     # PodDisruptionBudgets (informer: list and watch only): a preemption or a move whose evictions
     # a budget would not all allow is not started.
     *_grants("policy", "poddisruptionbudgets", _LIST_WATCH, Scope.CLUSTER),
@@ -124,7 +125,7 @@ OPERATOR_PERMISSIONS: tuple[Permission, ...] = (
     *_grants("", "pods", (Verb.PATCH,), Scope.CLUSTER),
     *_grants("", "pods/eviction", (Verb.CREATE,), Scope.CLUSTER),
     *_grants("", "configmaps", (Verb.UPDATE,), Scope.CLUSTER, (QUEUES_CONFIGMAP,)),
-    *_grants("", "events", (Verb.CREATE, *_LIST_WATCH), Scope.CLUSTER),
+    *_grants("", "events", (Verb.CREATE, Verb.PATCH, *_LIST_WATCH), Scope.CLUSTER),
     # The console asks the API server which actions the user may take (to grey out the rest).
     *_grants("authorization.k8s.io", "selfsubjectaccessreviews", (Verb.CREATE,), Scope.CLUSTER),
 )
