@@ -283,9 +283,10 @@ class Engine(Admitter):
         state = self.state
         return [job for q in state.queues.values() for entry in q.pending if (job := state.jobs[entry[-1]]).pending_reason in _NEEDS_ROOM]
 
-    def shrink(self, job: Job, pods: set[str], now: float) -> None:
+    def shrink(self, job: Job, pods: set[str], now: float, note: bool = True) -> None:
         """Give back the placements of ``pods`` (pods beyond an elastic job's minimum that went
-        away, or whose binds failed); the job runs on with the rest."""
+        away, or whose binds failed; on a cluster, members that ran to completion while the rest
+        run on, with ``note`` False: no audit entry); the job runs on with the rest."""
         run = job.current_run
         if run is None:
             return
@@ -304,7 +305,7 @@ class Engine(Admitter):
                 for r in range(3):
                     q.usage[r] -= amount[r]
                 job.charged = vsub(job.charged, amount)
-        if gone:
+        if gone and note:
             state.audit.append(AuditEntry(now, "scheduler", AuditAction.SHRINK, job.name, f"gave back {fmt.plural(len(gone), 'pod')}; runs on {len(run.placements)}"))
 
     @contextmanager

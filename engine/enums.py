@@ -103,6 +103,7 @@ class AuditAction(StrEnum):
     MOVE = "move"  # consolidation moved a job to make room for a gang
     MAKE_ROOM = "make-room"  # the gang that consolidation started
     KEEP_ROOM = "keep-room"  # on a cluster: a moved job came back to the room kept for it, or did not
+    RETIRE_QUEUE = "retire-queue"  # on a cluster: a queue left the config while jobs of it run
 
 
 class MoveMode(StrEnum):

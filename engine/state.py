@@ -392,6 +392,9 @@ class Queue:
     #: admitting from the head of a plain list of 50,000 moved the whole list each time
     pending: SortedList = field(default_factory=SortedList)
     admitted: int = 0
+    #: on a cluster: no longer in the queue config, kept (with no quota) only while jobs of it
+    #: that were running still run; nothing is admitted into it
+    retired: bool = False
 
     #: nominal quota that is never lent (nominal minus lending limit); see ``refresh``
     guaranteed: QuotaVec = (0.0, 0.0, 0.0)

@@ -630,6 +630,10 @@ class TrainingJobController(CustomPart):
     def extras(self, job: JsonObject, rt: ResourceType, specs: JsonObject) -> None:
         """Other children to keep (MPIJob's ConfigMap)."""
 
+    def holds_back(self, job: JsonObject, specs: JsonObject, rtype: str, pods: dict[tuple[str, int], Stored]) -> bool:
+        """Whether a missing pod of ``rtype`` is not to be created yet (``pods``: by type, index)."""
+        return False
+
     def port_of(self, specs: JsonObject, rtype: str) -> int:
         for c in (((specs.get(rtype) or {}).get("template") or {}).get("spec") or {}).get("containers") or []:
             if c.get("name") == self.container:
@@ -691,7 +695,8 @@ class TrainingJobController(CustomPart):
             for index in range(replicas):
                 s = by_slot.get((rt_lower, index))
                 if s is None:
-                    self._create_pod(job, rt, specs, rtype, index, policy)
+                    if not self.holds_back(job, specs, rtype, by_slot):
+                        self._create_pod(job, rt, specs, rtype, index, policy)
                 elif phase(s.obj) == "Failed":
                     code = exit_code(s.obj, self.container)
                     count["failed"] += 1
@@ -886,6 +891,9 @@ class TFJobController(TrainingJobController):
 
 
 class MPIJobController(TrainingJobController):
+    """MPIJob (``kubeflow.org/v2beta1``): with ``spec.launcherCreationPolicy: WaitForWorkersReady``
+    the launcher is created only once every worker is Ready."""
+
     key = "mpijobs.kubeflow.org"
     kind = "MPIJob"
     specs_key = "mpiReplicaSpecs"
@@ -897,6 +905,12 @@ class MPIJobController(TrainingJobController):
 
     def pod_name(self, name: str, rtype: str, index: int) -> str:
         return f"{name}-launcher" if rtype == "Launcher" else super().pod_name(name, rtype, index)
+
+    def holds_back(self, job: JsonObject, specs: JsonObject, rtype: str, pods: dict[tuple[str, int], Stored]) -> bool:
+        if rtype != "Launcher" or (job.get("spec") or {}).get("launcherCreationPolicy") != "WaitForWorkersReady":
+            return False
+        workers = int((specs.get("Worker") or {}).get("replicas", 1)) if "Worker" in specs else 0
+        return not all((s := pods.get(("worker", i))) is not None and pod_ready(s.obj) for i in range(workers))
 
     def pod_labels(self, name: str, specs: JsonObject, rtype: str, index: int) -> dict[str, str]:
         labels = {KF_OPERATOR: self.operator, KF_JOB_NAME: name, "mpi-job-name": name, KF_TYPE: rtype.lower()}

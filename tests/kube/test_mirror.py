@@ -178,13 +178,13 @@ def test_a_running_gang_that_loses_a_member_is_torn_down_and_holds_until_gone():
     # one member finishing early is not a loss
     add(m, pod("w-1", gang="train", size=2, node_name="n1", phase="Succeeded"))
     assert gang.teardown is None
-    add(m, pod("w-1", gang="train", size=2, node_name="n1", annotations={"usher/gpus": "0,1,2,3,4,5,6,7"}, phase="Running"))
+    assert m.state.node("n1").whole_free == 8  # and its node is free at once
     # drained: the pod is being deleted; the rest must go, and the GPUs stay held meanwhile
     drained = pods[0] | {"metadata": pods[0]["metadata"] | {"deletionTimestamp": "2026-11-21T11:00:00Z"}}
     add(m, drained)
     assert gang.teardown == "pod w-0 is being deleted from n0"
-    assert [g.key for g in m.teardowns()] == ["ml/train"]
-    assert m.state.node("n0").whole_free == 0 and m.state.node("n1").whole_free == 0
+    assert m.teardowns() == []  # nothing left to evict: w-1 ran to completion
+    assert m.state.node("n0").whole_free == 0
     job = gang.job
     for i in range(2):
         m.pod_changed(None, f"ml/w-{i}", 0.0)
@@ -214,6 +214,60 @@ def test_pods_usher_does_not_schedule_take_their_node_capacity():
     assert m.state.node("n0").whole_free == 5
     m.holding_changed("ml/dcgm", None)
     assert m.state.node("n0").whole_free == 8 and m.state.node("n0").cpu_free == 96_000
+
+
+def test_a_pod_usher_does_not_schedule_found_on_a_full_node_takes_its_room_once_that_room_frees():
+    """A pod of another scheduler admitted where the engine still counted a run of usher's (a
+    bind race, a run ending): it is taken short, and taken whole once the run ends, so nothing
+    is bound over it."""
+    from usher.engine.backends.kube.objects import holding_of
+
+    m = mirror_with()
+    add(m, pod("a", gpus=8, node_name="n0", phase="Running"))
+    other = pod("other", queue=None, gpus=4) | {"spec": {"nodeName": "n0", "schedulerName": "default-scheduler",
+        "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "4"}}}]}}
+    m.holding_changed("ml/other", holding_of(other))
+    assert m.state.node("n0").whole_free == 0
+    add(m, pod("a", gpus=8, node_name="n0", phase="Succeeded"))
+    assert m.state.node("n0").whole_free == 4  # not 8: the other pod's 4 GPUs are taken now
+
+
+def test_members_that_ran_to_completion_free_their_gpus_while_the_rest_run_on():
+    m = mirror_with()
+    restart_with(m, *(pod(f"w-{i}", gpus=4, gang="train", size=2, node_name="n0", phase="Running",
+                          annotations={"usher/gpus": "0,1,2,3" if i == 0 else "4,5,6,7"}) for i in range(2)))
+    assert m.state.node("n0").whole_free == 0
+    add(m, pod("w-0", gpus=4, gang="train", size=2, node_name="n0", phase="Succeeded"))
+    gang = m.gangs["ml/train"]
+    assert gang.job.state == JobState.RUNNING and gang.teardown is None
+    assert m.state.node("n0").whole_free == 4 and m.state.queues["team-a"].usage[0] == 4_000
+    add(m, pod("w-1", gpus=4, gang="train", size=2, node_name="n0", phase="Succeeded"))
+    assert m.state.node("n0").whole_free == 8 and m.state.queues["team-a"].usage[0] == 0
+
+
+def test_a_pod_an_elastic_gang_grew_by_whose_bind_seemed_to_fail_is_counted_once_seen_bound():
+    """A grow bind that timed out but went through: the pod was given back (shrunk out of the
+    run), then the watch shows it on its node; its GPUs must be counted, or usher binds over it."""
+    from usher.engine.backends.kube.owners import GroupSpec
+
+    m = mirror_with()
+    group = GroupSpec(key="ml/el", kind="Gang", name="el", size=3, minimum=2)
+
+    def member(i: int, node: str | None, phase: str = "Pending") -> None:
+        obj = pod(f"el-{i}", gpus=8, node_name=node, phase=phase)
+        view = pod_view(obj, group)
+        m.pod_changed(view, view.key, 0.0)
+
+    for i in range(3):
+        member(i, None)
+    for i in range(2):
+        member(i, f"n{i}", "Running")
+    m.dirty = True
+    m.rebuild(0.0)  # the gang runs on two nodes, its third pod waiting
+    assert m.state.node("n2").whole_free == 8
+    member(2, "n2", "Running")  # seen bound though usher gave its placement back
+    assert m.state.node("n2").whole_free == 0
+    assert len(m.gangs["ml/el"].job.current_run.placements) == 3
 
 
 def test_cordon_and_readiness_change_schedulability_in_place():

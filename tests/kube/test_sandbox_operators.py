@@ -322,6 +322,20 @@ async def test_tfjob_and_mpijob_pods_are_named_and_labelled_as_the_training_oper
     assert config["data"]["hostfile"] == "hvd-worker-0 slots=8\nhvd-worker-1 slots=8\n" and owned_by(config, mpi_job)
 
 
+async def test_an_mpijob_whose_launcher_waits_for_its_workers_makes_it_once_they_are_ready(sb):
+    mpi = {"apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": {"name": "late"}, "spec": {
+        "launcherCreationPolicy": "WaitForWorkersReady",
+        "mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": {"spec": {"containers": [container("mpi")]}}},
+                            "Worker": {"replicas": 2, "template": {"spec": {"containers": [container("mpi", 4)]}}}}}}
+    await sb.create("/apis/kubeflow.org/v1/namespaces/default/mpijobs", mpi)
+    pods = {p["metadata"]["name"] for p in await running(sb, "training.kubeflow.org/job-name=late", 3)}
+    assert pods == {"late-launcher", "late-worker-0", "late-worker-1"}
+    launcher = await sb.get(f"{NS}/pods/late-launcher")
+    workers = [await sb.get(f"{NS}/pods/late-worker-{i}") for i in range(2)]
+    ready = [next(c["lastTransitionTime"] for c in w["status"]["conditions"] if c["type"] == "Ready") for w in workers]
+    assert launcher["metadata"]["creationTimestamp"] >= max(ready)
+
+
 # ---------------------------------------------------------------- KubeRay
 
 RAYCLUSTERS = "/apis/ray.io/v1/namespaces/default/rayclusters"

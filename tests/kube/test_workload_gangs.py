@@ -227,6 +227,35 @@ async def test_a_leaderworkerset_is_one_gang_per_group(sb):
     await running_whole(sb, "leaderworkerset.sigs.k8s.io/name=serve", 4)
 
 
+async def test_a_leaderworkerset_that_makes_its_workers_once_its_leader_is_ready_starts(sb):
+    """``startupPolicy: LeaderReady``: the operator makes the workers only once the leader runs,
+    so the gang's minimum is the leader alone; the workers join it when they come."""
+    await eight_gpu_nodes(sb, 3)
+    await sb.start_usher(sb.tmp, QUEUES)
+    await sb.create("/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets", {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "serve"},
+        "spec": {"replicas": 1, "startupPolicy": "LeaderReady",
+                 "leaderWorkerTemplate": {"size": 3, "leaderTemplate": gpu_template(8), "workerTemplate": gpu_template(8)}},
+    })
+    pods = await running_whole(sb, "leaderworkerset.sigs.k8s.io/name=serve", 3)
+    assert len({p["spec"]["nodeName"] for p in pods}) == 3
+
+
+async def test_an_mpijob_whose_launcher_comes_once_its_workers_are_ready_starts(sb):
+    """``launcherCreationPolicy: WaitForWorkersReady``: the workers start first (the gang's
+    minimum), and the launcher joins them once the operator makes it."""
+    await eight_gpu_nodes(sb, 3)
+    await sb.start_usher(sb.tmp, QUEUES)
+    await sb.create("/apis/kubeflow.org/v1/namespaces/default/mpijobs", {
+        "apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": {"name": "hvd"},
+        "spec": {"launcherCreationPolicy": "WaitForWorkersReady", "mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1, "template": gpu_template(0)},
+            "Worker": {"replicas": 2, "template": gpu_template(8)}}},
+    })
+    pods = await running_whole(sb, "training.kubeflow.org/job-name=hvd", 3)
+    assert sorted(p["metadata"]["labels"]["training.kubeflow.org/replica-type"] for p in pods) == ["launcher", "worker", "worker"]
+
+
 async def test_kueue_and_volcano_pod_groups_are_gangs(sb):
     await eight_gpu_nodes(sb, 2)
     await sb.start_usher(sb.tmp, QUEUES)

@@ -107,6 +107,8 @@ EVICTION_RETRY_MAX = 300.0
 #: how long (seconds) a gang whose eviction was refused (a PodDisruptionBudget) is no victim and
 #: no mover, so that usher does not ask again every tick
 EVICTION_REFUSED_BACKOFF = 60.0
+#: what ``_evict`` says of an eviction a PodDisruptionBudget refused
+BUDGET_REFUSED = "refused by a PodDisruptionBudget"
 #: the pods that hold capacity on their node: assigned and not finished (kube-scheduler's view)
 ASSIGNED_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
@@ -446,7 +448,12 @@ class KubeController:
             await asyncio.gather(*(inf.has_synced.wait() for inf in self.informers))
             self._drain()
             await self._load_config()
-            self.mirror.rebuild(self.clock())
+            try:
+                self.mirror.rebuild(self.clock())
+            except Exception:  # as in the loop: logged, counted, and the next tick rebuilds again
+                self.metrics.controller_error(ErrorKind.CYCLE)
+                log.exception("the first rebuild of the engine's state failed; the loop tries again")
+                self.mirror.dirty = True
             self.synced.set()
             log.info("synced: %d nodes, %d gangs", len(self.mirror.nodes), len(self.mirror.gangs))
             while True:
@@ -495,6 +502,7 @@ class KubeController:
         self._busy += 1
         try:
             self._drain()
+            self.mirror.retake_short()  # room freed since (runs stopped, rooms given back)
             await self._load_config()
             now = self.clock()
             if self.mirror.spared_until is not None and now >= self.mirror.spared_until:
@@ -929,9 +937,38 @@ class KubeController:
                 gang.teardown = f"rolled back: {why}"
             else:
                 self.mirror.engine.unbind(job, self.clock(), why)
+        refused = 0
         for view in bound:
-            await self._evict(view, f"rolling back gang {gang.key}: {why}", EventReason.GANG_ROLLBACK)
+            failure = await self._evict(view, f"rolling back gang {gang.key}: {why}", EventReason.GANG_ROLLBACK)
+            refused += failure is not None and BUDGET_REFUSED in failure
+        if bound and refused == len(bound) and gang.teardown is not None:
+            # a budget keeps every bound pod there: rather than half a gang for as long as it
+            # refuses, bind the rest where they were to go (the run still holds that room)
+            on = {v.name for v in bound}
+            gang.to_bind = {v.name: (node, list(gpus)) for v, node, gpus in jobs if v.name not in on}
         self._wake.set()
+
+    async def _complete(self, gang: Gang) -> bool:
+        """Bind the pods a refused rollback left unbound (``Gang.to_bind``) where they were to
+        go; True when the gang is whole again and runs on."""
+        views = [(gang.pods.get(name), node, gpus) for name, (node, gpus) in sorted(gang.to_bind.items())]
+        if any(v is None or not v.live or v.bound or v.terminating for v, _, _ in views) or not self.may_write():
+            return False  # a pod went, or is bound elsewhere: the rollback goes on
+        errors = [e for e in await asyncio.gather(*(self._bind_one(gang, v, node, gpus) for v, node, gpus in views if v is not None)) if e]
+        if errors:
+            log.warning("completing %s after its rollback was refused: %s", gang.key, errors[0])
+            return False
+        log.info("bind %s: completed where its rollback was refused by a PodDisruptionBudget", gang.key)
+        for v, node, _ in views:
+            if v is not None:
+                self._spawn(self._event(_pod_ref(v), EventReason.SCHEDULED,
+                                        f"Successfully assigned {v.key} to {node} with gang {gang.title or gang.key} "
+                                        "(its first bind failed, and a PodDisruptionBudget kept the rest of the gang running)"))
+        gang.teardown = None
+        gang.to_bind = {}
+        self._evict_tried.pop(gang.key, None)
+        self.mirror.sync(gang, self.clock())
+        return True
 
     async def _wait_for_evictions(self, nodes: set[str]) -> bool:
         """Wait until the pods usher evicted from ``nodes`` are gone (they hold their GPUs
@@ -983,7 +1020,7 @@ class KubeController:
             self.stats.evictions_blocked += 1
             log.warning("eviction of %s refused: %s", key, exc)
             await self._event(_pod_ref(view), EventReason.EVICTION_BLOCKED, f"usher could not evict this pod ({why}): {exc}", warning=True)
-            return f"{view.name}: refused by a PodDisruptionBudget ({exc})"
+            return f"{view.name}: {BUDGET_REFUSED} ({exc})"
         except Exception as exc:  # noqa: BLE001 - retried by the teardown on a later tick
             self._gone(view.uid)
             self.metrics.controller_error(ErrorKind.EVICTION)
@@ -1002,6 +1039,12 @@ class KubeController:
             self.mirror.sync(gang, self.clock())
         now = self.monotonic()
         for gang in self.mirror.teardowns():
+            if gang.to_bind and now >= self._evict_tried.get(gang.key, (-math.inf, 0.0))[0]:
+                tried = self._evict_tried.get(gang.key)
+                wait = self.eviction_retry if tried is None else min(2 * tried[1], max(EVICTION_RETRY_MAX, self.eviction_retry))
+                self._evict_tried[gang.key] = (now + wait, wait)
+                if await self._complete(gang):
+                    continue
             pods = [
                 v
                 for v in gang.bound()

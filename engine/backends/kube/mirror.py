@@ -35,7 +35,7 @@ from ...enums import AuditAction, EndReason, JobState, MoveMode, PendingReason, 
 from ...fmt import plural
 from ...policy.placement import pick_shared_gpu, pick_whole_gpus
 from ...policy.registry import Policy
-from ...scenario import Scenario
+from ...scenario import QueueSpec, Resources, Scenario
 from ...state import MILLI, AuditEntry, ClusterState, Job, KeptRoom, Node, PodGroup, PodPlacement
 from .constraints import group_constraints
 from .objects import Holding, NodeView, Phase, PodView, Requests, natural_key
@@ -53,6 +53,8 @@ class Gang:
     size: int | None = None
     #: the fewest pods that may start (an elastic workload's minimum); None: all ``size`` of them
     minimum: int | None = None
+    #: the owner makes the pods beyond ``minimum`` only once those run: it starts at its minimum
+    staged: bool = False
     #: how the gang is shown (``PyTorchJob research/llama-ft``); None: by its key
     title: str | None = None
     #: what the gang's size waits for (its owner not seen yet); None: nothing
@@ -67,6 +69,9 @@ class Gang:
     message: str | None = None
     #: why the gang's bound pods are being evicted (None: it is not being torn down)
     teardown: str | None = None
+    #: a rollback (some binds failed) whose evictions a PodDisruptionBudget refused: the pods left
+    #: unbound and the node and GPUs each was to be bound to, to complete the gang instead
+    to_bind: dict[str, tuple[str, list[int]]] = field(default_factory=dict)
     #: pods of the gang that ran to completion (a finished member is not a lost one)
     completed: set[str] = field(default_factory=set)
     #: pods that were deleted while bound, and how they were last seen
@@ -110,6 +115,8 @@ class Mirror:
         #: pods usher does not schedule, by key, and what each takes from the engine's nodes now
         self.holdings: dict[str, Holding] = {}
         self._taken: dict[str, tuple[int, list[int], int, int]] = {}
+        #: holdings taken short (their node was too full), taken again when room frees
+        self._short: set[str] = set()
         self.dirty = True  # the engine must be rebuilt before the next cycle
         self._seq = 0
         #: when the first gang spared after a refused eviction may be a victim again (``spare``)
@@ -191,6 +198,7 @@ class Mirror:
             gang.completed.add(view.name)
         self.pod_gang[key] = gang_key
         gang.size, gang.minimum, gang.title, gang.waiting_for = view.gang_size, view.gang_minimum, view.gang_title, view.waiting_for
+        gang.staged = view.gang_staged
         self.sync(gang, now)
 
     def _strands(self, view: PodView) -> bool:
@@ -269,11 +277,25 @@ class Mirror:
                 self._end(gang, job, now)
                 self.sync(gang, now)  # pods recreated meanwhile may form a new run
                 return
-            if gang.partial and gang.teardown is None and {p.name for p in bound} - {p.pod for p in job.current_run.placements}:
-                # more of a half-bound gang's pods are on nodes now: take it in again, whole or not
+            counted = {p.pod for p in job.current_run.placements}
+            if gang.teardown is None and any(p.name not in counted and p.node in self.state.node_by_name for p in bound):
+                # pods on nodes that the run does not count: more of a half-bound gang's pods bound
+                # now, or a pod an elastic gang grew by whose bind seemed to fail but went through;
+                # take it in again, whole or not, so that their room is counted
                 self.engine.unbind(job, now, None)
                 self._adopt(gang, bound, now)
                 return
+            if gang.teardown is None and self._joined_later(gang):
+                # a staged gang's pods made after it started (a LeaderWorkerSet's workers, made
+                # once its leader is Ready): taken in as one job with them, to grow by them
+                self.engine.unbind(job, now, None)
+                self._adopt(gang, bound, now)
+                return
+            done = {p.pod for p in job.current_run.placements} & gang.completed
+            if done:
+                # members that ran to completion free their node at once (the rest run on)
+                self.engine.shrink(job, done, now, note=False)
+                self.retake_short()
             if gang.teardown is None:
                 gang.teardown = self._lost_member(gang, job.current_run.placements, now)
             self._explain_leftovers(gang)
@@ -305,7 +327,7 @@ class Mirror:
                     engine.withdraw(job)
                 job.state = JobState.FINISHED
                 self.gang_of_job.pop(job.id, None)
-            job = self._new_job(gang, gang.unbound())
+            job = self._new_job(gang, gang.unbound(), now)
             if old is not None:
                 # pods made anew under other names (a Job's): a room kept for the gang is theirs
                 self.state.pass_kept_room(old.id, job.id, now)
@@ -326,8 +348,13 @@ class Mirror:
             self.room_of[gang.key] = job.id  # moved: its old pods are gone, its new ones take the room
         self.engine.finish(job, now, EndReason.FINISHED if gang.teardown is None else EndReason.GANG_BROKEN)
         self.gang_of_job.pop(job.id, None)
+        queue = self.state.queues.get(job.queue)
+        if queue is not None and queue.retired and not any(queue.usage) and not queue.pending:
+            del self.state.queues[job.queue]  # its last job ended
+        self.retake_short()
         gang.job = None
         gang.teardown = None
+        gang.to_bind = {}
         gang.partial = False
         gang.completed.clear()
         gang.departed.clear()
@@ -381,7 +408,7 @@ class Mirror:
                 "give each workload its own usher/gang label."
             )
         queue = self.queue_of(unbound[0])
-        if queue not in self.state.queues:
+        if queue not in self.state.queues or self.state.queues[queue].retired:
             known = ", ".join(sorted(self.state.queues)) or "none"
             where = f"usher-system/usher-queues (queues: {known})"
             if unbound[0].queue is None:
@@ -399,8 +426,10 @@ class Mirror:
                 )
         if gang.waiting_for is not None:
             return False, PendingReason.WAITING_FOR_GANG, f"Waiting to learn the gang's size: {gang.waiting_for}."
-        if len(unbound) < gang.required:
-            message = f"{len(unbound)} of the gang's {gang.required} pods exist; usher starts a gang only when all of them can start together."
+        # a staged gang starts at its minimum: its owner makes the rest only once those run
+        needed = min(gang.minimum, gang.required) if gang.staged and gang.minimum else gang.required
+        if len(unbound) < needed:
+            message = f"{len(unbound)} of the gang's {needed} pods exist; usher starts a gang only when all of them can start together."
             stranded = self.stranded_of(gang)
             if stranded:
                 message += (
@@ -421,6 +450,13 @@ class Mirror:
                 return spec.name
         return DEFAULT_QUEUE
 
+    def _joined_later(self, gang: Gang) -> bool:
+        """Whether a running staged gang has waiting pods its job does not know of."""
+        if not gang.staged or not gang.minimum or gang.minimum >= gang.required:
+            return False
+        known = {n for g in gang.group_pods for n in g}
+        return any(p.name not in known for p in gang.unbound())
+
     def _shape_changed(self, gang: Gang, job: Job) -> bool:
         names = sorted((p.name for p in gang.unbound()), key=natural_key)
         return names != sorted((n for g in gang.group_pods for n in g), key=natural_key)
@@ -433,7 +469,19 @@ class Mirror:
         if gang.job is not None:
             self._refresh_flags(gang, gang.job)
 
-    def _new_job(self, gang: Gang, pods: list[PodView]) -> Job:
+    def _retire(self, name: str, now: float) -> None:
+        """A gang runs in a queue that is not in the config (taken out of it while the gang ran,
+        or before a restart): the queue is kept, *retired*, so its running jobs hold their
+        capacity and are counted; nothing new is admitted into it (``_readiness``), and it goes
+        once its last job ends (``_end``)."""
+        queue = queue_from_spec(QueueSpec(name=name, quota=Resources(gpu=0, cpu=0, memory=0)))
+        queue.retired = True
+        self.state.queues[name] = queue
+        self.state.audit.append(AuditEntry(
+            now, "scheduler", AuditAction.RETIRE_QUEUE, name,
+            "not in the queue config any more: its running jobs keep their capacity until they end; nothing new is admitted"))
+
+    def _new_job(self, gang: Gang, pods: list[PodView], now: float) -> Job:
         state = self.state
         groups: dict[tuple[Any, ...], list[str]] = {}
         views = sorted(pods, key=lambda p: natural_key(p.name))
@@ -444,9 +492,11 @@ class Mirror:
         for gi, (sig, names) in enumerate(groups.items()):
             first = by_name[names[0]]
             mode = level = None
-            if first.topology_required:
+            # a level gone from the config can only be a running gang's (``_readiness`` stops a
+            # waiting one): where it runs is settled, so it is taken in without the constraint
+            if first.topology_required in state.levels:
                 mode, level = TopologyMode.REQUIRED, state.levels.index(first.topology_required)
-            elif first.topology_preferred:
+            elif first.topology_preferred in state.levels:
                 mode, level = TopologyMode.PREFERRED, state.levels.index(first.topology_preferred)
             pod_groups.append(
                 PodGroup(
@@ -455,10 +505,13 @@ class Mirror:
                 )
             )
         first = views[0]
+        queue = self.queue_of(first)
+        if queue not in state.queues:
+            self._retire(queue, now)
         job = Job(
             id=len(state.jobs),
             name=gang.title or gang.key,
-            queue=self.queue_of(first),
+            queue=queue,
             submit=min(p.created for p in views),
             priority=max(p.priority for p in views),
             duration=None,
@@ -502,7 +555,7 @@ class Mirror:
             if job is not None:
                 job.state = JobState.FINISHED
                 self.gang_of_job.pop(job.id, None)
-            job = self._new_job(gang, members)
+            job = self._new_job(gang, members, now)
         self._refresh_flags(gang, job)
         placements = []
         on_nodes = {p.name for p in bound}
@@ -523,23 +576,32 @@ class Mirror:
         self._explain_leftovers(gang)
 
     def _placement_of(self, pod: PodView, group: PodGroup) -> PodPlacement | None:
-        """Where a bound pod holds GPUs: its ``usher/gpus`` annotation, or the first that fit."""
+        """Where a bound pod holds GPUs: the GPUs its ``usher/gpus`` annotation names that are
+        free here, and, for any it names that are not (gone when the node shrank, taken by
+        another pod) or that it lacks, other free ones; never none while the node has room, or
+        a pod running on a GPU that failed under it would leave its other GPUs to be given away.
+        A named GPU out of service (``usher/gpu-health``) counts as held: nothing is placed on
+        it anyway."""
         state = self.state
         if pod.node not in state.node_by_name:
             return None
         node = state.node(pod.node)
         share = group.share
-        gpus = [g for g in pod.gpus if 0 <= g < node.gpu_count]
+        take = share or MILLI
         want = 1 if share else group.whole_gpus
-        if len(gpus) != want:
+        named = [g for g in dict.fromkeys(pod.gpus) if 0 <= g < node.gpu_count]
+        held = [g for g in named if node.gpu_free[g] >= take][:want]
+        dead = [g for g in named if g in node.out_of_service and g not in held]
+        missing = want - len(held) - len(dead)
+        if missing > 0:
             if share:
                 one = pick_shared_gpu(node, share)
-                gpus = [one] if one is not None else []
+                held += [one] if one is not None and one not in held else []
+            elif not held:
+                held = pick_whole_gpus(node, min(missing, node.whole_free))  # the tightest NVLink island
             else:
-                gpus = pick_whole_gpus(node, want) if node.whole_free >= want else []
-        if any(node.gpu_free[g] < (share or MILLI) for g in gpus):
-            gpus = []  # the annotation disagrees with what is free: count CPU and memory only
-        return PodPlacement(pod.name, node.id, gpus, share if gpus else 0, group.cpu, group.memory)
+                held += [i for i, f in enumerate(node.gpu_free) if f == MILLI and i not in held][:missing]
+        return PodPlacement(pod.name, node.id, held, share if held else 0, group.cpu, group.memory)
 
     def _explain_leftovers(self, gang: Gang) -> None:
         if gang.partial and gang.teardown is None:
@@ -643,6 +705,7 @@ class Mirror:
         self.spared_until = min((g.spared_until for g in spared if g.spared_until > now), default=None)
         self.gang_of_job = {}
         self._taken = {}
+        self._short = set()
         self.dirty = False
         for gang in sorted(self.gangs.values(), key=lambda g: g.seq):
             gang.job = None
@@ -698,7 +761,7 @@ class Mirror:
         """A gang whose binds are under way when the engine is rebuilt keeps its placements."""
         state = self.state
         names = [p.pod for p, _ in placements]
-        job = self._new_job(gang, [gang.pods[n] for n in names if n in gang.pods])
+        job = self._new_job(gang, [gang.pods[n] for n in names if n in gang.pods], now)
         self._refresh_flags(gang, job)
         kept = [
             PodPlacement(p.pod, state.node_by_name[node], list(p.gpus), p.share, p.cpu, p.memory)
@@ -718,12 +781,17 @@ class Mirror:
         if self.dirty:
             return  # the coming rebuild takes every holding
         self._give_back(key)
+        self._short.discard(key)
         if holding is not None:
             self._take(key, holding)
+        elif self._short:
+            self.retake_short()
 
     def _take(self, key: str, holding: Holding) -> None:
         """Take what the pod holds from its node; never more than is free (the node may be
-        overcommitted already, by pods the kubelet admitted before usher saw them)."""
+        overcommitted already: pods the kubelet admitted before usher saw them, or on room the
+        engine still gave to a run that was ending). What could not be taken is taken as soon as
+        room frees (``retake_short``)."""
         state = self.state
         node_id = state.node_by_name.get(holding.node)
         if node_id is None:
@@ -735,6 +803,22 @@ class Mirror:
         state.allocate(node, gpus, 0, cpu, memory)
         state.changed()
         self._taken[key] = (node_id, gpus, cpu, memory)
+        if (len(gpus), cpu, memory) != (want.gpus, want.cpu, want.memory):
+            self._short.add(key)
+        else:
+            self._short.discard(key)
+
+    def retake_short(self) -> None:
+        """Take again the holdings that found their node too full to take all they hold, now
+        that room may have freed (a run ended, members finished, a job was stopped)."""
+        if self.dirty:
+            return  # the coming rebuild takes every holding
+        for key in sorted(self._short):
+            holding = self.holdings.get(key)
+            self._short.discard(key)
+            if holding is not None:
+                self._give_back(key)
+                self._take(key, holding)
 
     def _give_back(self, key: str) -> None:
         taken = self._taken.pop(key, None)

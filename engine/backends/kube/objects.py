@@ -198,6 +198,8 @@ class PodView:
     owner: str | None = None
     #: the fewest pods of the gang that may start (an elastic workload's minimum); None: all
     gang_minimum: int | None = None
+    #: the owner makes the pods beyond the minimum only once those run (``GroupSpec.staged``)
+    gang_staged: bool = False
     #: how the gang is shown (``PyTorchJob research/llama-ft``); None: by its key
     gang_title: str | None = None
     #: what the gang's size waits for (an owner not seen yet); None: nothing
@@ -368,6 +370,7 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
         gang=group.key,
         gang_size=group.size,
         gang_minimum=group.minimum,
+        gang_staged=group.staged,
         gang_title=_title(group),
         waiting_for=group.problem if group.waiting else None,
         priority=int(spec.get("priority") or 0),

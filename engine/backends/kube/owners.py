@@ -232,6 +232,10 @@ class GroupSpec:
     size: int | None
     #: the fewest pods that may start; None: all ``size`` of them
     minimum: int | None = None
+    #: the owner makes the pods beyond ``minimum`` only once those run (a LeaderWorkerSet with
+    #: ``startupPolicy: LeaderReady``, an MPIJob whose launcher waits for its workers): the gang
+    #: starts once its minimum exists, and the rest join it as they come
+    staged: bool = False
     #: why the size cannot be determined, naming the missing field or object
     problem: str | None = None
     #: the object whose change re-decides this group: the top owner (or PodGroup), or while
@@ -474,7 +478,8 @@ def _from_owners(pod: dict[str, Any], walk: _Walk) -> GroupSpec | None:
             return _sized(gang, walk, lambda _: _ray_counts(cluster, _what(RAY_CLUSTER, cluster, walk)), cluster)
         if resource.key in _KUBEFLOW_SPECS:
             owner = walk.get(resource, ref["name"], ref.get("uid"))
-            return _sized(_Gang(resource, owner), walk, lambda what: _kubeflow_counts(resource, owner, what))
+            staged = resource.key == MPI_JOB.key and (owner.get("spec") or {}).get("launcherCreationPolicy") == "WaitForWorkersReady"
+            return _sized(_Gang(resource, owner), walk, lambda what: _kubeflow_counts(resource, owner, what), staged=staged)
         return None
     except _Missing as exc:
         owner = (exc.resource.key, walk.namespace, exc.name)
@@ -536,14 +541,15 @@ def _leader_worker_set(labels: Mapping[str, str], walk: _Walk) -> GroupSpec:
             depends=tuple(walk.depends),
         )
 
+    leader_first = (lws.get("spec") or {}).get("startupPolicy") == "LeaderReady"
+
     def counts(what: str) -> tuple[int, int | None]:
         size = _int_at(lws, ("spec", "leaderWorkerTemplate", "size"), what, default=1)
         if size < 1:
             raise _Invalid(f"{what} has spec.leaderWorkerTemplate.size {size}")
-        leader_first = (lws.get("spec") or {}).get("startupPolicy") == "LeaderReady"
         return size, 1 if leader_first else None
 
-    return _sized(_Gang(LEADER_WORKER_SET, lws, index), walk, counts)
+    return _sized(_Gang(LEADER_WORKER_SET, lws, index), walk, counts, staged=leader_first)
 
 
 def _sized(
@@ -551,10 +557,12 @@ def _sized(
     walk: _Walk,
     counts: Callable[[str], tuple[int, int | None]],
     *below: dict[str, Any],
+    staged: bool = False,
 ) -> GroupSpec:
     """The ``GroupSpec`` of ``gang``; ``counts`` gives (size, minimum) or raises ``_Invalid``.
     Usher annotations come from ``below`` (objects under the top owner that stand for the whole
-    gang, such as a RayJob's RayCluster), the top owner's winning."""
+    gang, such as a RayJob's RayCluster), the top owner's winning. ``staged``: the owner makes
+    the pods beyond the minimum only once those run (``GroupSpec.staged``)."""
     ns = walk.namespace
     name = gang.name
     key = f"{ns}/{gang.resource.kind}/{name}" + (f"/{gang.suffix}" if gang.suffix else "")
@@ -579,6 +587,7 @@ def _sized(
         name=name,
         size=size,
         minimum=minimum if minimum is not None and 1 <= minimum < size else None,
+        staged=staged and minimum is not None and 1 <= minimum < size,
         owner=owner,
         annotations=notes,
         depends=tuple(walk.depends),
