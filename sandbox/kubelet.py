@@ -105,7 +105,9 @@ class Kubelet(Part):
         self._all = True
         self._node_index: dict[str, int] = {}
         self._ips: dict[str, int] = {}
-        self._taint_seen: dict[tuple[str, str, str, str], float] = {}
+        #: when the taint manager first saw each NoExecute taint a pod is waiting out, by pod uid
+        #: and taint (its ``timeAdded`` among the key: a taint added again is a new one)
+        self._taint_seen: dict[str, dict[tuple[str, str, str, str, str], float]] = {}
         #: pods seen on a node while its kubelet was silent (made Ready again when it is back)
         self._cut_off: set[str] = set()
 
@@ -122,6 +124,7 @@ class Kubelet(Part):
                     self.mgr.cancel(("exit", meta["uid"]))
                     self.mgr.cancel(("kill", meta["uid"]))
                 self.mgr.cancel(("taint", meta["uid"]))
+                self._taint_seen.pop(meta["uid"], None)
                 self._cut_off.discard(meta["uid"])
             elif (change.new.obj.get("spec") or {}).get("nodeName"):
                 self._pending.add((meta.get("namespace", ""), meta["name"]))
@@ -225,12 +228,14 @@ class Kubelet(Part):
             seconds = [t.get("tolerationSeconds") for t in matching]
             if any(s is None for s in seconds):
                 continue
-            key = (node["metadata"]["name"], taint.get("key", ""), taint.get("value", ""), uid)
-            since = self._taint_seen.setdefault(key, parse_time(taint.get("timeAdded")) or now)
+            key = (node["metadata"]["name"], taint.get("key", ""), taint.get("value", ""), taint.get("effect", ""),
+                   str(taint.get("timeAdded", "")))
+            since = self._taint_seen.setdefault(uid, {}).setdefault(key, parse_time(taint.get("timeAdded")) or now)
             at = since + max(0, min(int(s) for s in seconds))
             evict_at = at if evict_at is None else min(evict_at, at)
         if evict_at is None:
             self.mgr.cancel(("taint", uid))
+            self._taint_seen.pop(uid, None)
             return False
         ns, name = pod["metadata"].get("namespace", ""), pod["metadata"]["name"]
         if evict_at > now:

@@ -14,9 +14,10 @@ The node lifecycle controller (kube-controller-manager's ``nodelifecycle``), fro
 - holds the ``NoExecute`` taints back where evicting would do more harm than good, as its
   zone states do: when no node of any zone (label ``topology.kubernetes.io/zone``) is Ready, it
   takes them off every node (the control plane, not the nodes, is taken to be cut off); and in a
-  zone of at most :data:`LARGE_CLUSTER_THRESHOLD` nodes that is fully or partly disrupted (no
-  Ready node, or more than 2 not Ready making at least :data:`UNHEALTHY_ZONE_THRESHOLD` of it)
-  it adds none (the eviction rate of such a zone is 0).
+  zone of at most :data:`LARGE_CLUSTER_THRESHOLD` nodes that is partly disrupted (more than 2
+  not Ready making at least :data:`UNHEALTHY_ZONE_THRESHOLD` of it, some still Ready)
+  it adds none (the eviction rate of such a zone is 0); a zone wholly down beside healthy ones
+  is evicted as usual.
 - marks the pods on a node whose Ready condition leaves ``True`` not ready (``MarkPodsNotReady``:
   their ``Ready`` condition turns ``False``, reason and message kept): nobody can vouch for them.
 
@@ -99,6 +100,8 @@ class NodeLifecycle(Part):
         self._all = True
         #: the Ready status each node was last seen with (to see it leave True)
         self._ready: dict[str, str | None] = {}
+        #: nodes found missing whose pods PodGC collects when their quarantine ends
+        self._quarantined: set[str] = set()
         #: the zones where NoExecute taints are added now; None: every zone is down, none kept
         self._evicting: frozenset[str] | None = frozenset()
 
@@ -107,7 +110,7 @@ class NodeLifecycle(Part):
         if change.rt.resource == Resource.NODES:
             self._nodes.add(meta["name"])
             if change.type is EventType.DELETED:
-                self.mgr.at(self.mgr.now() + ORPHAN_QUARANTINE, ("podgc", meta["name"]), self._collect_all)
+                self._quarantine(meta["name"])
         elif change.rt.resource == Resource.PODS and change.type is not EventType.DELETED:
             if (change.new.obj.get("spec") or {}).get("nodeName"):
                 self._pods.add((meta.get("namespace", ""), meta["name"]))
@@ -163,10 +166,11 @@ class NodeLifecycle(Part):
         out = set()
         for zone in ready:
             size = ready[zone] + not_ready[zone]
-            partial = not_ready[zone] > 2 and not_ready[zone] / size >= UNHEALTHY_ZONE_THRESHOLD
-            if zone in full or partial:
-                if size <= LARGE_CLUSTER_THRESHOLD:
-                    continue
+            # a zone all down beside healthy ones is evicted at the normal rate; one partly down
+            # at a reduced rate, none at all when it is small
+            partial = zone not in full and not_ready[zone] > 2 and not_ready[zone] / size >= UNHEALTHY_ZONE_THRESHOLD
+            if partial and size <= LARGE_CLUSTER_THRESHOLD:
+                continue
             out.add(zone)
         return frozenset(out)
 
@@ -253,9 +257,23 @@ class NodeLifecycle(Part):
             return
         node = self._node(node_name)
         if node is None:
-            self.mgr.at(self.mgr.now() + ORPHAN_QUARANTINE, ("podgc", node_name), self._collect_all)
+            self._quarantine(node_name)
         elif ready_status(node.obj) != "True":
             self._collect_out_of_service(stored, node.obj)
+
+    def _quarantine(self, node: str) -> None:
+        """Collect the pods of a node that does not exist once it has been gone
+        ``ORPHAN_QUARANTINE`` seconds (from when that was first seen; later pod updates do not
+        put it off)."""
+        if node in self._quarantined:
+            return
+        self._quarantined.add(node)
+
+        def due() -> None:
+            self._quarantined.discard(node)
+            self._collect_all()
+
+        self.mgr.at(self.mgr.now() + ORPHAN_QUARANTINE, ("podgc", node), due)
 
     def _collect_all(self) -> None:
         """Delete the pods bound to nodes that do not exist (after the quarantine)."""

@@ -252,3 +252,44 @@ def test_kubectl_sees_the_taints_and_tolerations_a_cluster_shows(live_sandbox) -
     assert taints == want
     rows = {line.split()[0]: line.split()[1] for line in kubectl.ok("get", "nodes").splitlines()[1:]}
     assert rows == {"gpu-1": "NotReady", "gpu-2": "Ready,SchedulingDisabled"}
+
+
+async def test_a_node_failing_again_later_gives_its_pods_their_whole_toleration_again(sb):
+    await sb.create("/api/v1/nodes", node("n1"))
+    await sb.create("/api/v1/nodes", node("n2"))
+    await sb.create("/api/v1/namespaces/default/pods", pod("p", node_name="n1"))
+    await sb.pod_where("p", lambda p: phase(p) == "Running")
+    await _silence(sb, "n1")
+    sb.advance(200)  # back before its 300 s ran out
+    await _status(sb, "n1", node_conditions(sb.server.store.now()))
+    assert await _taints(sb, "n1") == set()
+    sb.advance(3600)
+    await _silence(sb, "n1")  # a new failure, a new taint: 300 s from now, not from the first
+    assert (UNREACHABLE, "NoExecute") in await _taints(sb, "n1")
+    sb.advance(299)
+    await _settle(sb)
+    assert not (await sb.get("/api/v1/namespaces/default/pods/p"))["metadata"].get("deletionTimestamp")
+    sb.advance(1)
+    await sb.pod_where("p", lambda p: p["metadata"].get("deletionTimestamp"))
+
+
+async def test_a_zone_wholly_down_beside_a_healthy_one_is_evicted_as_usual(sb):
+    for zone in "ab":
+        for i in range(2):
+            await sb.create("/api/v1/nodes", node(f"{zone}{i}", labels={"topology.kubernetes.io/zone": zone}))
+    for i in range(2):
+        await _silence(sb, f"a{i}")
+    assert await _taints(sb, "a1") == {(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")}
+
+
+async def test_the_quarantine_of_a_deleted_nodes_pods_runs_from_the_deletion_whatever_touches_them(sb):
+    await sb.create("/api/v1/nodes", node("n1"))
+    await sb.create("/api/v1/nodes", node("n2"))
+    await sb.create("/api/v1/namespaces/default/pods", pod("orphan", node_name="n1"))
+    await sb.pod_where("orphan", lambda p: phase(p) == "Running")
+    await sb.req("DELETE", "/api/v1/nodes/n1")
+    for i in range(3):
+        sb.advance(13)
+        await sb.req("PATCH", "/api/v1/namespaces/default/pods/orphan", {"metadata": {"labels": {"touched": str(i)}}})
+    sb.advance(2)  # 41 s after the node went
+    await sb.until(lambda: _gone(sb, "orphan"), "PodGC removes it 40 s after the node went")
