@@ -270,6 +270,60 @@ def test_a_pod_an_elastic_gang_grew_by_whose_bind_seemed_to_fail_is_counted_once
     assert len(m.gangs["ml/el"].job.current_run.placements) == 3
 
 
+def test_a_holding_short_for_good_changes_nothing_until_room_frees():
+    """A node the kubelet overcommitted (usher's 8 GPUs and another scheduler's 2): each tick asks
+    to take the rest again, which must leave the state as it is (its epoch too: a new epoch
+    throws away the preemption searches remembered as failed)."""
+    from usher.engine.backends.kube.objects import holding_of
+
+    m = mirror_with()
+    add(m, pod("a", gpus=8, node_name="n0", phase="Running"))
+    other = pod("other", queue=None, gpus=2) | {"spec": {"nodeName": "n0", "schedulerName": "default-scheduler",
+        "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "2"}}}]}}
+    m.holding_changed("ml/other", holding_of(other))
+    before = m.state.epoch
+    for _ in range(3):
+        m.retake_short()
+    assert m.state.epoch == before
+
+
+def test_a_queue_retired_is_said_once_in_the_audit_not_at_every_rebuild():
+    m = mirror_with()
+    restart_with(m, *(pod(f"w-{i}", gang="train", size=2, node_name=f"n{i}", phase="Running",
+                          annotations={"usher/gpus": "0,1,2,3,4,5,6,7"}) for i in range(2)))
+    m.set_config(parse_queue_config("queues:\n  - {name: team-b, quota: {gpu: 8}}\n"), None)
+    for _ in range(4):
+        m.dirty = True
+        m.rebuild(0.0)
+    assert m.state.queues["team-a"].retired
+    assert [e.target for e in m.state.audit if e.action == "retire-queue"] == ["team-a"]
+
+
+def test_pods_of_a_gang_found_running_without_their_gpus_written_never_count_the_same_gpu_twice():
+    m = mirror_with()
+    restart_with(m, *(pod(f"w-{i}", gpus=4, gang="pair", size=2, node_name="n0", phase="Running") for i in range(2)))
+    run = m.gangs["ml/pair"].job.current_run
+    taken = [g for p in run.placements for g in p.gpus]
+    assert sorted(taken) == list(range(8)) and m.state.node("n0").whole_free == 0
+
+
+def test_a_refused_rollback_is_not_completed_after_a_rebuild_that_gave_its_room_away():
+    m = mirror_with()
+    for i in range(2):
+        add(m, pod(f"w-{i}", gang="train", size=2))
+    gang = m.gangs["ml/train"]
+    [bind] = m.engine.cycle(0.0).decisions
+    where = {v.name: (m.state.nodes[p.node_id].name, p.gpus) for v, p in m.pods_of(gang, bind.placements)}
+    node0, gpus0 = where["w-0"]
+    # as the controller leaves it: w-0 bound, w-1's bind failed, the eviction of w-0 refused
+    add(m, pod("w-0", gang="train", size=2, node_name=node0, phase="Running", annotations={"usher/gpus": ",".join(map(str, gpus0))}))
+    gang.teardown = "rolled back: 1 of 2 binds failed"
+    gang.to_bind = {"w-1": (where["w-1"][0], list(where["w-1"][1]))}
+    m.dirty = True
+    m.rebuild(0.0)
+    assert gang.to_bind == {}  # the run no longer holds w-1's room: the rollback goes on
+
+
 def test_cordon_and_readiness_change_schedulability_in_place():
     m = mirror_with()
     before = m.state.schedulable_gpu_count

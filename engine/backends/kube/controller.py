@@ -966,9 +966,14 @@ class KubeController:
                                         "(its first bind failed, and a PodDisruptionBudget kept the rest of the gang running)"))
         gang.teardown = None
         gang.to_bind = {}
-        self._evict_tried.pop(gang.key, None)
+        gang.complete_at = (-math.inf, 0.0)
         self.mirror.sync(gang, self.clock())
         return True
+
+    def _next_wait(self, last: float | None) -> float:
+        """The teardown's wait before its next try: ``eviction_retry``, doubled after each try
+        up to ``EVICTION_RETRY_MAX``."""
+        return self.eviction_retry if last is None else min(2 * last, max(EVICTION_RETRY_MAX, self.eviction_retry))
 
     async def _wait_for_evictions(self, nodes: set[str]) -> bool:
         """Wait until the pods usher evicted from ``nodes`` are gone (they hold their GPUs
@@ -1039,10 +1044,9 @@ class KubeController:
             self.mirror.sync(gang, self.clock())
         now = self.monotonic()
         for gang in self.mirror.teardowns():
-            if gang.to_bind and now >= self._evict_tried.get(gang.key, (-math.inf, 0.0))[0]:
-                tried = self._evict_tried.get(gang.key)
-                wait = self.eviction_retry if tried is None else min(2 * tried[1], max(EVICTION_RETRY_MAX, self.eviction_retry))
-                self._evict_tried[gang.key] = (now + wait, wait)
+            if gang.to_bind and now >= gang.complete_at[0]:
+                wait = self._next_wait(gang.complete_at[1] or None)
+                gang.complete_at = (now + wait, wait)
                 if await self._complete(gang):
                     continue
             pods = [
@@ -1056,7 +1060,7 @@ class KubeController:
                 log.info("teardown %s (%s): evicting %s", gang.key, gang.teardown, ", ".join(v.name for v in pods))
             for view in pods:
                 tried = self._evict_tried.get(view.uid)
-                wait = self.eviction_retry if tried is None else min(2 * tried[1], max(EVICTION_RETRY_MAX, self.eviction_retry))
+                wait = self._next_wait(tried[1] if tried is not None else None)
                 self._evict_tried[view.uid] = (now + wait, wait)
                 await self._evict(view, f"gang {gang.key} is being stopped: {gang.teardown}", EventReason.GANG_BROKEN)
 

@@ -33,7 +33,7 @@ from ...build import group_request, queue_from_spec
 from ...core import Engine
 from ...enums import AuditAction, EndReason, JobState, MoveMode, PendingReason, TopologyMode
 from ...fmt import plural
-from ...policy.placement import pick_shared_gpu, pick_whole_gpus
+from ...policy.placement import pick_whole_gpus
 from ...policy.registry import Policy
 from ...scenario import QueueSpec, Resources, Scenario
 from ...state import MILLI, AuditEntry, ClusterState, Job, KeptRoom, Node, PodGroup, PodPlacement
@@ -72,6 +72,8 @@ class Gang:
     #: a rollback (some binds failed) whose evictions a PodDisruptionBudget refused: the pods left
     #: unbound and the node and GPUs each was to be bound to, to complete the gang instead
     to_bind: dict[str, tuple[str, list[int]]] = field(default_factory=dict)
+    #: when the controller may next try to complete it (monotonic seconds), and the wait before
+    complete_at: tuple[float, float] = (-math.inf, 0.0)
     #: pods of the gang that ran to completion (a finished member is not a lost one)
     completed: set[str] = field(default_factory=set)
     #: pods that were deleted while bound, and how they were last seen
@@ -127,6 +129,8 @@ class Mirror:
         #: out of their gang, whose run may end and start again with the pods made anew, and hold
         #: their node's resources as a pod usher does not schedule until they are gone
         self.stranded: dict[str, str] = {}
+        #: queues retired (``_retire``) and said so in the audit trail
+        self.retired: set[str] = set()
         #: gangs moved whose old run ended (or that a rebuild found without a job) before their
         #: new pods came: the finished engine job that holds the room kept for each, by gang key,
         #: which the gang's next job takes (``_carry_room``)
@@ -278,7 +282,7 @@ class Mirror:
                 self.sync(gang, now)  # pods recreated meanwhile may form a new run
                 return
             counted = {p.pod for p in job.current_run.placements}
-            if gang.teardown is None and any(p.name not in counted and p.node in self.state.node_by_name for p in bound):
+            if gang.teardown is None and any(p.name not in counted and not p.terminating and p.node in self.state.node_by_name for p in bound):
                 # pods on nodes that the run does not count: more of a half-bound gang's pods bound
                 # now, or a pod an elastic gang grew by whose bind seemed to fail but went through;
                 # take it in again, whole or not, so that their room is counted
@@ -351,10 +355,12 @@ class Mirror:
         queue = self.state.queues.get(job.queue)
         if queue is not None and queue.retired and not any(queue.usage) and not queue.pending:
             del self.state.queues[job.queue]  # its last job ended
+            self.retired.discard(job.queue)
         self.retake_short()
         gang.job = None
         gang.teardown = None
         gang.to_bind = {}
+        gang.complete_at = (-math.inf, 0.0)
         gang.partial = False
         gang.completed.clear()
         gang.departed.clear()
@@ -477,6 +483,9 @@ class Mirror:
         queue = queue_from_spec(QueueSpec(name=name, quota=Resources(gpu=0, cpu=0, memory=0)))
         queue.retired = True
         self.state.queues[name] = queue
+        if name in self.retired:
+            return  # said once, not again at each rebuild
+        self.retired.add(name)
         self.state.audit.append(AuditEntry(
             now, "scheduler", AuditAction.RETIRE_QUEUE, name,
             "not in the queue config any more: its running jobs keep their capacity until they end; nothing new is admitted"))
@@ -559,14 +568,17 @@ class Mirror:
         self._refresh_flags(gang, job)
         placements = []
         on_nodes = {p.name for p in bound}
+        claimed: dict[tuple[int, int], int] = {}  # (node, GPU) -> milli-GPUs placed by this adoption
         for gi, group_names in enumerate(gang.group_pods):
             group = job.groups[gi]
             for name in group_names:
                 if name not in on_nodes:
                     continue
-                placement = self._placement_of(gang.pods[name], group)
+                placement = self._placement_of(gang.pods[name], group, claimed)
                 if placement is not None:
                     placements.append(placement)
+                    for g in placement.gpus:
+                        claimed[placement.node_id, g] = claimed.get((placement.node_id, g), 0) + (placement.share or MILLI)
         self.engine.adopt(job, placements, min(p.created for p in bound))
         nodes = len({p.node for p in bound})
         if not gang.partial:
@@ -575,32 +587,37 @@ class Mirror:
             gang.teardown = gang.teardown or self._lost_member(gang, placements, now)
         self._explain_leftovers(gang)
 
-    def _placement_of(self, pod: PodView, group: PodGroup) -> PodPlacement | None:
+    def _placement_of(self, pod: PodView, group: PodGroup, claimed: dict[tuple[int, int], int] | None = None) -> PodPlacement | None:
         """Where a bound pod holds GPUs: the GPUs its ``usher/gpus`` annotation names that are
         free here, and, for any it names that are not (gone when the node shrank, taken by
         another pod) or that it lacks, other free ones; never none while the node has room, or
         a pod running on a GPU that failed under it would leave its other GPUs to be given away.
         A named GPU out of service (``usher/gpu-health``) counts as held: nothing is placed on
-        it anyway."""
+        it anyway. ``claimed``: what the gang's pods placed before this one take (not allocated
+        yet), so two pods never count the same GPU."""
         state = self.state
         if pod.node not in state.node_by_name:
             return None
         node = state.node(pod.node)
+        claimed = claimed or {}
+        free = [f - claimed.get((node.id, i), 0) for i, f in enumerate(node.gpu_free)]
         share = group.share
         take = share or MILLI
         want = 1 if share else group.whole_gpus
         named = [g for g in dict.fromkeys(pod.gpus) if 0 <= g < node.gpu_count]
-        held = [g for g in named if node.gpu_free[g] >= take][:want]
+        held = [g for g in named if free[g] >= take][:want]
         dead = [g for g in named if g in node.out_of_service and g not in held]
         missing = want - len(held) - len(dead)
         if missing > 0:
             if share:
-                one = pick_shared_gpu(node, share)
-                held += [one] if one is not None and one not in held else []
-            elif not held:
-                held = pick_whole_gpus(node, min(missing, node.whole_free))  # the tightest NVLink island
+                fits = [i for i, f in enumerate(free) if share <= f and i not in held]
+                partly = [i for i in fits if free[i] < MILLI]  # beside other shares first, least left over
+                held += [min(partly, key=lambda i: free[i])] if partly else fits[:1]
             else:
-                held += [i for i, f in enumerate(node.gpu_free) if f == MILLI and i not in held][:missing]
+                spare = [i for i, f in enumerate(free) if f == MILLI and i not in held]
+                if not held and not claimed:
+                    spare = pick_whole_gpus(node, min(missing, node.whole_free))  # the tightest NVLink island
+                held += spare[:missing]
         return PodPlacement(pod.name, node.id, held, share if held else 0, group.cpu, group.memory)
 
     def _explain_leftovers(self, gang: Gang) -> None:
@@ -698,6 +715,7 @@ class Mirror:
             if spec.cohort is not None:
                 state.cohorts.setdefault(spec.cohort, []).append(spec.name)
         self.engine = Engine(state, self.policy, moves=MoveMode.ON_RETURN)
+        self.retired -= set(state.queues)  # back in the config
         spared = [g for g in self.gangs.values() if g.spared_until != -math.inf]
         for gang in spared:
             if gang.spared_until <= now:
@@ -714,8 +732,10 @@ class Mirror:
                 self._keep_in_flight(gang, in_flight[gang.key], now)
             else:
                 # judged again from what the cluster shows: pods still on nodes hold them (a gang
-                # being torn down is adopted, so its GPUs stay counted until its pods are gone)
+                # being torn down is adopted, so its GPUs stay counted until its pods are gone; a
+                # refused rollback's room is not kept, so it is not completed there any more)
                 gang.teardown = None
+                gang.to_bind = {}
                 self.sync(gang, now)
         for key, holding in self.holdings.items():
             self._take(key, holding)
@@ -813,12 +833,20 @@ class Mirror:
         that room may have freed (a run ended, members finished, a job was stopped)."""
         if self.dirty:
             return  # the coming rebuild takes every holding
+        state = self.state
         for key in sorted(self._short):
             holding = self.holdings.get(key)
-            self._short.discard(key)
-            if holding is not None:
-                self._give_back(key)
-                self._take(key, holding)
+            taken = self._taken.get(key)
+            if holding is None or taken is None:
+                self._short.discard(key)
+                continue
+            node = state.nodes[taken[0]]
+            want = holding.requests
+            if not ((len(taken[1]) < want.gpus and node.whole_free > 0) or (taken[2] < want.cpu and node.cpu_free > 0)
+                    or (taken[3] < want.memory and node.mem_free > 0)):
+                continue  # no room has freed there: nothing would change
+            self._give_back(key)
+            self._take(key, holding)
 
     def _give_back(self, key: str) -> None:
         taken = self._taken.pop(key, None)
