@@ -37,7 +37,7 @@ from ...policy.placement import pick_whole_gpus
 from ...policy.registry import Policy
 from ...scenario import QueueSpec, Resources, Scenario
 from ...state import MILLI, AuditEntry, ClusterState, Job, KeptRoom, Node, PodGroup, PodPlacement
-from .constraints import group_constraints
+from .constraints import GroupConstraints, NodeConstraints, group_constraints
 from .objects import Holding, NodeView, Phase, PodView, Requests, natural_key
 
 DEFAULT_QUEUE = "default"
@@ -119,6 +119,8 @@ class Mirror:
         self._taken: dict[str, tuple[int, list[int], int, int]] = {}
         #: holdings taken short (their node was too full), taken again when room frees
         self._short: set[str] = set()
+        #: ``group_constraints`` per pod constraints, on the nodes of this state (``_constraints_of``)
+        self._constraints_seen: dict[NodeConstraints | None, GroupConstraints] = {}
         self.dirty = True  # the engine must be rebuilt before the next cycle
         self._seq = 0
         #: when the first gang spared after a refused eviction may be a victim again (``spare``)
@@ -490,6 +492,16 @@ class Mirror:
             now, "scheduler", AuditAction.RETIRE_QUEUE, name,
             "not in the queue config any more: its running jobs keep their capacity until they end; nothing new is admitted"))
 
+    def _constraints_of(self, constraints: NodeConstraints | None) -> GroupConstraints:
+        """``group_constraints`` on the engine's nodes, remembered per constraints until the next
+        rebuild (node labels and taints change only through one): pods of one template share
+        theirs, and every pod on a cluster has some (the two tolerations the API server adds),
+        so matching them against every node once per job would cost O(nodes) per job."""
+        known = self._constraints_seen.get(constraints)
+        if known is None:
+            known = self._constraints_seen[constraints] = group_constraints(constraints, self.state.nodes)
+        return known
+
     def _new_job(self, gang: Gang, pods: list[PodView], now: float) -> Job:
         state = self.state
         groups: dict[tuple[Any, ...], list[str]] = {}
@@ -510,7 +522,7 @@ class Mirror:
             pod_groups.append(
                 PodGroup(
                     f"g{gi}", len(names), first.gpu_milli, first.cpu, first.memory, first.models, mode, level,
-                    **group_constraints(first.constraints, state.nodes),
+                    **self._constraints_of(first.constraints),
                 )
             )
         first = views[0]
@@ -724,6 +736,7 @@ class Mirror:
         self.gang_of_job = {}
         self._taken = {}
         self._short = set()
+        self._constraints_seen = {}
         self.dirty = False
         for gang in sorted(self.gangs.values(), key=lambda g: g.seq):
             gang.job = None
