@@ -43,3 +43,21 @@ async def test_repeats_are_counted_then_recorded_anew_after_the_window_or_once_t
     finally:
         await client.aclose()
         await sb.stop()
+
+
+async def test_two_repeats_at_once_make_one_event_counted_twice(tmp_path: Path) -> None:
+    import asyncio
+
+    sb = Sandbox()
+    await sb.start()
+    config = tmp_path / "kubeconfig"
+    config.write_text(yaml.safe_dump(sb.server.kubeconfig()))
+    client = await KubeClient.connect(str(config))
+    try:
+        recorder = EventRecorder(client)
+        pod = ObjectRef("Pod", "w-0", "default", "uid-1")
+        await asyncio.gather(*(recorder.record(pod, "GangBroken", "stopped", EventType.WARNING) for _ in range(3)))
+        assert [e["count"] for e in await _events(sb)] == [3]
+    finally:
+        await client.aclose()
+        await sb.stop()
