@@ -296,9 +296,38 @@ def _node_selector(raw: Any, problems: list[str]) -> tuple[tuple[str, str], ...]
     return tuple(sorted(out))
 
 
+#: tolerations read before, by their fields as written (every pod of a cluster carries some, the two
+#: the API server adds at least, and the pods of one template the same: reading them at each pod
+#: event was a tenth of the controller's time a bind)
+_TOLERATIONS_READ: dict[tuple[Any, ...], tuple[tuple[Toleration, ...], tuple[str, ...]]] = {}
+_TOLERATIONS_READ_LIMIT = 4096
+
+
 def _tolerations(raw: Any, problems: list[str]) -> tuple[Toleration, ...]:
     if raw is None:
         return ()
+    if isinstance(raw, list) and all(isinstance(t, dict) for t in raw):
+        try:
+            key = tuple((t.get("key"), t.get("operator"), t.get("value"), t.get("effect"), t.get("tolerationSeconds"), len(t))
+                        for t in raw)
+            known = _TOLERATIONS_READ.get(key)
+        except TypeError:  # a field that is not hashable: read it the long way (it is a problem)
+            key, known = None, None
+        if known is not None:
+            problems.extend(known[1])
+            return known[0]
+        if key is not None:
+            found: list[str] = []
+            read = _read_tolerations(raw, found)
+            if len(_TOLERATIONS_READ) >= _TOLERATIONS_READ_LIMIT:
+                _TOLERATIONS_READ.clear()
+            _TOLERATIONS_READ[key] = (read, tuple(found))
+            problems.extend(found)
+            return read
+    return _read_tolerations(raw, problems)
+
+
+def _read_tolerations(raw: Any, problems: list[str]) -> tuple[Toleration, ...]:
     if not isinstance(raw, list):
         problems.append(f"{Path.TOLERATIONS}: expected a list, got {_kind(raw)}")
         return ()
