@@ -34,6 +34,9 @@ class PendingReason(StrEnum):
     UNKNOWN_QUEUE = "UnknownQueue"
     WAITING_FOR_GANG = "WaitingForGangMembers"
     INVALID_REQUEST = "InvalidRequest"
+    #: the API server refused to bind one of its pods (an admission webhook, a policy): tried
+    #: again after a wait that doubles with each refusal
+    BIND_REFUSED = "BindRefused"
 
 
 class EndReason(StrEnum):

@@ -153,3 +153,41 @@ async def test_the_console_lists_the_schedulers_decisions(tmp_path, monkeypatch)
         await pilot.press("6")  # the Events view lists them beside the operators' own actions
         table = app.query_one("#event-table", RowTable)
         await wait_for(lambda: sum("Scheduled" in r.cells for r in table.rows) == 2, pilot)
+
+
+async def test_the_console_preempts_and_drains_through_the_api_though_it_schedules_nothing(cluster) -> None:
+    """The console's controller does not schedule (it is no leader), yet an operator's preempt
+    and drain are carried out: the API server checks the operator's own permission."""
+    from usher.engine.controller import Command
+    from usher.engine.enums import Action
+
+    c = cluster
+    client = await KubeClient.connect(str(c.kubeconfig))
+    ctrl = KubeController(client, identity="console", clock=c.clock.now, schedule=False)
+    task = asyncio.create_task(ctrl.run())
+    try:
+        await asyncio.wait_for(ctrl.synced.wait(), 10)
+        evictions = lambda: sum(1 for r in c.server.requests if r.path.endswith("/eviction") and r.status == 201)  # noqa: E731
+        before = evictions()
+        said = await asyncio.wait_for(ctrl.post(Command(Action.PREEMPT, job="default/train", actor="ops")), 10)
+        assert said.startswith("preempted and requeued") and evictions() == before + 2
+        await c.settle()
+        await wait_for_bound(c, "train-")  # made anew, and bound again by the scheduler
+        node = next(p["spec"]["nodeName"] for p in c.server.store.list("pods", "default").objects()
+                    if p["metadata"]["name"].startswith("train-") and p["spec"].get("nodeName")
+                    and not p["metadata"].get("deletionTimestamp"))
+        said = await asyncio.wait_for(ctrl.post(Command(Action.DRAIN, node=node, actor="ops")), 10)
+        assert said.startswith("drained; requeued 1 job") and "could not evict" not in said, said
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.aclose()
+
+
+async def wait_for_bound(c, prefix: str) -> None:
+    for _ in range(200):
+        if any(p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+               for p in c.server.store.list("pods", "default").objects() if p["metadata"]["name"].startswith(prefix)):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no pod {prefix}* was bound")

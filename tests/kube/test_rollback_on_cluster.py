@@ -5,6 +5,8 @@ as the budget holds."""
 
 from __future__ import annotations
 
+import asyncio
+
 from sandboxes import UsherOnSandbox, node, pod, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
 
 from usher.sandbox.apiserver import FaultKind
@@ -58,3 +60,44 @@ async def test_a_rollback_without_a_budget_in_the_way_evicts_and_starts_the_gang
 
 async def _gone(sb: UsherOnSandbox, name: str) -> bool:
     return await sb.get(f"{PODS}/{name}") is None
+
+
+async def test_a_gang_whose_bind_is_refused_for_good_waits_longer_after_each_refusal(sb: UsherOnSandbox) -> None:
+    """An admission webhook refuses one pod's binding every time: usher tries again at once, then
+    after 1 s, 2, 4, ... (its clock driven here), not hundreds of times a second; the pods say
+    why they wait (BindRefused, not Unschedulable: more nodes would not help); once the webhook
+    lets it through, the gang starts whole."""
+    await sb.create("/api/v1/nodes", node("gpu-0"))
+    await sb.start_usher(sb.tmp, "queues:\n  - {name: research, quota: {gpu: 64}, namespaces: [default]}\n")
+    clock = [0.0]
+    sb.usher.monotonic = lambda: clock[0]
+    sb.server.inject(FaultKind.ERROR, method="POST", path="*/pods/g-1-*/binding", status=422)
+    template = _member("x")
+    template["metadata"].pop("name")
+    await sb.create("/apis/batch/v1/namespaces/default/jobs", {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "g"},
+        "spec": {"parallelism": 2, "completions": 2, "completionMode": "Indexed", "backoffLimit": 1000,
+                 "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+                 "template": template}})  # its pods are made anew when a rollback evicts them
+
+    def tries() -> int:
+        return sum(1 for r in sb.server.requests if r.path.startswith("/api/v1/namespaces/default/pods/g-1-") and r.path.endswith("/binding"))
+
+    await sb.until(lambda: _async(tries() >= 2), "refused, and tried again at once")
+    for _ in range(30):  # 15 s of usher's retry clock
+        clock[0] += 0.5
+        sb.usher._wake.set()
+        await asyncio.sleep(0.05)
+    assert 4 <= tries() <= 7  # at 0, 0, 1, 3, 7 (and 15) s
+    [waiting] = [p for p in await sb.pods("batch.kubernetes.io/job-completion-index=1") if not p["metadata"].get("deletionTimestamp")]
+    scheduled = next(c for c in waiting["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert scheduled["reason"] == "BindRefused" and "tries again in" in scheduled["message"]
+
+    sb.server.clear_faults()
+    clock[0] += 300.0
+    sb.usher._wake.set()
+    await sb.until(lambda: _both_running(sb), "the gang runs whole once the binds go through")
+
+
+async def _async(value):
+    return value

@@ -104,6 +104,11 @@ EVICTION_WAIT_LOG = 60.0
 #: ``EVICTION_RETRY_MAX``
 EVICTION_RETRY = 10.0
 EVICTION_RETRY_MAX = 300.0
+#: a gang whose binds failed is admitted again at once the first time, then after 1 s, 2, 4, ...
+#: up to ``BIND_RETRY_MAX`` while its binds keep failing (an admission webhook that refuses a pod
+#: for good must not make usher bind and roll back its gang hundreds of times a second)
+BIND_RETRY = 1.0
+BIND_RETRY_MAX = 300.0
 #: how long (seconds) a gang whose eviction was refused (a PodDisruptionBudget) is no victim and
 #: no mover, so that usher does not ask again every tick
 EVICTION_REFUSED_BACKOFF = 60.0
@@ -211,8 +216,10 @@ class KubeController:
         #: when a teardown may next ask to evict each pod (monotonic seconds), and the wait it
         #: left before that try, by uid
         self._evict_tried: dict[str, tuple[float, float]] = {}
-        #: the clock of the teardown's retries (a test drives it)
+        #: the clock of the teardown's and the binds' retries (a test drives it)
         self.monotonic: Callable[[], float] = time.monotonic
+        self.mirror.monotonic = lambda: self.monotonic()
+        self.bind_retry = BIND_RETRY
         #: PodDisruptionBudgets by namespace/name, as the informer last saw them
         self._budgets: dict[str, dict[str, Any]] = {}
         self.eviction_retry = EVICTION_RETRY
@@ -503,6 +510,7 @@ class KubeController:
         try:
             self._drain()
             self.mirror.retake_short()  # room freed since (runs stopped, rooms given back)
+            self.mirror.retry_binds(self.clock())
             await self._load_config()
             now = self.clock()
             if self.mirror.spared_until is not None and now >= self.mirror.spared_until:
@@ -900,6 +908,7 @@ class KubeController:
             if errors:
                 await self._undo_binds(gang, jobs, errors)
             else:
+                gang.bind_retry, gang.bind_error = (-math.inf, 0.0), None
                 log.info("bind %s: %s", gang.key, ", ".join(sorted({n for _, n, _ in jobs}, key=natural_key)))
                 for view, node, _ in jobs:
                     message = f"Successfully assigned {view.key} to {node} with gang {gang.title or gang.key}"
@@ -927,6 +936,10 @@ class KubeController:
         for _ in errors:
             self.metrics.bind_failed()
         why = f"{len(errors)} of {len(jobs)} binds failed ({errors[0]})"
+        failures = gang.bind_retry[1]
+        wait = 0.0 if failures == 0 and gang.bind_error is None else min(max(failures * 2, self.bind_retry), BIND_RETRY_MAX)
+        gang.bind_retry = (self.monotonic() + wait, wait)
+        gang.bind_error = errors[0]
         job = gang.job  # the gang's job now: a rebuild during the binds replaces the decision's
         current = (gang.pods.get(v.name) for v, _, _ in jobs)
         bound = [v for v in current if v is not None and v.bound and v.live]
@@ -995,7 +1008,8 @@ class KubeController:
         if waiter is not None:
             waiter[2].set()
 
-    async def _evict_gang(self, gang: Gang | None, why: str, reason: EventReason = EventReason.PREEMPTED) -> list[str]:
+    async def _evict_gang(self, gang: Gang | None, why: str, reason: EventReason = EventReason.PREEMPTED,
+                          by_operator: bool = False) -> list[str]:
         """Evict every bound pod of a gang; what kept any of them (a PodDisruptionBudget, an
         error), empty when all went. Once one pod went, the teardown evicts the rest later."""
         if gang is None:
@@ -1005,16 +1019,19 @@ class KubeController:
         # out of the engine's queue until its pods are gone: a later pass of this cycle must not
         # admit it again onto pods that are being deleted
         self.mirror.sync(gang, self.clock())
-        failures = [f for f in await asyncio.gather(*(self._evict(v, why, reason) for v in pods)) if f]
+        failures = [f for f in await asyncio.gather(*(self._evict(v, why, reason, by_operator) for v in pods)) if f]
         if pods and len(failures) == len(pods):
             gang.teardown = None  # nothing was evicted: the gang is still whole and running
             self.mirror.sync(gang, self.clock())
         return failures
 
-    async def _evict(self, view: PodView, why: str, reason: EventReason) -> str | None:
-        """Evict one pod (None when it is evicted or already gone), or say what prevented it."""
+    async def _evict(self, view: PodView, why: str, reason: EventReason, by_operator: bool = False) -> str | None:
+        """Evict one pod (None when it is evicted or already gone), or say what prevented it.
+        ``by_operator``: an operator's command (drain, preempt), which any replica or console may
+        carry out (the API server checks the operator's permission); usher's own decisions are
+        the leader's alone."""
         key = view.key
-        if not self.may_write():
+        if not by_operator and not self.may_write():
             return f"{view.name}: this replica no longer holds the leader lease"
         self._gone_waiters.setdefault(view.uid, (view.node, key, asyncio.Event()))
         try:
@@ -1179,15 +1196,20 @@ class KubeController:
         if action != Action.DRAIN:
             return "cordoned" if action == Action.CORDON else "uncordoned"
         gangs = [g for g in self.mirror.gangs.values() if any(p.node == node for p in g.bound())]
-        kept = [f for gang in gangs for f in await self._evict_gang(gang, f"node {node} drained")]
-        text = f"drained; requeued {plural(len(gangs), 'job')}" + (f": {', '.join(g.title or g.key for g in gangs)}" if gangs else "")
+        kept: list[str] = []
+        stopped: list[Gang] = []
+        for gang in gangs:
+            kept += await self._evict_gang(gang, f"node {node} drained", by_operator=True)
+            if gang.teardown is not None:
+                stopped.append(gang)  # at least one of its pods is going: it is requeued whole
+        text = f"drained; requeued {plural(len(stopped), 'job')}" + (f": {', '.join(g.title or g.key for g in stopped)}" if stopped else "")
         return text + (f"; could not evict {plural(len(kept), 'pod')}, the first: {kept[0]}" if kept else "")
 
     async def _job_command(self, action: Action, gang: Gang) -> str:
         if action == Action.PREEMPT:
             if not gang.bound():
                 return "not running; nothing to preempt"
-            kept = await self._evict_gang(gang, "preempted by an operator")
+            kept = await self._evict_gang(gang, "preempted by an operator", by_operator=True)
             if kept and gang.teardown is None:
                 raise CommandError(f"preempt: no pod of {gang.key} could be evicted: {kept[0]}")
             return "preempted and requeued" + (f"; {plural(len(kept), 'pod')} still to evict ({kept[0]})" if kept else "")
@@ -1245,7 +1267,8 @@ class KubeController:
     @property
     def idle(self) -> bool:
         """Nothing queued, nothing in flight: what the tests' lockstep harness waits for."""
-        return self.synced.is_set() and self.deltas.empty() and self._busy == 0 and not self._wake.is_set()
+        return (self.synced.is_set() and self.deltas.empty() and self._busy == 0 and not self._wake.is_set()
+                and not self.mirror.backing_off)
 
     async def wait_idle(self, settle: int = 3) -> None:
         quiet = 0

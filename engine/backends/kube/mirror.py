@@ -26,6 +26,8 @@ Pods usher does not schedule (DaemonSets, the default scheduler's) hold capacity
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +76,10 @@ class Gang:
     to_bind: dict[str, tuple[str, list[int]]] = field(default_factory=dict)
     #: when the controller may next try to complete it (monotonic seconds), and the wait before
     complete_at: tuple[float, float] = (-math.inf, 0.0)
+    #: its binds failed: not admitted again before this moment (monotonic seconds), the wait
+    #: that led to it (doubled at the next failure), and the first error of the last try
+    bind_retry: tuple[float, float] = (-math.inf, 0.0)
+    bind_error: str | None = None
     #: pods of the gang that ran to completion (a finished member is not a lost one)
     completed: set[str] = field(default_factory=set)
     #: pods that were deleted while bound, and how they were last seen
@@ -133,6 +139,10 @@ class Mirror:
         self.stranded: dict[str, str] = {}
         #: queues retired (``_retire``) and said so in the audit trail
         self.retired: set[str] = set()
+        #: gangs kept out of their queue after refused binds, by key: until when (``Gang.bind_retry``)
+        self.backing_off: dict[str, float] = {}
+        #: the clock of bind back-offs (a test drives it)
+        self.monotonic: Callable[[], float] = time.monotonic
         #: gangs moved whose old run ended (or that a rebuild found without a job) before their
         #: new pods came: the finished engine job that holds the room kept for each, by gang key,
         #: which the gang's next job takes (``_carry_room``)
@@ -234,6 +244,18 @@ class Mirror:
             for view in list(gang.pods.values()):
                 if view.node == node and view.terminating and view.live and view.key not in self.stranded:
                     self._strand(view, view.key, now)
+
+    def retry_binds(self, now: float) -> None:
+        """Gangs whose back-off after refused binds is over go back to their queue."""
+        if not self.backing_off:
+            return
+        moment = self.monotonic()
+        for key, until in list(self.backing_off.items()):
+            if until <= moment:
+                del self.backing_off[key]
+                gang = self.gangs.get(key)
+                if gang is not None:
+                    self.sync(gang, now)
 
     def stranded_of(self, gang: Gang) -> list[str]:
         """The gang's pods stranded on nodes that are not Ready, as ``pod on node``."""
@@ -434,6 +456,12 @@ class Mirror:
                 )
         if gang.waiting_for is not None:
             return False, PendingReason.WAITING_FOR_GANG, f"Waiting to learn the gang's size: {gang.waiting_for}."
+        wait = gang.bind_retry[0] - self.monotonic()
+        if wait > 0:
+            self.backing_off[gang.key] = gang.bind_retry[0]
+            return False, PendingReason.BIND_REFUSED, (
+                f"The API server refused to bind its pods ({gang.bind_error}); usher tries again in {math.ceil(wait)} s "
+                "(each refusal doubles the wait, up to 5 minutes).")
         # a staged gang starts at its minimum: its owner makes the rest only once those run
         needed = min(gang.minimum, gang.required) if gang.staged and gang.minimum else gang.required
         if len(unbound) < needed:
