@@ -167,3 +167,50 @@ def test_timings_must_leave_room_to_step_down(clients: list[KubeClient]) -> None
     with pytest.raises(ValueError):
         LeaderElector(clients[0], lease_duration=1.0, renew_deadline=1.0, retry_period=0.2)
     assert LeaderElector(clients[0]).identity  # hostname_random by default
+
+
+class _SlowAnswers:
+    """A client whose lease writes land at once but whose answers come ``delay`` later (by the
+    test's clock): the network's share of a renewal."""
+
+    def __init__(self, inner: KubeClient, clock: ManualClock, delay: float) -> None:
+        self.inner, self.clock, self.delay = inner, clock, delay
+
+    async def get(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.inner.get(*args, **kwargs)
+
+    async def create(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.inner.create(*args, **kwargs)
+
+    async def replace(self, *args: Any, **kwargs: Any) -> Any:
+        out = await self.inner.replace(*args, **kwargs)
+        self.clock.t += self.delay
+        return out
+
+
+async def test_a_renewal_counts_from_when_it_was_sent_not_from_its_late_answer(clients: list[KubeClient]) -> None:
+    """A standby may take over ``lease_duration`` after it last saw the lease change; the leader
+    must stop writing before that, so its time runs from the renewal's sending."""
+    clock = ManualClock()
+    a = LeaderElector(_SlowAnswers(clients[0], clock, 0.5), identity="a", clock=clock, **SHORT)  # type: ignore[arg-type]
+    assert await a._try()
+    a._leading.set()
+    clock.t = 1.0
+    assert await a._try()  # renewed at 1.0, answered at 1.5
+    clock.t = 1.0 + SHORT["renew_deadline"]
+    assert not a.holds()  # counted from 1.0, not from 1.5
+
+
+async def test_a_lease_deleted_by_hand_is_not_taken_before_the_last_holders_would_have_run_out(
+    server: FakeApiServer, clients: list[KubeClient]
+) -> None:
+    clock = ManualClock()
+    a = LeaderElector(clients[0], identity="a", clock=clock, **SHORT)
+    b = LeaderElector(clients[1], identity="b", clock=clock, **SHORT)
+    assert await a._try()
+    assert not await b._try()  # b sees a hold it, at 0
+    server.store.delete("leases", "usher-controller", "usher-system")
+    clock.t = 0.1
+    assert not await b._try()  # a may still take itself for the leader: not yet
+    clock.t = SHORT["lease_duration"] + 0.01
+    assert await b._try()  # a's lease would have run out by now

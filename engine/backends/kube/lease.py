@@ -159,7 +159,8 @@ class LeaderElector:
         try:
             if self.is_leader and self._lease is not None:
                 try:
-                    return self._wrote(await self._client.replace(self._path, self._claimed(self._lease)))
+                    sent = self._clock()
+                    return self._wrote(await self._client.replace(self._path, self._claimed(self._lease)), sent)
                 except KubeError as exc:
                     log.info("renewing lease %s without reading it failed (%s); reading it", self._path, exc)
             return await self._read_and_claim()
@@ -171,16 +172,24 @@ class LeaderElector:
         try:
             lease = await self._client.get(self._path)
         except NotFound:
-            return self._wrote(await self._client.create(LEASES.path(self.namespace), self._new_lease()))
+            if self._held_by_other({"spec": self._observed_spec or {}}):
+                # deleted by hand while another replica led: it may still take itself for the
+                # leader until its lease would have run out, so wait for that before creating one
+                return False
+            sent = self._clock()
+            return self._wrote(await self._client.create(LEASES.path(self.namespace), self._new_lease()), sent)
         self._lease = lease
         self._observe(lease)
         if self._held_by_other(lease):
             return False
-        return self._wrote(await self._client.replace(self._path, self._claimed(lease)))
+        sent = self._clock()
+        return self._wrote(await self._client.replace(self._path, self._claimed(lease)), sent)
 
-    def _wrote(self, lease: Obj) -> bool:
+    def _wrote(self, lease: Obj, sent: float) -> bool:
+        """A write of the lease succeeded; it counts from when it was *sent* (an answer that comes
+        late must not stretch the time this process takes itself for the leader)."""
         self._lease = lease
-        self._renewed_at = self._clock()
+        self._renewed_at = sent
         self._observe(lease)
         return True
 
