@@ -324,6 +324,40 @@ def test_a_refused_rollback_is_not_completed_after_a_rebuild_that_gave_its_room_
     assert gang.to_bind == {}  # the run no longer holds w-1's room: the rollback goes on
 
 
+def test_gangs_whose_pods_all_went_before_they_ran_are_forgotten():
+    m = mirror_with(nodes=1)
+    for i in range(20):
+        objs = [pod(f"j{i}-{k}", gang=f"j{i}", size=2) for k in range(2)]  # 16 GPUs on one 8-GPU node: waits
+        for obj in objs:
+            add(m, obj)
+        m.engine.cycle(0.0)
+        for obj in objs:
+            m.pod_changed(None, pod_view(obj).key, 1.0)
+    assert m.gangs == {} and m.gang_of_job == {}
+    assert all(not q.pending for q in m.state.queues.values())
+
+
+def test_months_of_gangs_coming_and_going_are_compacted_by_a_rebuild(monkeypatch):
+    import usher.engine.backends.kube.mirror as mirror_module
+
+    monkeypatch.setattr(mirror_module, "FINISHED_JOBS_KEPT", 50)
+    monkeypatch.setattr(mirror_module, "AUDIT_KEPT", 30)
+    m = mirror_with(nodes=2)
+    for i in range(60):
+        objs = [pod(f"j{i}-{k}", gang=f"j{i}", size=2, node_name=f"n{k}", phase="Running") for k in range(2)]
+        for obj in objs:
+            add(m, obj, float(i))
+        for obj in objs:
+            m.pod_changed(None, pod_view(obj).key, float(i) + 0.5)
+    assert m.gangs == {} and m.needs_compaction()
+    add(m, pod("still", gpus=8, node_name="n0", phase="Running"), 100.0)
+    m.dirty = True
+    m.rebuild(100.0)  # what the controller's tick does once needs_compaction() says so
+    assert not m.needs_compaction() and len(m.state.jobs) == 1
+    assert len(m.state.audit) == 31 and m.state.audit[0].target == "ml/j31"  # the newest 30 kept, and the rebuild adopts still
+    assert m.state.node("n0").whole_free == 0
+
+
 def test_cordon_and_readiness_change_schedulability_in_place():
     m = mirror_with()
     before = m.state.schedulable_gpu_count
@@ -524,7 +558,8 @@ def test_a_rebuild_while_the_movers_pods_go_keeps_their_rooms_until_the_new_pods
         for d in m.engine.cycle(T0 + 22).decisions:  # (big was never bound here: it may go again)
             assert not {(m.state.nodes[p.node_id].name, tuple(p.gpus)) for p in d.placements} & rooms, (window, d.job.name)
         for name in kept:
-            old = next(iter(m.gangs[name].pods), None)
+            # (a gang whose old pods are all gone is forgotten; its room stays with its key)
+            old = next(iter(m.gangs[name].pods), None) if name in m.gangs else None
             if old is not None:
                 m.pod_changed(None, f"ml/{old}", T0 + 25)  # the old pod is gone now
             add(m, _created(pod(f"{name[3:]}-b", gpus=4, gang=name[3:], size=1, annotations={"usher/movable": "true"}), "10:00:30"), now=T0 + 30)

@@ -230,6 +230,7 @@ class KubeController:
         self._bind_slots = asyncio.Semaphore(max(1, min(BIND_CONCURRENCY, pool - events)))
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_status = 0.0
+        self._status_round: asyncio.Task[Any] | None = None
         #: owner informers by resource key (``batch/Job``); both MPIJob versions share one key
         self._owner_informers: dict[str, list[Informer]] = {}
         self._pods: Informer | None = None
@@ -515,6 +516,8 @@ class KubeController:
             now = self.clock()
             if self.mirror.spared_until is not None and now >= self.mirror.spared_until:
                 self.mirror.dirty = True  # gangs spared after a refused eviction may be victims again
+            if self.mirror.needs_compaction():
+                self.mirror.dirty = True  # drop the jobs of gangs long gone
             if self.mirror.dirty:
                 self.mirror.rebuild(now)
             while self.commands is not None and not self.commands.empty():
@@ -528,9 +531,11 @@ class KubeController:
             if leader and not self.paused:
                 await self._tear_down()
                 await self._schedule()
-                if now - self._last_status >= self.status_interval:
+                if now - self._last_status >= self.status_interval and (self._status_round is None or self._status_round.done()):
+                    # one round at a time: on a slow API server rounds would pile up, each
+                    # writing the same conditions (and Events) again
                     self._last_status = now
-                    self._spawn(self._write_status())
+                    self._status_round = self._spawn(self._write_status())
             self._publish()
         finally:
             self._busy -= 1

@@ -43,6 +43,10 @@ from .constraints import GroupConstraints, NodeConstraints, group_constraints
 from .objects import Holding, NodeView, Phase, PodView, Requests, natural_key
 
 DEFAULT_QUEUE = "default"
+#: audit entries a rebuild keeps (the newest): a controller that runs for months must not keep all
+AUDIT_KEPT = 10_000
+#: finished engine jobs (ended runs, gangs gone) beyond which the controller rebuilds to drop them
+FINISHED_JOBS_KEPT = 10_000
 
 
 @dataclass(slots=True)
@@ -245,6 +249,11 @@ class Mirror:
                 if view.node == node and view.terminating and view.live and view.key not in self.stranded:
                     self._strand(view, view.key, now)
 
+    def needs_compaction(self) -> bool:
+        """Whether the engine holds so many jobs of gangs gone that a rebuild should drop them
+        (job ids are list positions, so only a rebuild can)."""
+        return len(self.state.jobs) > FINISHED_JOBS_KEPT + 2 * len(self.gangs)
+
     def retry_binds(self, now: float) -> None:
         """Gangs whose back-off after refused binds is over go back to their queue."""
         if not self.backing_off:
@@ -275,8 +284,22 @@ class Mirror:
         if last is not None and last.bound and last.live:
             gang.departed[last.name] = f"pod {last.name} {how} {last.node}"
         self.sync(gang, now)
-        if not gang.pods and gang.job is None:
-            del self.gangs[gang_key]
+        if not gang.pods and (gang.job is None or gang.job.current_run is None):
+            self._forget(gang)
+
+    def _forget(self, gang: Gang) -> None:
+        """A gang with no pods left and nothing running: out of the mirror (its job with it; a
+        room kept for it stays with its key, ``room_of``, for the pods its owner makes next)."""
+        job = gang.job
+        if job is not None:
+            if job.submitted:
+                self.engine.withdraw(job)
+            if job.id in self.state.kept_rooms:
+                self.room_of[gang.key] = job.id
+            job.state = JobState.FINISHED
+            self.gang_of_job.pop(job.id, None)
+        self.backing_off.pop(gang.key, None)
+        self.gangs.pop(gang.key, None)
 
     def assume_bound(self, gang: Gang, pod: str, node: str, gpus: list[int]) -> None:
         """Record a bind that the API accepted, before its watch event arrives."""
@@ -730,6 +753,8 @@ class Mirror:
         state = ClusterState(self.name, levels, dict(cfg.priority_classes))
         if self.engine.state.audit:
             state.audit = self.engine.state.audit
+            if len(state.audit) > AUDIT_KEPT:
+                del state.audit[: len(state.audit) - AUDIT_KEPT]  # the oldest go: a console shows the last
         for i, view in enumerate(sorted(self.nodes.values(), key=lambda v: natural_key(v.name))):
             node = Node(
                 id=i,
@@ -766,6 +791,8 @@ class Mirror:
         self._short = set()
         self._constraints_seen = {}
         self.dirty = False
+        for key in [k for k, g in self.gangs.items() if not g.pods and k not in in_flight]:
+            del self.gangs[key]  # no pods and (after this rebuild) no job: nothing to keep
         for gang in sorted(self.gangs.values(), key=lambda g: g.seq):
             gang.job = None
             gang.group_pods = []
