@@ -345,3 +345,43 @@ async def test_a_preempted_gang_is_evicted_once_and_bound_again_once_when_recrea
     assert len(victims) >= 1
     total = sum(p.count for j in c.scenario.jobs for p in j.pods)
     assert len(c.world.finished) == total
+
+
+TOO_BIG = """
+name: big
+nodeGroups:
+  - {prefix: n, count: 1, template: {gpus: 8, cpu: 64, memory: 512Gi}}
+queues:
+  - {name: research, quota: {gpu: 64}}
+jobs:
+  - {name: first, queue: research, submit: 0, duration: 6000, pods: [{name: w, count: 1, gpu: 8}]}
+  - {name: huge, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 4, gpu: 2}]}
+"""
+
+
+async def test_a_slow_api_server_gets_one_round_of_pending_reasons_at_a_time(tmp_path) -> None:
+    """Writing the four waiting pods' PodScheduled conditions takes 3 s a write here; rounds
+    every 0.2 s must not pile up, each writing the same conditions again."""
+    import time
+
+    from usher.engine.backends.kube.client import KubeClient
+    from usher.engine.backends.kube.controller import KubeController
+    from usher.sandbox.apiserver import FaultKind
+
+    c = Cluster(scenario_of(TOO_BIG), tmp_path)
+    await c.start()
+    client = await KubeClient.connect(str(c.kubeconfig))
+    ctrl = KubeController(client, identity="u", elect=False, status_interval=0.2, clock=time.time)
+    task = asyncio.create_task(ctrl.run())
+    try:
+        await asyncio.wait_for(ctrl.synced.wait(), 10)
+        c.server.inject(FaultKind.DELAY, method="PATCH", path="*/pods/*/status", delay=3.0)
+        await c.world.step(0.0)
+        await asyncio.sleep(5.0)  # one slow round, and the next begun
+        patches = sum(1 for r in c.server.requests if r.method == "PATCH" and r.path.endswith("/status") and "huge" in r.path)
+        assert patches <= 8, patches  # 4 pods, at most two rounds; piled up it was 17 and more
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.aclose()
+        await c.stop()
