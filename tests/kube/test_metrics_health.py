@@ -613,3 +613,24 @@ def test_gpus_kept_for_moved_jobs_are_a_gauge_while_their_pods_are_away() -> Non
         ctrl.state.give_back_room(job_id, 700.0)
     metrics.observe_state(ctrl.state, 700.0)
     assert value(scrape_of(metrics), "usher_gpus_kept_for_moved_jobs") == 0
+
+
+async def test_failed_watches_are_counted_as_controller_errors(tmp_path) -> None:
+    from harness import OPS_SCENARIO, Cluster, scenario_of
+    from usher.sandbox.apiserver import FaultKind
+
+    c = Cluster(scenario_of(OPS_SCENARIO), tmp_path)
+    await c.start()
+    try:
+        refused = c.server.inject(FaultKind.ERROR, path="/api/v1/nodes", watch=True, status=500, times=2)
+        ctrl = await c.controller()
+        for _ in range(200):
+            if refused.fired == 2:
+                break
+            await asyncio.sleep(0.05)
+        families = {f.name: f for f in text_string_to_metric_families(ctrl.metrics.render().decode())}
+        watch = [s.value for s in families["usher_controller_errors"].samples
+                 if s.name == "usher_controller_errors_total" and s.labels.get("kind") == "watch"]
+        assert refused.fired == 2 and watch == [2.0]
+    finally:
+        await c.stop()

@@ -449,6 +449,7 @@ class KubeController:
         self.commands = asyncio.Queue()
         self.informers = self._informers()
         for inf in self.informers:
+            inf.on_error = lambda: self.metrics.controller_error(ErrorKind.WATCH)
             self._spawn(inf.run())
         if self.elector is not None:
             self._spawn(self.elector.run())

@@ -146,6 +146,9 @@ class Informer:
         relist_after: float = RELIST_AFTER,
     ) -> None:
         self.path = path
+        #: called for each list or watch that failed (the controller counts them:
+        #: ``usher_controller_errors_total{kind="watch"}``)
+        self.on_error: Callable[[], None] | None = None
         self.has_synced = asyncio.Event()
         #: whether the server serves the collection (and lets us list it): None until the first
         #: list; an ``optional`` one answered 404 or 403 is False, and asked again later
@@ -232,8 +235,12 @@ class Informer:
                 log.warning("%s: %s; the API server's store was reset? listing again", self.path, exc)
                 self.resource_version = ""
                 self._lose()
+                if self.on_error is not None:
+                    self.on_error()
                 return None
             self._lose()
+            if self.on_error is not None:
+                self.on_error()
             # a stream that broke after delivering something is routine (proxies, restarts)
             log.log(logging.INFO if self._quiet == 0 else logging.WARNING, "%s: %s", self.path, exc)
             if isinstance(exc, TooManyRequests):
