@@ -385,3 +385,29 @@ async def test_a_slow_api_server_gets_one_round_of_pending_reasons_at_a_time(tmp
         await asyncio.gather(task, return_exceptions=True)
         await client.aclose()
         await c.stop()
+
+
+async def test_a_stopping_leader_hands_its_lease_back_only_once_its_writes_in_flight_are_over(tmp_path) -> None:
+    """On SIGTERM the lease is handed back at once so a standby leads without waiting for it to
+    expire; the binds and evictions still in flight must be over first, or both would write."""
+    c = Cluster(scenario_of(TOO_BIG), tmp_path)
+    await c.start()
+    try:
+        ctrl = await c.controller("usher-a", elect=True, lease_duration=2.0)
+        await asyncio.wait_for(ctrl.elector.wait(), 10)
+        in_flight = ctrl._spawn(asyncio.sleep(3600))  # a bind or an eviction waiting on the API server
+        seen: list[bool] = []
+        release = ctrl.elector.release
+
+        async def watched_release() -> None:
+            seen.append(in_flight.done())
+            await release()
+
+        ctrl.elector.release = watched_release  # type: ignore[method-assign]
+        task = c.tasks[-1]
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert seen == [True]
+        assert c.server.store.get("leases", "usher-controller", "usher-system")["spec"].get("holderIdentity") in (None, "")
+    finally:
+        await c.stop()

@@ -231,6 +231,7 @@ class KubeController:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_status = 0.0
         self._status_round: asyncio.Task[Any] | None = None
+        self._elector_task: asyncio.Task[Any] | None = None
         #: owner informers by resource key (``batch/Job``); both MPIJob versions share one key
         self._owner_informers: dict[str, list[Informer]] = {}
         self._pods: Informer | None = None
@@ -452,7 +453,7 @@ class KubeController:
             inf.on_error = lambda: self.metrics.controller_error(ErrorKind.WATCH)
             self._spawn(inf.run())
         if self.elector is not None:
-            self._spawn(self.elector.run())
+            self._elector_task = self._spawn(self.elector.run())
         try:
             await asyncio.gather(*(inf.has_synced.wait() for inf in self.informers))
             self._drain()
@@ -487,8 +488,14 @@ class KubeController:
             await self.stop()
 
     async def stop(self) -> None:
+        """Stop: binds and evictions in flight are cancelled first, and only then is the lease
+        handed back, so no standby takes over while this replica's writes still land."""
         for inf in self.informers:
             inf.stop()
+        others = [t for t in self._tasks if t is not self._elector_task]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
         if self.elector is not None:
             await self.elector.release()
         for task in list(self._tasks):
