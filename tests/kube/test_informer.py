@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from usher.engine.backends.kube.client import Backoff, KubeClient, RetryPolicy
+from usher.engine.backends.kube.client import Backoff, KubeClient, KubeError, RetryPolicy, WatchEvent, WatchEventType
 from usher.engine.backends.kube.informer import DeltaType, Informer
 from usher.sandbox.apiserver import FakeApiServer, FaultKind
 
@@ -230,3 +230,31 @@ async def test_a_quiet_watch_that_ran_its_time_is_renewed_at_once(server: FakeAp
     async with running(Informer(client, PODS, on_event=Recorder(), watch_timeout=1, sleep=sleeps)):
         await until(lambda: len(watches(server)) == 2)
     assert sleeps == []
+
+
+class _BookmarkThenDrop:
+    """A client whose watches bring one bookmark and then break (a proxy that cuts every
+    stream after its first message); lists go to the real server."""
+
+    def __init__(self, inner: KubeClient) -> None:
+        self.inner = inner
+        self.watches = 0
+
+    async def list(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.inner.list(*args, **kwargs)
+
+    async def watch(self, path: str, resource_version: str = "", **kwargs: Any) -> AsyncIterator[WatchEvent]:
+        self.watches += 1
+        if kwargs.get("on_open") is not None:
+            kwargs["on_open"]()
+        yield WatchEvent(WatchEventType.BOOKMARK, {"metadata": {"resourceVersion": resource_version}})
+        raise KubeError("the connection was closed")
+
+
+async def test_a_watch_that_only_bookmarks_and_drops_backs_off(client: KubeClient) -> None:
+    """Re-watching at once after each such stream would hammer the API server."""
+    proxy = _BookmarkThenDrop(client)
+    sleeps = Sleeps()
+    async with running(Informer(proxy, PODS, on_event=Recorder(), backoff=QUICK, sleep=sleeps)):  # type: ignore[arg-type]
+        await until(lambda: proxy.watches >= 4)
+    assert len(sleeps) >= 3  # a pause before each watch again

@@ -634,3 +634,23 @@ async def test_failed_watches_are_counted_as_controller_errors(tmp_path) -> None
         assert refused.fired == 2 and watch == [2.0]
     finally:
         await c.stop()
+
+
+async def test_a_controller_stopping_says_so_on_readyz(tmp_path) -> None:
+    """On SIGTERM a Service stops sending to a replica whose /readyz fails; its standby is the one to ask."""
+    from harness import OPS_SCENARIO, Cluster, scenario_of
+
+    c = Cluster(scenario_of(OPS_SCENARIO), tmp_path)
+    await c.start()
+    try:
+        health = HealthServer(ControllerMetrics())
+        health.set_ready()
+        ctrl = await c.controller(health=health)
+        assert health.ready
+        task = c.tasks[-1]
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert not health.ready and "stopping" in (health.not_ready_reason or "")
+        assert ctrl.done
+    finally:
+        await c.stop()

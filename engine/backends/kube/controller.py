@@ -490,6 +490,8 @@ class KubeController:
     async def stop(self) -> None:
         """Stop: binds and evictions in flight are cancelled first, and only then is the lease
         handed back, so no standby takes over while this replica's writes still land."""
+        if self.health is not None:
+            self.health.set_not_ready("stopping")
         for inf in self.informers:
             inf.stop()
         others = [t for t in self._tasks if t is not self._elector_task]

@@ -305,7 +305,8 @@ class Informer:
             self._quiet = 0  # a quiet stream that lasted its time is healthy too
 
     def _handle(self, event: WatchEvent) -> None:
-        self._quiet = 0
+        if event.type is not WatchEventType.BOOKMARK:
+            self._quiet = 0  # a bookmark alone proves little: a stream that only bookmarks and drops still backs off
         self._contact()
         if event.type is WatchEventType.DELETED:
             self._remove(object_key(event.object), event.object)
