@@ -314,3 +314,12 @@ def test_node_view_taints_are_part_of_its_shape():
     assert clean.shape() != tainted.shape()  # a taint change rebuilds the engine's state
     cordoned = node_view(node_obj([{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]))
     assert cordoned.shape() == clean.shape()  # a cordon stays a cheap schedulability change
+
+
+def test_tolerations_read_once_are_told_apart_by_type_as_well_as_value() -> None:
+    """1, 1.0 and True are equal in Python: a remembered reading must not pass for another's."""
+    def problems(seconds: object) -> list[str]:
+        spec = {"tolerations": [{"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}]}
+        return parse_constraints(spec)[1]
+
+    assert problems(1.0) and problems(1) == [] and problems(True) and problems(1) == []

@@ -109,7 +109,8 @@ async def test_bind_failures_dropped_watches_and_410s_lose_nothing(cluster):
     c.server.inject(FaultKind.DROP, path="/api/v1/pods", watch=True, after_events=3, times=6)
     c.server.inject(FaultKind.ERROR, path="/api/v1/nodes", watch=True, status=410, times=1)
     c.server.inject(FaultKind.DELAY, method="GET", path="/api/v1/pods", watch=False, delay=0.05, times=5)
-    await c.controller()
+    ctrl = await c.controller()
+    ctrl.bind_retry = 0.0  # a quarter of binds fail here: no back-off (what is tested is that nothing is lost)
     await c.settle()
     await play_checking_every_step(c)
     total = sum(p.count for j in c.scenario.jobs for p in j.pods)
@@ -133,6 +134,7 @@ async def test_cut_connections_and_5xx_on_binds_and_evictions_lose_nothing(clust
         f.rng = random.Random(seed * 100 + i)
     ctrl = await c.controller()
     ctrl.eviction_retry = 0.0
+    ctrl.bind_retry = 0.0
     await c.settle()
     await play_checking_every_step(c)
     total = sum(p.count for j in c.scenario.jobs for p in j.pods)
@@ -393,7 +395,7 @@ async def test_a_stopping_leader_hands_its_lease_back_only_once_its_writes_in_fl
     c = Cluster(scenario_of(TOO_BIG), tmp_path)
     await c.start()
     try:
-        ctrl = await c.controller("usher-a", elect=True, lease_duration=2.0)
+        ctrl = await c.controller("usher-a", elect=True, lease_duration=15.0)
         await asyncio.wait_for(ctrl.elector.wait(), 10)
         in_flight = ctrl._spawn(asyncio.sleep(3600))  # a bind or an eviction waiting on the API server
         seen: list[bool] = []

@@ -358,6 +358,24 @@ def test_months_of_gangs_coming_and_going_are_compacted_by_a_rebuild(monkeypatch
     assert m.state.node("n0").whole_free == 0
 
 
+def test_a_gang_whose_pods_all_went_while_its_binds_failed_is_forgotten_after_them():
+    m = mirror_with(nodes=1)
+    objs = [pod(f"j-{k}", gang="j", size=2, gpus=4) for k in range(2)]
+    for obj in objs:
+        add(m, obj)
+    gang = m.gangs["ml/j"]
+    m.engine.cycle(0.0)
+    gang.binding = True  # the controller binds...
+    for obj in objs:  # ... while the Job is deleted
+        m.pod_changed(None, pod_view(obj).key, 1.0)
+    assert "ml/j" in m.gangs  # it runs (being bound): kept for now
+    m.engine.unbind(gang.job, 1.0, "2 of 2 binds failed")  # the binds failed: what the controller does then
+    gang.binding = False
+    m.sync(gang, 1.0)
+    m.forget_if_empty(gang)
+    assert "ml/j" not in m.gangs and not m.gang_of_job
+
+
 def test_cordon_and_readiness_change_schedulability_in_place():
     m = mirror_with()
     before = m.state.schedulable_gpu_count

@@ -308,7 +308,8 @@ def _tolerations(raw: Any, problems: list[str]) -> tuple[Toleration, ...]:
         return ()
     if isinstance(raw, list) and all(isinstance(t, dict) for t in raw):
         try:
-            key = tuple((t.get("key"), t.get("operator"), t.get("value"), t.get("effect"), t.get("tolerationSeconds"), len(t))
+            # each value with its type: 1, 1.0 and True are equal keys, but not equally valid
+            key = tuple(tuple((type(t.get(f)), t.get(f)) for f in ("key", "operator", "value", "effect", "tolerationSeconds")) + (len(t),)
                         for t in raw)
             known = _TOLERATIONS_READ.get(key)
         except TypeError:  # a field that is not hashable: read it the long way (it is a problem)

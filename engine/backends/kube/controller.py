@@ -762,6 +762,8 @@ class KubeController:
             gang.binding = False
             self._busy -= 1
             self.mirror.sync(gang, self.clock())
+            self.mirror.forget_if_empty(gang)
+
     async def _carry_out(self, decisions: list[Decision], now: float) -> None:
         evictions = [d for d in decisions if d.kind == DecisionKind.EVICT]
         binds = [d for d in decisions if d.kind == DecisionKind.BIND]
@@ -934,6 +936,7 @@ class KubeController:
             gang.binding = False
             self._busy -= 1
             self.mirror.sync(gang, self.clock())
+            self.mirror.forget_if_empty(gang)
 
     async def _bind_one(self, gang: Gang, view: PodView, node: str, gpus: list[int]) -> str | None:
         async with self._bind_slots:
@@ -951,10 +954,11 @@ class KubeController:
         for _ in errors:
             self.metrics.bind_failed()
         why = f"{len(errors)} of {len(jobs)} binds failed ({errors[0]})"
-        failures = gang.bind_retry[1]
-        wait = 0.0 if failures == 0 and gang.bind_error is None else min(max(failures * 2, self.bind_retry), BIND_RETRY_MAX)
-        gang.bind_retry = (self.monotonic() + wait, wait)
-        gang.bind_error = errors[0]
+        if self.may_write():  # refused by the API server, not cut short by a lost lease: back off
+            failures = gang.bind_retry[1]
+            wait = 0.0 if failures == 0 and gang.bind_error is None else min(max(failures * 2, self.bind_retry), BIND_RETRY_MAX)
+            gang.bind_retry = (self.monotonic() + wait, wait)
+            gang.bind_error = errors[0]
         job = gang.job  # the gang's job now: a rebuild during the binds replaces the decision's
         current = (gang.pods.get(v.name) for v, _, _ in jobs)
         bound = [v for v in current if v is not None and v.bound and v.live]
@@ -995,6 +999,7 @@ class KubeController:
         gang.teardown = None
         gang.to_bind = {}
         gang.complete_at = (-math.inf, 0.0)
+        gang.bind_retry, gang.bind_error = (-math.inf, 0.0), None
         self.mirror.sync(gang, self.clock())
         return True
 

@@ -287,6 +287,11 @@ class Mirror:
         if not gang.pods and (gang.job is None or gang.job.current_run is None):
             self._forget(gang)
 
+    def forget_if_empty(self, gang: Gang) -> None:
+        """After a bind attempt: a gang whose pods all went meanwhile, and that does not run, goes."""
+        if not gang.pods and (gang.job is None or gang.job.current_run is None) and self.gangs.get(gang.key) is gang:
+            self._forget(gang)
+
     def _forget(self, gang: Gang) -> None:
         """A gang with no pods left and nothing running: out of the mirror (its job with it; a
         room kept for it stays with its key, ``room_of``, for the pods its owner makes next)."""
