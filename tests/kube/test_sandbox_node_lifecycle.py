@@ -46,6 +46,14 @@ async def _gone(sb: Sandbox, name: str) -> bool:
     return await sb.get(f"/api/v1/namespaces/default/pods/{name}") is None
 
 
+async def _running_on_n1_of_two(sb: Sandbox, name: str) -> None:
+    """Nodes n1 and n2 (so that one down is not every node down), and the pod ``name`` running on n1."""
+    await sb.create("/api/v1/nodes", node("n1"))
+    await sb.create("/api/v1/nodes", node("n2"))
+    await sb.create("/api/v1/namespaces/default/pods", pod(name, node_name="n1"))
+    await sb.pod_where(name, lambda p: phase(p) == "Running")
+
+
 async def _settle(sb: Sandbox) -> None:
     await asyncio.sleep(0.1)
     sb.server.controllers.step()
@@ -109,10 +117,7 @@ async def test_a_silent_node_is_tainted_its_pods_marked_not_ready_evicted_after_
 
 
 async def test_a_node_reporting_not_ready_gets_the_not_ready_taints_and_its_kubelet_still_finishes_deletions(sb):
-    await sb.create("/api/v1/nodes", node("n1"))
-    await sb.create("/api/v1/nodes", node("n2"))
-    await sb.create("/api/v1/namespaces/default/pods", pod("p", node_name="n1"))
-    await sb.pod_where("p", lambda p: phase(p) == "Running")
+    await _running_on_n1_of_two(sb, "p")
     await _status(sb, "n1", [{"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime is down"}])
     assert await _taints(sb, "n1") == {(NOT_READY, "NoSchedule"), (NOT_READY, "NoExecute")}
     await sb.req("DELETE", "/api/v1/namespaces/default/pods/p")
@@ -156,10 +161,7 @@ async def test_a_cordoned_node_carries_the_unschedulable_taint_until_uncordoned(
 
 
 async def test_pods_of_a_deleted_node_are_marked_failed_and_removed_after_40_seconds(sb):
-    await sb.create("/api/v1/nodes", node("n1"))
-    await sb.create("/api/v1/nodes", node("n2"))
-    await sb.create("/api/v1/namespaces/default/pods", pod("orphan", node_name="n1"))
-    await sb.pod_where("orphan", lambda p: phase(p) == "Running")
+    await _running_on_n1_of_two(sb, "orphan")
     seen: list[dict] = []
     sb.server.store.add_listener(lambda change: seen.append(change.new.obj) if change.new.obj["metadata"]["name"] == "orphan" else None)
     await _silence(sb, "n1")
@@ -176,10 +178,7 @@ async def test_pods_of_a_deleted_node_are_marked_failed_and_removed_after_40_sec
 
 
 async def test_the_out_of_service_taint_lets_podgc_remove_what_a_dead_node_keeps_terminating(sb):
-    await sb.create("/api/v1/nodes", node("n1"))
-    await sb.create("/api/v1/nodes", node("n2"))
-    await sb.create("/api/v1/namespaces/default/pods", pod("stuck", node_name="n1"))
-    await sb.pod_where("stuck", lambda p: phase(p) == "Running")
+    await _running_on_n1_of_two(sb, "stuck")
     await _silence(sb, "n1")
     await sb.req("DELETE", "/api/v1/namespaces/default/pods/stuck")
     await _settle(sb)
@@ -255,10 +254,7 @@ def test_kubectl_sees_the_taints_and_tolerations_a_cluster_shows(live_sandbox) -
 
 
 async def test_a_node_failing_again_later_gives_its_pods_their_whole_toleration_again(sb):
-    await sb.create("/api/v1/nodes", node("n1"))
-    await sb.create("/api/v1/nodes", node("n2"))
-    await sb.create("/api/v1/namespaces/default/pods", pod("p", node_name="n1"))
-    await sb.pod_where("p", lambda p: phase(p) == "Running")
+    await _running_on_n1_of_two(sb, "p")
     await _silence(sb, "n1")
     sb.advance(200)  # back before its 300 s ran out
     await _status(sb, "n1", node_conditions(sb.server.store.now()))
@@ -283,10 +279,7 @@ async def test_a_zone_wholly_down_beside_a_healthy_one_is_evicted_as_usual(sb):
 
 
 async def test_the_quarantine_of_a_deleted_nodes_pods_runs_from_the_deletion_whatever_touches_them(sb):
-    await sb.create("/api/v1/nodes", node("n1"))
-    await sb.create("/api/v1/nodes", node("n2"))
-    await sb.create("/api/v1/namespaces/default/pods", pod("orphan", node_name="n1"))
-    await sb.pod_where("orphan", lambda p: phase(p) == "Running")
+    await _running_on_n1_of_two(sb, "orphan")
     await sb.req("DELETE", "/api/v1/nodes/n1")
     for i in range(3):
         sb.advance(13)
