@@ -106,7 +106,9 @@ def _pod_restarts(pod: JsonObject, now: float) -> int:
 
 def _node_status(node: JsonObject, now: float) -> str:
     ready = next((c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), None)
-    text = "Unknown" if ready is None else {"True": "Ready", "False": "NotReady"}.get(ready.get("status"), "Unknown")
+    # as kube's printer: "Ready" when True, "NotReady" otherwise (Unknown included: a node whose
+    # kubelet stopped posting status); "Unknown" only when no Ready condition was ever posted
+    text = "Unknown" if ready is None else ("Ready" if ready.get("status") == "True" else "NotReady")
     return text + (",SchedulingDisabled" if node.get("spec", {}).get("unschedulable") else "")
 
 

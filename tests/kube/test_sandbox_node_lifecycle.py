@@ -249,8 +249,12 @@ def test_kubectl_sees_the_taints_and_tolerations_a_cluster_shows(live_sandbox) -
             break
         time.sleep(0.1)
     assert taints == want
+    thread.call(thread.server.store.create, "nodes", node("gpu-3"))
+    silent = {"status": {"conditions": unreachable_conditions(thread.server.store.now())}}
+    kubectl.ok("patch", "node", "gpu-3", "--subresource=status", "--type=strategic", "-p", json.dumps(silent))
     rows = {line.split()[0]: line.split()[1] for line in kubectl.ok("get", "nodes").splitlines()[1:]}
-    assert rows == {"gpu-1": "NotReady", "gpu-2": "Ready,SchedulingDisabled"}
+    # a kubelet gone silent (Ready Unknown) is NotReady to kubectl, as on a cluster
+    assert rows == {"gpu-1": "NotReady", "gpu-2": "Ready,SchedulingDisabled", "gpu-3": "NotReady"}
 
 
 async def test_a_node_failing_again_later_gives_its_pods_their_whole_toleration_again(sb):
