@@ -146,12 +146,17 @@ def untolerated(
     return None
 
 
-def node_ready(node: Mapping[str, Any]) -> bool | None:
-    """True/False from the Ready condition; None when it is Unknown or missing."""
+def ready_status(node: Mapping[str, Any]) -> str | None:
+    """The node's Ready condition status (``True``, ``False``, ``Unknown``); None without one."""
     for c in (node.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Ready":
-            return {"True": True, "False": False}.get(c.get("status"))
+            return str(c.get("status"))
     return None
+
+
+def node_ready(node: Mapping[str, Any]) -> bool | None:
+    """True/False from the Ready condition; None when it is Unknown or missing."""
+    return {"True": True, "False": False}.get(ready_status(node) or "")
 
 
 # ------------------------------------------------------------------ node selection

@@ -49,7 +49,7 @@ from typing import Any
 
 from .controllers import Controllers, Part
 from .kinds import RESOURCE_TYPES, Resource
-from .nodefit import is_terminal, node_ready, set_condition
+from .nodefit import is_terminal, node_ready, ready_status, set_condition
 from .store import ApiError, Change, EventType, Stored
 
 JsonObject = dict[str, Any]
@@ -72,14 +72,6 @@ LARGE_CLUSTER_THRESHOLD = 50
 """A disrupted zone of at most this many nodes gets no taint evictions at all."""
 UNHEALTHY_ZONE_THRESHOLD = 0.55
 """The share of a zone's nodes not Ready (more than 2 of them) that makes it partly disrupted."""
-
-
-def ready_status(node: JsonObject) -> str | None:
-    """The node's Ready condition status (``True``, ``False``, ``Unknown``); None without one."""
-    for c in (node.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return str(c.get("status"))
-    return None
 
 
 def kubelet_unreachable(node: JsonObject | None) -> bool:

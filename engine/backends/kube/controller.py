@@ -118,6 +118,12 @@ BUDGET_REFUSED = "refused by a PodDisruptionBudget"
 ASSIGNED_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 
+def doubled_wait(last: float, base: float, cap: float) -> float:
+    """The next wait of a retry that keeps failing: ``base`` at first (``last`` 0), then twice
+    the last, never more than ``cap`` (nor less than ``base``)."""
+    return min(max(2 * last, base), max(cap, base))
+
+
 class Source(StrEnum):
     NODES = "nodes"
     PODS = "pods"
@@ -955,8 +961,8 @@ class KubeController:
             self.metrics.bind_failed()
         why = f"{len(errors)} of {len(jobs)} binds failed ({errors[0]})"
         if self.may_write():  # refused by the API server, not cut short by a lost lease: back off
-            failures = gang.bind_retry[1]
-            wait = 0.0 if failures == 0 and gang.bind_error is None else min(max(failures * 2, self.bind_retry), BIND_RETRY_MAX)
+            first = gang.bind_retry[1] == 0 and gang.bind_error is None
+            wait = 0.0 if first else doubled_wait(gang.bind_retry[1], self.bind_retry, BIND_RETRY_MAX)
             gang.bind_retry = (self.monotonic() + wait, wait)
             gang.bind_error = errors[0]
         job = gang.job  # the gang's job now: a rebuild during the binds replaces the decision's
@@ -1006,7 +1012,7 @@ class KubeController:
     def _next_wait(self, last: float | None) -> float:
         """The teardown's wait before its next try: ``eviction_retry``, doubled after each try
         up to ``EVICTION_RETRY_MAX``."""
-        return self.eviction_retry if last is None else min(2 * last, max(EVICTION_RETRY_MAX, self.eviction_retry))
+        return doubled_wait(last or 0.0, self.eviction_retry, EVICTION_RETRY_MAX)
 
     async def _wait_for_evictions(self, nodes: set[str]) -> bool:
         """Wait until the pods usher evicted from ``nodes`` are gone (they hold their GPUs
