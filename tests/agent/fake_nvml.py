@@ -38,6 +38,9 @@ class FakeGpu:
     bus_id: str
     memory_total: int = 80 * GIB
     memory_used: int = 512 * 2**20
+    """Allocated by programs (NVML's second memory call; ``nvidia-smi``'s figure)."""
+    memory_reserved: int = 480 * 2**20
+    """Held by the driver and firmware: NVML's first memory call counts it as used."""
     utilization: int = 0
     temperature: int = 34
     power_mw: int = 71_000
@@ -164,10 +167,17 @@ class FakeNvml:
         info.busId = self._gpu(handle).bus_id.encode()
         return info
 
-    def nvmlDeviceGetMemoryInfo(self, handle: _Handle) -> Any:
+    def nvmlDeviceGetMemoryInfo(self, handle: _Handle, version: int | None = None) -> Any:
         gpu = self._gpu(handle)
-        info = pynvml.c_nvmlMemory_t()
-        info.total, info.used, info.free = gpu.memory_total, gpu.memory_used, gpu.memory_total - gpu.memory_used
+        free = gpu.memory_total - gpu.memory_reserved - gpu.memory_used
+        if version is None:
+            info = pynvml.c_nvmlMemory_t()
+            info.total, info.used, info.free = gpu.memory_total, gpu.memory_reserved + gpu.memory_used, free
+            return info
+        if "nvmlDeviceGetMemoryInfo_v2" in self.missing:
+            raise _nvml_error(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        info = pynvml.c_nvmlMemory_v2_t()
+        info.version, info.total, info.reserved, info.used, info.free = version, gpu.memory_total, gpu.memory_reserved, gpu.memory_used, free
         return info
 
     def nvmlDeviceGetUtilizationRates(self, handle: _Handle) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pynvml
 import pytest
 from fake_nvml import FakeNvml, a6000_bridged_pairs, hgx_h100, pcie_l40s, two_hgx_a100_4gpu
@@ -72,6 +74,17 @@ def test_an_unknown_layout_is_not_published(monkeypatch):
     assert "usher/nvlink" not in node_annotations(reading), "unknown is not 'no NVLink'"
 
 
+def test_a_single_gpu_is_its_own_island_though_nvml_describes_no_link(monkeypatch):
+    """As on a VM with one H100 passed through: nvidia-smi topo shows no link and NVML answers none."""
+    fake = pcie_l40s()
+    fake.gpus = fake.gpus[:1]
+    fake.p2p_nvlink = None
+    fake.missing.add("nvmlDeviceGetNvLinkState")
+    reading = read(fake, monkeypatch)
+    assert reading.islands == [[0]] and reading.layout_source is LayoutSource.SINGLE_GPU
+    assert node_annotations(reading)["usher/nvlink"] == "0"
+
+
 def test_islands_are_connected_components_in_gpu_order():
     assert islands_of(6, [(4, 5), (0, 2)]) == [[0, 2], [1], [3], [4, 5]]
     assert islands_of(4, [], on_switch=[3, 1]) == [[0], [1, 3], [2]]
@@ -92,6 +105,17 @@ def test_a_reading_is_in_base_units(monkeypatch):
     assert g.utilization == 87.0 and g.memory_used == 61 * GIB and g.memory_total == 80 * GIB
     assert g.temperature == 67.0 and g.power == pytest.approx(612.433) and g.power_limit == 700.0
     assert g.uncorrected_ecc == 0 and g.throttle == [] and g.healthy
+
+
+def test_memory_the_driver_reserves_is_not_counted_as_used(monkeypatch):
+    """As nvidia-smi shows an idle H100 (seen on one: 0 MiB used of 81559 MiB, while NVML's first
+    memory call says 480 MiB used)."""
+    fake = hgx_h100()
+    fake.gpus[0].memory_used = 0
+    assert read(fake, monkeypatch).gpus[0].memory_used == 0
+    fake.missing.add("nvmlDeviceGetMemoryInfo_v2")
+    older_driver = read(fake, monkeypatch).gpus[0]
+    assert older_driver.memory_used == 480 * 2**20 and older_driver.memory_total == 80 * GIB
 
 
 def test_functions_the_driver_or_gpu_lacks_are_not_available_not_a_crash(monkeypatch):
@@ -157,7 +181,8 @@ def test_a_lost_gpu_is_unhealthy_and_the_others_are_still_read(monkeypatch):
     assert reading.gpus[2].memory_total == 40 * GIB
 
 
-def test_a_critical_xid_while_the_agent_runs_takes_the_gpu_out_and_an_application_xid_does_not(monkeypatch):
+def test_a_critical_xid_while_the_agent_runs_takes_the_gpu_out_and_an_application_xid_does_not(monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="usher.agent")
     fake = hgx_h100().install(monkeypatch)
     with NvmlReader() as reader:
         assert reader.read().unhealthy == {}
@@ -167,6 +192,10 @@ def test_a_critical_xid_while_the_agent_runs_takes_the_gpu_out_and_an_applicatio
         assert reading.unhealthy == {2: "XID 79: GPU has fallen off the bus"}
         assert reading.gpus[5].xids == [13] and reading.gpus[5].healthy
         assert reader.read().unhealthy == {2: "XID 79: GPU has fallen off the bus"}, "it stays out until the agent restarts"
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if "XID" in r.getMessage()] == [
+        ("WARNING", "GPU 2: XID 79: GPU has fallen off the bus: out of service until the agent restarts"),
+        ("INFO", "GPU 5: XID 13, caused by an application (the GPU stays in service)"),
+    ]
 
 
 def test_xids_are_not_watched_for_a_single_reading(monkeypatch):

@@ -13,7 +13,8 @@ with that reason instead of failing the whole reading.
 The NVLink layout comes from the links themselves where NVML describes them (each active link's
 remote end: another GPU, found by its PCI bus id, or an NVSwitch), else from NVML's peer-to-peer
 status over NVLink for every pair of GPUs; when neither is available the layout is unknown
-(``islands`` is None) and nothing is claimed about it.
+(``islands`` is None) and nothing is claimed about it. A single GPU is its own island without
+asking (a VM with one GPU passed through answers no NVLink query).
 
 XIDs arrive as NVML events. The reader registers for critical XID events when it opens (where
 the GPU supports it) and drains them on every ``read``: an XID is seen only while the agent runs
@@ -31,7 +32,7 @@ from typing import Any
 
 import pynvml
 
-from .health import problems, throttle_reasons
+from .health import APPLICATION_XIDS, describe_xid, problems, throttle_reasons
 from .layout import islands_of
 
 log = logging.getLogger("usher.agent")
@@ -55,6 +56,8 @@ class NoGpuError(Exception):
 class LayoutSource(StrEnum):
     """How the NVLink layout was found."""
 
+    SINGLE_GPU = "single-gpu"
+    """One GPU: its own island, whatever NVML says of links (a VM often hides them)."""
     NVLINK_LINKS = "nvlink-links"
     P2P_STATUS = "p2p-status"
     UNKNOWN = "unknown"
@@ -235,7 +238,7 @@ class NvmlReader:
             gpu.name = None if name is None else _text(name)
             pci = self._call(handle, "nvmlDeviceGetPciInfo", handle)
             gpu.pci_bus_id = None if pci is None else _text(pci.busId)
-            memory = self._call(handle, "nvmlDeviceGetMemoryInfo", handle)
+            memory = self._memory(handle)
             if memory is not None:
                 gpu.memory_total, gpu.memory_used = int(memory.total), int(memory.used)
             rates = self._call(handle, "nvmlDeviceGetUtilizationRates", handle)
@@ -266,6 +269,16 @@ class NvmlReader:
         )
         return gpu
 
+    def _memory(self, handle: Any) -> Any:
+        """The GPU's memory, with ``used`` not counting what the driver and firmware reserve.
+
+        NVML's first memory call counts the reserve as used (about 480 MiB of an idle H100), so an
+        idle GPU would read busier than ``nvidia-smi`` and DCGM's ``FB_USED`` show it; the second
+        (drivers from R510) gives the reserve apart. Older drivers get the first."""
+        version = getattr(self._nvml, "nvmlMemory_v2", None)
+        memory = None if version is None else self._call(handle, "nvmlDeviceGetMemoryInfo", handle, version)
+        return memory if memory is not None else self._call(handle, "nvmlDeviceGetMemoryInfo", handle)
+
     def _call(self, handle: Any, function: str, *args: Any) -> Any:
         """``pynvml.<function>(*args)``, or None where the driver, the library or the GPU lacks it.
 
@@ -285,6 +298,8 @@ class NvmlReader:
 
     def _layout(self) -> tuple[list[list[int]] | None, LayoutSource]:
         count = len(self._handles)
+        if count == 1:
+            return [[0]], LayoutSource.SINGLE_GPU
         found = self._links()
         if found is not None:
             linked, on_switch = found
@@ -378,8 +393,12 @@ class NvmlReader:
             if index is None:
                 log.warning("XID %d on a GPU NVML cannot name", data.eventData)
                 continue
-            self._xids.setdefault(int(index), []).append(int(data.eventData))
-            log.warning("GPU %d: XID %d", index, data.eventData)
+            xid = int(data.eventData)
+            self._xids.setdefault(int(index), []).append(xid)
+            if xid in APPLICATION_XIDS:
+                log.info("GPU %d: XID %d, caused by an application (the GPU stays in service)", index, xid)
+            else:
+                log.warning("GPU %d: %s: out of service until the agent restarts", index, describe_xid(xid))
 
 
 def _init_failure(nvml: ModuleType, exc: Exception) -> str:
