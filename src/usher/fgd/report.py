@@ -91,13 +91,14 @@ def svg_plot(summary: dict[str, PolicySummary], title: str, x_from: int = 70) ->
     return "\n".join(out) + "\n"
 
 
-def write_section(results_md: Path, section: str) -> None:
-    """Put ``section`` between the fgd markers of ``results_md`` (appended if they are absent)."""
-    block = f"{BEGIN}\n{section.rstrip()}\n{END}"
+def write_section(results_md: Path, section: str, begin: str = BEGIN, end: str = END) -> None:
+    """Put ``section`` between the markers (the fgd ones unless given) of ``results_md``,
+    appended with them if they are absent."""
+    block = f"{begin}\n{section.rstrip()}\n{end}"
     text = results_md.read_text() if results_md.exists() else "# Results\n"
-    if BEGIN in text and END in text and text.index(BEGIN) < text.index(END):
-        start, end = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:start] + block + text[end:]
+    if begin in text and end in text and text.index(begin) < text.index(end):
+        start, stop = text.index(begin), text.index(end) + len(end)
+        text = text[:start] + block + text[stop:]
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
     results_md.write_text(text)

@@ -73,7 +73,7 @@ def run_seed(policy: PolicyName, seed: int, nodes: NodeList, pods: PodList,
     cluster = ClusterArrays(nodes, fragmentation, order_seed=seed)
     rng = np.random.default_rng(seed)
     timeline = Timeline.empty()
-    place = _placer(policy, cluster, nodes, pods)
+    place = placer(policy, cluster, nodes, pods)
     arrived = placed = 0
     for index in order:
         demand = pods.demands[index]
@@ -99,7 +99,7 @@ def _at(values: list[float | None], x: int) -> float:
     return float("nan") if value is None else value
 
 
-def _placer(policy: PolicyName, cluster: ClusterArrays, nodes: NodeList, pods: PodList):
+def placer(policy: PolicyName, cluster: ClusterArrays, nodes: NodeList, pods: PodList):
     if policy == PolicyName.USHER:
         from .engine_policy import EnginePlacement
 
