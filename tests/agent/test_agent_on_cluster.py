@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,9 +12,11 @@ import httpx
 import pytest
 from fake_nvml import FakeNvml, two_hgx_a100_4gpu
 
-from usher.agent.main import NodeAgent
+from usher.agent import publish
+from usher.agent.main import NodeAgent, run_agent
 from usher.agent.metrics import AgentMetrics
-from usher.agent.publish import NodePublisher
+from usher.agent.publish import NodePublisher, restore_xids
+from usher.cli import build_parser
 from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.controller import KubeController
 from usher.engine.backends.nvml.reader import NvmlReader
@@ -146,3 +149,81 @@ async def test_the_controller_reads_the_agents_metrics_like_a_dcgm_exporters(nvm
     assert store.value(NODE, 0, Metric.MEMORY, 50.0) == pytest.approx(0.5 / 40)
     assert store.latest(NODE, 3).healthy is False and store.latest(NODE, 2).healthy is True
     assert store.value(NODE, 5, Metric.POWER, 50.0) == 71.0
+
+
+async def _annotation(api: KubeClient, key: str) -> str | None:
+    return ((await api.get(f"/api/v1/nodes/{NODE}"))["metadata"].get("annotations") or {}).get(key)
+
+
+async def test_a_critical_xid_outlives_an_agent_restart_until_the_node_reboots(api: KubeClient, nvml: FakeNvml, caplog):
+    caplog.set_level(logging.INFO, logger="usher.agent")
+    await api.create("/api/v1/nodes", node_object(NODE))
+    with NvmlReader() as reader:
+        nvml.emit_xid(6, 74)
+        nvml.emit_xid(5, 13)  # an application's: not kept
+        assert await NodePublisher(api, NODE, "boot-1").publish(reader.read())
+    assert json.loads(await _annotation(api, "usher/gpu-xids")) == {"boot": "boot-1", "xids": {nvml.gpus[6].uuid: [74]}}
+
+    # the agent restarts (a DaemonSet rollout): NVML has forgotten; the Node has not
+    with NvmlReader() as reader:
+        assert await restore_xids(api, NODE, "boot-1", reader) == {6: [74]}
+        reading = reader.read()
+        assert reading.unhealthy[6] == "XID 74: NVLink error" and reading.gpus[5].healthy
+        publisher = NodePublisher(api, NODE, "boot-1")
+        await publisher.publish(reading)
+    assert "6" in json.loads(await _annotation(api, "usher/gpu-health"))
+    assert any(r.getMessage() == "GPU 6: XID 74: NVLink error, seen before this agent started (node not rebooted since): out of service"
+               for r in caplog.records)
+
+    # the node rebooted: the GPU is back, and the record starts afresh
+    with NvmlReader() as reader:
+        assert await restore_xids(api, NODE, "boot-2", reader) == {}
+        reading = reader.read()
+        assert 6 not in reading.unhealthy
+        await NodePublisher(api, NODE, "boot-2").publish(reading)
+    assert json.loads(await _annotation(api, "usher/gpu-xids")) == {"boot": "boot-2", "xids": {}}
+    assert set(json.loads(await _annotation(api, "usher/gpu-health"))) == {"3"}, "the ECC errors of GPU 3 are NVML's to say"
+
+
+async def test_a_spoiled_xid_record_is_reported_and_nothing_is_taken_from_it(api: KubeClient, nvml: FakeNvml, caplog):
+    node = node_object(NODE)
+    node["metadata"]["annotations"] = {"usher/gpu-xids": '{"boot": "boot-1", "xids": {"GPU-x": "79"}}'}
+    await api.create("/api/v1/nodes", node)
+    with NvmlReader() as reader:
+        assert await restore_xids(api, NODE, "boot-1", reader) == {}
+        assert reader.read().unhealthy.keys() == {3}
+    [error] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert error == ("node dgx-a100-02: annotation usher/gpu-xids is not usable (xids.GPU-x: not a list of XID numbers); "
+                     "no XID seen before this agent started is kept")
+
+
+async def test_the_running_agent_reads_its_node_before_it_first_publishes(api: KubeClient, nvml: FakeNvml, tmp_path, monkeypatch):
+    await api.create("/api/v1/nodes", node_object(NODE))
+    boot = tmp_path / "boot_id"
+    boot.write_text("boot-1\n")
+    monkeypatch.setattr(publish, "BOOT_ID", boot)
+    await api.patch(f"/api/v1/nodes/{NODE}", {"metadata": {"annotations": {
+        "usher/gpu-xids": json.dumps({"boot": "boot-1", "xids": {nvml.gpus[1].uuid: [79]}})}}})
+    args = build_parser().parse_args(["agent", "--node", NODE, "--kubeconfig", str(tmp_path / "kubeconfig"),
+                                      "--metrics-host", "127.0.0.1", "--metrics-port", "0"])
+    agent = asyncio.create_task(run_agent(args))
+    try:
+        await wait_for_async(lambda: _annotation(api, "usher/gpu-health"), lambda v: v is not None and "1" in json.loads(v))
+    finally:
+        agent.cancel()
+        assert await agent == 0
+    health = json.loads(await _annotation(api, "usher/gpu-health"))
+    assert health["1"] == "XID 79: GPU has fallen off the bus"
+
+
+async def wait_for_async(read, condition, timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition(await read()):
+            await asyncio.sleep(0.05)
+
+
+def test_the_boot_id_is_read_from_the_kernel_and_its_absence_is_said(tmp_path, caplog):
+    (tmp_path / "boot_id").write_text("0f6b3c1e-8a2d-4e5f-9c7b-1d2e3f4a5b6c\n")
+    assert publish.boot_id(tmp_path / "boot_id") == "0f6b3c1e-8a2d-4e5f-9c7b-1d2e3f4a5b6c"
+    assert publish.boot_id(tmp_path / "none") is None
+    assert "critical XIDs will not be kept over an agent restart" in caplog.text

@@ -388,7 +388,8 @@ def test_agent_rbac_grants_exactly_its_permission_list() -> None:
     granted = _controller_grants(AGENT_SERVICE_ACCOUNT)
     wanted = _normalised(AGENT_PERMISSIONS)
     assert granted == wanted, _report(granted, wanted)
-    assert wanted == {Permission("", "nodes", Verb.PATCH, Scope.CLUSTER)}, "the agent reads nothing"
+    assert wanted == {Permission("", "nodes", Verb.PATCH, Scope.CLUSTER), Permission("", "nodes", Verb.GET, Scope.CLUSTER)}, (
+        "the agent patches its Node and reads it once when it starts, nothing else")
 
 
 def test_the_agent_runs_on_every_gpu_node_without_taking_a_gpu() -> None:
@@ -555,7 +556,8 @@ def test_the_agent_policy_is_bound_and_matches_every_change_of_a_node_by_the_age
     [rule] = spec["matchConstraints"]["resourceRules"]
     assert (rule["apiGroups"], rule["resources"], rule["operations"]) == ([""], ["nodes"], ["UPDATE"])
     assert rule["apiVersions"] in (["v1"], ["*"])
-    assert {p.verb for p in AGENT_PERMISSIONS} == {Verb.PATCH} and {p.resource for p in AGENT_PERMISSIONS} == {"nodes"}
+    writes = {p.verb for p in AGENT_PERMISSIONS} - {Verb.GET}
+    assert writes == {Verb.PATCH} and {p.resource for p in AGENT_PERMISSIONS} == {"nodes"}
     [condition] = spec["matchConditions"]
     assert condition["expression"] == f"request.userInfo.username == '{AGENT_USER}'"
     assert _the("ServiceAccount", AGENT_SERVICE_ACCOUNT)["metadata"]["namespace"] == USHER_NAMESPACE
@@ -653,8 +655,8 @@ def _merge(old: Doc, patch: Doc) -> Doc:
 def test_the_policy_lets_the_agent_annotate_its_own_node_exactly_as_it_does() -> None:
     policy = AgentPolicy()
     reading = NodeReading(driver="550.54", gpus=[], islands=[[0, 1, 2, 3], [4, 5, 6, 7]], layout_source=next(iter(LayoutSource)))
-    wanted = node_annotations(reading)
-    assert set(wanted) == {Annotation.NVLINK, Annotation.GPU_HEALTH}
+    wanted = node_annotations(reading, boot="7d3e0c1a-5b1f-4a53-9d0e-2f6a1c9b8e44")
+    assert set(wanted) == {Annotation.NVLINK, Annotation.GPU_HEALTH, Annotation.GPU_XIDS}
     old = _node()
     new = _merge(old, {"metadata": {"annotations": wanted}})
     assert new["metadata"]["annotations"][Annotation.NVLINK] == "0,1,2,3;4,5,6,7"

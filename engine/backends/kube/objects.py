@@ -82,6 +82,8 @@ class Annotation(StrEnum):
     HOLD = "usher/hold"
     NVLINK = "usher/nvlink"
     GPU_HEALTH = "usher/gpu-health"
+    #: the node agent's memory of critical XIDs over its restarts (``format_gpu_xids``)
+    GPU_XIDS = "usher/gpu-xids"
     #: the sandbox's kubelet stand-in: how long the pod runs before it succeeds
     DURATION = "usher/duration"
 
@@ -519,6 +521,28 @@ def format_nvlink(islands: list[list[int]]) -> str:
 def format_gpu_health(unhealthy: dict[int, str]) -> str:
     """The ``usher/gpu-health`` value: a JSON object of unhealthy GPU index -> reason (``{}``: all well)."""
     return json.dumps({str(i): unhealthy[i] for i in sorted(unhealthy)}, separators=(",", ":"))
+
+
+def format_gpu_xids(boot: str, by_uuid: dict[str, list[int]]) -> str:
+    """The ``usher/gpu-xids`` value: the node's boot id and the critical XIDs seen per GPU UUID
+    since, ``{"boot":"...","xids":{"GPU-...":[79]}}``."""
+    return json.dumps({"boot": boot, "xids": {u: by_uuid[u] for u in sorted(by_uuid)}}, separators=(",", ":"))
+
+
+def parse_gpu_xids(text: str) -> tuple[str, dict[str, list[int]]]:
+    """``usher/gpu-xids`` read back: (boot id, GPU UUID -> XIDs); ``ValueError`` says what is wrong."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("boot"), str) or not isinstance(doc.get("xids"), dict):
+        raise ValueError('not {"boot": "<boot id>", "xids": {"<GPU UUID>": [XID, ...]}}')
+    xids: dict[str, list[int]] = {}
+    for uuid, values in doc["xids"].items():
+        if not isinstance(values, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in values):
+            raise ValueError(f"xids.{uuid}: not a list of XID numbers")
+        xids[uuid] = values
+    return doc["boot"], xids
 
 
 def _unhealthy(text: str | None, gpus: int) -> dict[int, str]:

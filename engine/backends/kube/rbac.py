@@ -136,8 +136,9 @@ All of it is cluster scope, one ClusterRole: the ConfigMap and Lease rules are l
 """
 
 AGENT_PERMISSIONS: tuple[Permission, ...] = (
-    # Its Node's usher/nvlink and usher/gpu-health annotations, as a merge patch; it reads nothing.
-    *_grants("", "nodes", (Verb.PATCH,), Scope.CLUSTER),
+    # Its Node's usher/nvlink, usher/gpu-health and usher/gpu-xids annotations, as a merge patch;
+    # the Node read once when it starts, for the XIDs seen before (usher/gpu-xids).
+    *_grants("", "nodes", (Verb.GET, Verb.PATCH), Scope.CLUSTER),
 )
 """Every API call the node agent makes. RBAC cannot limit it to the agent's own Node (only the
 kubelet's Node authorizer ties a credential to a node), so the rule names no object."""

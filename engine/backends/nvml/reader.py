@@ -18,13 +18,16 @@ asking (a VM with one GPU passed through answers no NVLink query).
 
 XIDs arrive as NVML events. The reader registers for critical XID events when it opens (where
 the GPU supports it) and drains them on every ``read``: an XID is seen only while the agent runs
-(``--once`` shows ``xids`` as N/A), and a critical one keeps its GPU unhealthy until the agent
-restarts (after the GPU was reset or the node rebooted).
+(``--once`` shows ``xids`` as N/A), and a critical one keeps its GPU unhealthy for as long as the
+reader is open. NVML keeps no record of past XIDs, so the running agent carries them over a
+restart itself: ``NodeReading.xids_by_uuid`` gives what to keep, ``restore_xids`` takes it back
+(``usher.agent.publish`` keeps it on the Node until the node reboots).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import ModuleType
@@ -32,7 +35,7 @@ from typing import Any
 
 import pynvml
 
-from .health import APPLICATION_XIDS, describe_xid, problems, throttle_reasons
+from .health import APPLICATION_XIDS, critical_xids, describe_xid, problems, throttle_reasons
 from .layout import islands_of
 
 log = logging.getLogger("usher.agent")
@@ -114,6 +117,17 @@ class NodeReading:
     gpus: list[GpuReading]
     islands: list[list[int]] | None
     layout_source: LayoutSource
+
+    @property
+    def xids_by_uuid(self) -> dict[str, list[int]]:
+        """GPU UUID -> the critical XIDs seen on it, for GPUs that had one (by UUID, which a
+        reboot does not change, unlike the index)."""
+        out: dict[str, list[int]] = {}
+        for g in self.gpus:
+            critical = critical_xids(g.xids or ())
+            if critical and g.uuid is not None:
+                out[g.uuid] = critical
+        return out
 
     @property
     def unhealthy(self) -> dict[int, str]:
@@ -230,7 +244,8 @@ class NvmlReader:
     def _read_gpu(self, index: int, handle: Any) -> GpuReading:
         nvml = self._nvml
         gpu = GpuReading(index)
-        gpu.xids = list(self._xids.get(index, [])) if self._events is not None else None
+        watched = self._events is not None or index in self._xids
+        gpu.xids = list(self._xids.get(index, [])) if watched else None
         try:
             uuid = self._call(handle, "nvmlDeviceGetUUID", handle)
             gpu.uuid = None if uuid is None else _text(uuid)
@@ -361,6 +376,23 @@ class NvmlReader:
             return None
 
     # -- XIDs -----------------------------------------------------------------------------
+
+    def restore_xids(self, by_uuid: Mapping[str, list[int]]) -> dict[int, list[int]]:
+        """Take back critical XIDs seen before the agent restarted (``NodeReading.xids_by_uuid``);
+        returns them by GPU index. UUIDs of GPUs this node no longer shows are left out."""
+        restored: dict[int, list[int]] = {}
+        for index in range(len(self._handles)):
+            uuid = self._uuid(index)
+            earlier = critical_xids(by_uuid.get(uuid, ())) if uuid is not None else []
+            if earlier:
+                seen = self._xids.setdefault(index, [])
+                seen[:0] = [x for x in earlier if x not in seen]
+                restored[index] = earlier
+        return restored
+
+    def _uuid(self, index: int) -> str | None:
+        uuid = self._safe(self._handles[index], "nvmlDeviceGetUUID", self._handles[index])
+        return None if uuid is None else _text(uuid)
 
     def _register_xid_events(self) -> None:
         nvml = self._nvml

@@ -7,7 +7,8 @@ saying which (``NoGpuError``, turned into the exit code by ``usher.cli``).
 Running, the agent reads the GPUs every ``--interval`` seconds (in a worker thread: NVML calls
 block), serves ``/metrics``, ``/healthz`` and ``/readyz`` (ready after the first reading) on
 ``--metrics-port`` through the kube backend's ``HealthServer``, and keeps its Node's annotations
-current (``NodePublisher``) unless ``--no-publish``. It stops on SIGTERM or SIGINT.
+current (``NodePublisher``) unless ``--no-publish``, after taking back the critical XIDs its Node
+kept from before it started (``restore_xids``). It stops on SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from usher.engine.backends.nvml.reader import GpuReading, NodeReading, NvmlReade
 from usher.signals import cancel_on_signals
 
 from .metrics import AgentMetrics
-from .publish import NodePublisher, node_annotations
+from .publish import NodePublisher, boot_id, node_annotations, restore_xids
 
 log = logging.getLogger("usher.agent")
 
@@ -138,7 +139,9 @@ async def run_agent(args: argparse.Namespace) -> int:
         publisher = None
         if node is not None and not args.no_publish:
             client = await KubeClient.connect(args.kubeconfig, args.context)
-            publisher = NodePublisher(client, node)
+            boot = boot_id()
+            await restore_xids(client, node, boot, reader)
+            publisher = NodePublisher(client, node, boot)
         agent = NodeAgent(reader, AgentMetrics(node or os.uname().nodename), publisher, args.interval)
         port = await agent.start(args.metrics_host, args.metrics_port)
         log.info("usher agent on %s: /metrics on :%d, reading every %gs%s", agent.metrics.node, port, args.interval,
