@@ -157,6 +157,17 @@ def test_the_xid_watch_sees_an_application_fault_and_keeps_the_gpu_in_service():
     assert after.healthy == before.gpus[0].healthy, after.problems
 
 
+def test_an_xid_kept_from_before_a_restart_takes_the_real_gpu_out_by_its_uuid():
+    """What a restarted agent does with its Node's usher/gpu-xids (no critical XID can be caused
+    on purpose, so the record is written by hand with the GPU's real UUID)."""
+    with NvmlReader(watch_xids=True) as reader:
+        uuid = reader.read().gpus[0].uuid
+        assert reader.restore_xids({uuid: [79, 13], "GPU-00000000-0000-0000-0000-000000000000": [48]}) == {0: [79]}
+        reading = reader.read()
+    assert reading.unhealthy[0].startswith("XID 79: GPU has fallen off the bus")
+    assert reading.xids_by_uuid == {uuid: [79]}
+
+
 def test_a_busy_gpu_reads_busy():
     """While a program multiplies matrices on GPU 0, the agent's reading says GPU 0 is busy."""
     pytest.importorskip("cupy")
