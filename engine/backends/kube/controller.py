@@ -1136,12 +1136,14 @@ class KubeController:
                         or (last is not None and now - last.at < MESSAGE_REFRESH and _same_but_numbers(last.message, condition_message))
                     ):
                         continue
-                    writes.append(self._write_one(view, reason, condition_reason, condition_message, message, same_reason))
+                    writes.append((view, reason, condition_reason, condition_message, message, same_reason))
             sem = asyncio.Semaphore(16)
 
-            async def limited(coro):
+            async def limited(write: tuple[PodView, PendingReason, str, str, str, bool]) -> None:
+                # the write is started here, under the semaphore: a round cancelled meanwhile
+                # (the controller stopping) leaves no write begun and never awaited
                 async with sem:
-                    await coro
+                    await self._write_one(*write)
 
             await asyncio.gather(*(limited(w) for w in writes))
         finally:
