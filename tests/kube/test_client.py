@@ -27,6 +27,7 @@ from usher.engine.backends.kube.client import (
     Gone,
     KubeClient,
     KubeConfigError,
+    NotSent,
     ObjectRef,
     RetryPolicy,
     TooManyRequests,
@@ -332,6 +333,27 @@ async def test_bind_whose_answer_was_lost_is_retried_to_success(
         await bind
     assert server.store.get("pods", "p", "default")["spec"]["nodeName"] == "n1"
     assert server.count("POST", "*/pods/p/binding", 409) == 1
+
+
+async def test_a_write_is_repeated_only_while_its_caller_may_still_write(server: FakeApiServer, client: KubeClient, sleeps: Sleeps) -> None:
+    """A leader's bind throttled with Retry-After: the repeat is asked for again, and not sent
+    once the caller says no (its lease lapsed meanwhile); nor is a first attempt."""
+    make_pod(server, "p")
+    make_pod(server, "q")
+    server.inject(FaultKind.ERROR, method="POST", path="*/pods/p/binding", status=429, retry_after=2, times=1)
+    asked: list[int] = []
+
+    def may_send() -> bool:
+        asked.append(len(sleeps))
+        return not sleeps  # yes for the first attempt; no once the client waited to repeat
+
+    with pytest.raises(NotSent, match="not sent again"):
+        await client.bind("default", "p", "n1", may_send=may_send)
+    assert asked == [0, 1] and sleeps == [2.0]
+    assert server.count("POST", "*/pods/p/binding") == 1 and not server.store.get("pods", "p", "default")["spec"].get("nodeName")
+    with pytest.raises(NotSent, match="POST /api/v1/namespaces/default/pods/q/eviction: not sent: "):
+        await client.evict("default", "q", may_send=lambda: False)
+    assert server.count("POST", "*/pods/q/eviction") == 0
 
 
 async def test_eviction(server: FakeApiServer, client: KubeClient) -> None:

@@ -413,3 +413,39 @@ async def test_a_stopping_leader_hands_its_lease_back_only_once_its_writes_in_fl
         assert c.server.store.get("leases", "usher-controller", "usher-system")["spec"].get("holderIdentity") in (None, "")
     finally:
         await c.stop()
+
+
+ONE_POD = """
+name: one
+nodeGroups:
+  - {prefix: n, count: 1, template: {gpus: 8, cpu: 64, memory: 512Gi}}
+queues:
+  - {name: research, quota: {gpu: 8}}
+jobs:
+  - {name: solo, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 1, gpu: 8}]}
+"""
+
+
+async def test_a_bind_retried_after_the_lease_lapsed_is_not_sent(cluster):
+    """A busy API server answers the bind 429 with Retry-After; by the time it may be sent again
+    this replica's lease has lapsed and a standby may lead (and bind those GPUs to another pod):
+    the repeat must not go, or the kubelet rejects one of the two pods (OutOfnvidia.com/gpu)."""
+    c = await cluster(ONE_POD)
+    ctrl = await c.controller("usher-a", elect=True, lease_duration=15.0)
+    await asyncio.wait_for(ctrl.elector.wait(), 10)
+    leading = {"still": True}
+    holds = ctrl.elector.holds
+    ctrl.elector.holds = lambda: leading["still"] and holds()  # type: ignore[method-assign]
+    throttled = c.server.inject(FaultKind.ERROR, method="POST", path="*/binding", status=429, retry_after=1, times=1)
+    c.clock.t = 0
+    await c.world.step(0)
+    async with asyncio.timeout(10):
+        while throttled.fired == 0:
+            await asyncio.sleep(0.01)
+    leading["still"] = False  # renewals stopped getting through meanwhile
+    async with asyncio.timeout(10):
+        while ctrl.stats.bind_errors == 0 and ctrl.stats.binds == 0:
+            await asyncio.sleep(0.01)
+    [pod] = [s.obj for s in c.server.store.list("pods", "default").items]
+    assert not pod["spec"].get("nodeName"), "the repeat of the bind went out after the lease lapsed"
+    assert ctrl.stats.binds == 0

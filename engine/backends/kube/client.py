@@ -89,6 +89,10 @@ AUTH_REFRESH = 60.0
 """Seconds past a watch's ``timeoutSeconds`` after which a silent stream counts as hung."""
 
 
+MaySend = Callable[[], bool]
+"""Asked before each attempt of a write (``KubeClient._call``): False stops it (:class:`NotSent`)."""
+
+
 # --- errors -----------------------------------------------------------------------------------
 
 
@@ -106,6 +110,11 @@ class KubeConfigError(ClusterAccessError):
 
 class ClusterUnreachable(ClusterAccessError):
     """The API server cannot be reached (after retries), or the connection broke."""
+
+
+class NotSent(KubeError):
+    """The caller's ``may_send`` said no before an attempt: the request (or its repeat) was not
+    sent. An earlier attempt may still have reached the server."""
 
 
 class ApiError(KubeError):
@@ -751,7 +760,7 @@ class KubeClient:
         return await self._call("PUT", path, body=obj)
 
     async def patch(
-        self, path: str, patch: Obj | Objs, *, patch_type: PatchType = PatchType.MERGE
+        self, path: str, patch: Obj | Objs, *, patch_type: PatchType = PatchType.MERGE, may_send: MaySend | None = None
     ) -> Obj:
         return await self._call(
             "PATCH",
@@ -759,6 +768,7 @@ class KubeClient:
             body=patch,
             content_type=patch_type,
             retry_ambiguous=patch_type is not PatchType.JSON,
+            may_send=may_send,
         )
 
     async def delete(self, path: str, *, resource_version: str | None = None) -> Obj:
@@ -771,11 +781,13 @@ class KubeClient:
     # --- helpers for the scheduler ---
 
     async def bind(
-        self, namespace: str, pod: str, node: str, annotations: Mapping[str, str] | None = None, uid: str | None = None
+        self, namespace: str, pod: str, node: str, annotations: Mapping[str, str] | None = None, uid: str | None = None,
+        may_send: MaySend | None = None,
     ) -> None:
         """Bind a pod to a node. Already bound to that node (a repeat) is success; already
         bound elsewhere raises :class:`Conflict`. With ``uid`` (as kube-scheduler sends it), only
-        that incarnation of the pod is bound: one created again under the name is a Conflict."""
+        that incarnation of the pod is bound: one created again under the name is a Conflict.
+        ``may_send`` is asked before each attempt (:class:`NotSent` when it says no)."""
         metadata: Obj = {"name": pod, "namespace": namespace, "annotations": dict(annotations or {})}
         if uid:
             metadata["uid"] = uid
@@ -786,20 +798,22 @@ class KubeClient:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            await self._call("POST", PODS.path(namespace, pod, "binding"), body=binding, retry_ambiguous=True)
+            await self._call("POST", PODS.path(namespace, pod, "binding"), body=binding, retry_ambiguous=True, may_send=may_send)
         except Conflict:
             current = await self.get(PODS.path(namespace, pod))
             same = not uid or current.get("metadata", {}).get("uid") == uid
             if current.get("spec", {}).get("nodeName") != node or not same:
                 raise
 
-    async def evict(self, namespace: str, pod: str, uid: str | None = None, dry_run: bool = False) -> bool:
+    async def evict(self, namespace: str, pod: str, uid: str | None = None, dry_run: bool = False,
+                    may_send: MaySend | None = None) -> bool:
         """Evict a pod through the Eviction API: True if accepted, False if the pod is gone.
 
         With ``uid``, only that incarnation of the pod is evicted (a precondition): a pod created
         again under the same name is left alone, and counts as gone. A PodDisruptionBudget that
         forbids it raises :class:`DisruptionBudgetBlocked` at once. With ``dry_run`` the server
-        only checks (``dryRun=All``): the pod stays.
+        only checks (``dryRun=All``): the pod stays. ``may_send`` is asked before each attempt
+        (:class:`NotSent` when it says no).
         """
         eviction: Obj = {
             "apiVersion": "policy/v1",
@@ -810,7 +824,8 @@ class KubeClient:
             eviction["deleteOptions"] = {"preconditions": {"uid": uid}}
         try:
             params = {"dryRun": "All"} if dry_run else None
-            await self._call("POST", PODS.path(namespace, pod, "eviction"), params=params, body=eviction, retry_ambiguous=True)
+            await self._call("POST", PODS.path(namespace, pod, "eviction"), params=params, body=eviction, retry_ambiguous=True,
+                             may_send=may_send)
         except NotFound:
             return False
         except Conflict:
@@ -831,6 +846,7 @@ class KubeClient:
         status: ConditionStatus,
         reason: str,
         message: str,
+        may_send: MaySend | None = None,
     ) -> Obj:
         """Set one condition on a pod's status (others are kept: strategic merge by ``type``).
 
@@ -846,6 +862,7 @@ class KubeClient:
             PODS.path(namespace, pod, "status"),
             {"status": {"conditions": [condition]}},
             patch_type=PatchType.STRATEGIC,
+            may_send=may_send,
         )
 
     async def create_event(
@@ -912,13 +929,20 @@ class KubeClient:
         content_type: str = "application/json",
         retry_ambiguous: bool | None = None,
         as_text: bool = False,
+        may_send: MaySend | None = None,
     ) -> Any:
-        """One API call with retries; returns the decoded response body (``as_text``: the text)."""
+        """One API call with retries; returns the decoded response body (``as_text``: the text).
+
+        ``may_send`` is asked before every attempt, the first and each repeat (a repeat can
+        come 30 s later, after a ``Retry-After``): when it says no, :class:`NotSent` is raised
+        instead. A leader's writes pass its lease check, so none leaves after the lease lapsed."""
         if retry_ambiguous is None:
             retry_ambiguous = method != "POST"
         attempt = 0
         while True:
             attempt += 1
+            if may_send is not None and not may_send():
+                raise NotSent(f"{method} {path}: not sent{' again' if attempt > 1 else ''}: the caller may no longer write")
             try:
                 response = await self._send(method, path, params=params, body=body, content_type=content_type)
             except _TRANSPORT_ERRORS as exc:

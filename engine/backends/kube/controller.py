@@ -60,6 +60,7 @@ from .client import (
     EventType,
     KubeClient,
     NotFound,
+    NotSent,
     ObjectRef,
 )
 from .connection import Connection, connection_of
@@ -949,7 +950,10 @@ class KubeController:
             if not self.may_write():
                 return f"{view.name}: not bound, the leader lease was lost"
             try:
-                await self.client.bind(view.namespace, view.name, node, {Annotation.GPUS: ",".join(map(str, gpus))}, view.uid)
+                await self.client.bind(view.namespace, view.name, node, {Annotation.GPUS: ",".join(map(str, gpus))}, view.uid,
+                                       may_send=self.may_write)
+            except NotSent:
+                return f"{view.name}: not bound, the leader lease was lost"
             except Exception as exc:  # noqa: BLE001 - API, transport and decoding errors alike
                 return f"{view.name}: {exc}"
             self.mirror.assume_bound(gang, view.name, node, gpus)
@@ -1061,8 +1065,11 @@ class KubeController:
             return f"{view.name}: this replica no longer holds the leader lease"
         self._gone_waiters.setdefault(view.uid, (view.node, key, asyncio.Event()))
         try:
-            if not await self.client.evict(view.namespace, view.name, view.uid):
+            if not await self.client.evict(view.namespace, view.name, view.uid, may_send=None if by_operator else self.may_write):
                 self._gone(view.uid)  # already gone
+        except NotSent:
+            self._gone(view.uid)
+            return f"{view.name}: this replica no longer holds the leader lease"
         except DisruptionBudgetBlocked as exc:
             self._gone(view.uid)
             self.stats.evictions_blocked += 1
@@ -1155,9 +1162,10 @@ class KubeController:
         if not self.may_write():
             return
         try:
-            await self.client.patch_pod_condition(view.namespace, view.name, "PodScheduled", ConditionStatus.FALSE, condition_reason, message)
+            await self.client.patch_pod_condition(view.namespace, view.name, "PodScheduled", ConditionStatus.FALSE, condition_reason, message,
+                                                  may_send=self.may_write)
         except Exception as exc:  # noqa: BLE001 - written again on the next round
-            if not isinstance(exc, NotFound):
+            if not isinstance(exc, (NotFound, NotSent)):
                 self.metrics.controller_error(ErrorKind.STATUS_WRITE)
                 log.warning("could not update the condition of %s: %s", view.key, exc)
             return
