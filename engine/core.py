@@ -248,8 +248,9 @@ class Engine(Admitter):
         GPUs for it (counted in GPUs, not shapes); the caller evicts the pods given back.
         """
         state = self.state
-        grown = [j for j in self._elastic_running() if j.preemptible and len(j.current_run.placements) > j.min_count]
-        waiting = self._waiting_for_room() if grown else []
+        grown = [j for j in self._elastic_running()
+                 if j.preemptible and not j.settling and len(j.current_run.placements) > j.min_count]
+        waiting = [j for j in self._waiting_for_room() if j.preempts] if grown else []
         if not waiting:
             return []
         urgent = max(waiting, key=lambda j: (j.priority, -j.submit))

@@ -834,6 +834,8 @@ def _preempt_for(
     result: CycleResult,
     limit: HolderLimit | None = None,
 ) -> bool:
+    if not job.preempts:
+        return False
     victims = find_victims(state, job, counts, request, now, limit)
     if not victims:
         return False

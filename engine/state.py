@@ -249,6 +249,13 @@ class Job:
     #: whether its pods are made anew after an eviction (on a cluster: a controller that would
     #: do so owns them); preemption takes the jobs that come back first, least harm first
     comes_back: bool = True
+    #: whether it may evict others to start (preemption, consolidation, taking back what elastic
+    #: jobs grew by); False (a Kubernetes pod's ``preemptionPolicy: Never``): it only goes ahead
+    #: of lower priorities in its queue
+    preempts: bool = True
+    #: its start is still being carried out (on a cluster: its binds are on their way): neither
+    #: a victim nor a mover until it is done, since what is not seen started cannot be stopped
+    settling: bool = False
     #: the full gang's request and the request of its smallest admissible gang
     request: Vec = ZERO
     state: JobState = JobState.PENDING

@@ -85,6 +85,7 @@ def _movable(state: ClusterState, job: Job, v: Job, now: float) -> bool:
         and v.movable
         and v.priority <= job.priority
         and run.start < now  # never a job admitted at this very moment
+        and not v.settling  # nor one whose start is still being carried out
         and run.work_start is not None
         and len(run.placements) == sum(gang_counts(v, False))
     )
@@ -94,6 +95,8 @@ def consolidation_for(state: ClusterState, job: Job, now: float, policy: Policy)
     """For a pending gang: moves that start its whole gang now, where nothing else would: its
     quota lets it start, the cluster has its GPUs free but not together, and it does not fit as
     things are. None otherwise."""
+    if not job.preempts:
+        return None  # a move evicts its movers: not for a job that may not evict others
     counts = gang_counts(job, False)
     request = request_of(job, counts)
     if job.held or sum(g.whole_gpus * n for g, n in zip(job.groups, counts)) > state.total_whole_free:

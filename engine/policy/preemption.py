@@ -8,7 +8,8 @@ Candidates come only from where the preemptor's queue policy allows (Kueue's thr
   of its cohort that are borrowing (``Any``, or only ``LowerPriority``);
 - ``borrowWithinCohort``: when the preemptor must borrow, lower-priority jobs of borrowing queues.
 
-Jobs marked ``preemptible: false`` are never victims, nor is a job admitted at this same moment;
+Jobs marked ``preemptible: false`` are never victims, nor is a job admitted at this same moment
+or one still ``settling`` (its binds on their way);
 a victim gang is always evicted whole.
 Candidates are ordered as Kueue does, with our tie-breaks on harm: other queues first (the
 queue furthest above its fair share first), lower priority first, jobs whose pods are made anew
@@ -249,8 +250,9 @@ def _candidates(
             if newer_only and (v.submit, v.seq) <= (job.submit, job.seq):
                 continue
             start = v.runs[-1].start
-            # A job admitted at this very moment is left alone (no zero-length runs, no thrash).
-            if start >= now:
+            # A job admitted at this very moment is left alone (no zero-length runs, no thrash),
+            # and so is one still settling (a search that failed for it may succeed once it is)
+            if start >= now or v.settling:
                 timed = True
                 continue
             elapsed = now - start

@@ -6,8 +6,9 @@ from typing import Any
 
 from usher.engine.backends.kube.mirror import Mirror
 from usher.engine.backends.kube.objects import node_view, parse_time, pod_view
-from usher.engine.enums import JobState, PendingReason
+from usher.engine.enums import DecisionKind, JobState, PendingReason
 from usher.engine.scenario import parse_queue_config
+from usher.engine.state import MILLI
 
 CONFIG = """
 topology: {levels: [usher/rack, kubernetes.io/hostname]}
@@ -607,3 +608,36 @@ def test_a_job_whose_room_is_kept_is_not_moved_again_and_nothing_is_held_twice()
     held = sum(p.gpu_milli for j in st.jobs if j.current_run for p in j.current_run.placements)
     held += sum(p.gpu_milli for room in st.kept_rooms.values() for p in room.placements)
     assert held == sum(n.gpu_count * 1000 - sum(n.gpu_free) for n in st.nodes)
+
+
+def _bound_on_all(name: str, node: str, gang: str, size: int, *, terminating: bool = False, phase: str = "Running") -> dict:
+    obj = pod(name, gang=gang, size=size, node_name=node, phase=phase, annotations={"usher/gpus": "0,1,2,3,4,5,6,7"})
+    if terminating:
+        obj["metadata"]["deletionTimestamp"] = "2026-11-21T10:05:00Z"
+    return obj
+
+
+def test_a_pod_adopted_onto_gpus_still_counted_for_an_ending_run_is_counted_once_they_free():
+    """A standby watches the leader preempt V (2 x 8 GPUs) for Q: the leader binds q-0 onto n0
+    once v-0 is gone, while this replica still counts V's whole run (v-1 is in its grace period
+    on n1). q-0 is adopted with none of its GPUs free; they must be counted for it as soon as V's
+    run ends, or n0 looks empty while q-0 runs on it, and a replica that leads binds onto it."""
+    m = mirror_with(nodes=2)
+    add(m, _bound_on_all("v-0", "n0", "v", 2))
+    add(m, _bound_on_all("v-1", "n1", "v", 2))
+    add(m, pod("q-0", gang="q", size=1))
+    add(m, _bound_on_all("v-0", "n0", "v", 2, terminating=True))
+    add(m, _bound_on_all("v-1", "n1", "v", 2, terminating=True))
+    add(m, _bound_on_all("v-0", "n0", "v", 2, terminating=True, phase="Failed"))
+    m.pod_changed(None, "ml/v-0", 0.0)
+    add(m, _bound_on_all("q-0", "n0", "q", 1))
+    add(m, _bound_on_all("v-1", "n1", "v", 2, terminating=True, phase="Failed"))
+    m.pod_changed(None, "ml/v-1", 0.0)
+    assert m.state.node("n0").gpu_free == [0] * 8 and m.state.node("n1").gpu_free == [MILLI] * 8
+    # n1 is taken too; a pod that waits finds no room
+    add(m, _bound_on_all("w-0", "n1", "w", 1))
+    add(m, pod("r-0", gang="r", size=1))
+    assert not [d for d in m.engine.cycle(0.0).decisions if d.kind == DecisionKind.BIND]
+    # q-0 goes: its GPUs are free again
+    m.pod_changed(None, "ml/q-0", 0.0)
+    assert m.state.node("n0").gpu_free == [MILLI] * 8

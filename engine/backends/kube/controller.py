@@ -709,9 +709,23 @@ class KubeController:
         for job, pods in engine.shrink_for_waiting(self.clock()):
             gang = self.mirror.gang_of_job.get(job.id)
             views = [gang.pods[name] for name in sorted(pods) if gang is not None and name in gang.pods]
-            log.info("shrink %s: evicting %s to make room for a job of higher priority", job.name, ", ".join(v.name for v in views))
-            for view in views:
-                await self._evict(view, f"{job.name} gives back a pod beyond its minimum to a job of higher priority", EventReason.PREEMPTED)
+            why = f"{job.name} gives back a pod beyond its minimum to a job of higher priority"
+            refusals = await asyncio.gather(*(self._eviction_refusal(v) for v in views))
+            for view, refused in zip(views, refusals):
+                if refused is not None:
+                    await self._event(_pod_ref(view), EventReason.EVICTION_BLOCKED, f"usher did not evict this pod ({why}): {refused}",
+                                      warning=True)
+            failed = next((r for r in refusals if r is not None), None)
+            if failed is None:
+                log.info("shrink %s: evicting %s to make room for a job of higher priority", job.name, ", ".join(v.name for v in views))
+                failures = [f for f in await asyncio.gather(*(self._evict(v, why, EventReason.PREEMPTED) for v in views)) if f]
+                failed = failures[0] if failures else None
+            if failed is not None and gang is not None:
+                # the engine gave those pods' GPUs away already: nothing is decided on that until
+                # the next tick has derived its state from the cluster, where they still run
+                log.warning("shrink %s called off: %s", job.name, failed)
+                self.mirror.spare(gang, self.clock() + EVICTION_REFUSED_BACKOFF)
+                return
         for _ in range(MAX_PASSES):
             now = self.clock()
             started = time.perf_counter()
@@ -785,6 +799,11 @@ class KubeController:
                         f"gave back the room kept on {_nodes_of(self.state, room.placements)}: the move was called off ({why})",
                     ))
             return
+        for d in evictions:
+            gang = self.mirror.gang_of_job.get(d.job.id)
+            if gang is not None and gang.binding:
+                # its bind task still waits for its own room: it must not bind now
+                gang.called_off = f"preempted before its binds were sent ({self._why(d)})"
         blocked = False
         for d in evictions:
             if d.job.id in self.state.kept_rooms:
@@ -800,10 +819,11 @@ class KubeController:
                 blocked = True
                 assert gang is not None
                 self.mirror.spare(gang, now + EVICTION_REFUSED_BACKOFF)
+                break  # the preemption cannot finish: no more victims lose their work for it
         for d in binds:
             self.metrics.job_admitted(d.job.queue)
         if blocked:
-            self._call_off(binds, now, "a preemption it needed was refused by a PodDisruptionBudget")
+            self._call_off(binds, now, "an eviction it needed was refused")
             return
         for d in binds:
             gang = self.mirror.gang_of_job.get(d.job.id)
@@ -838,7 +858,9 @@ class KubeController:
         decisions evict may go now, so that a preemption or a move that a PodDisruptionBudget
         would stop halfway stops before it starts. A gang with a pod that may not go is spared
         for a while (``Mirror.spare``) and that pod gets an EvictionBlocked Event. True when all
-        may go (a check that fails otherwise is left to the eviction itself)."""
+        may go. A check that fails otherwise (an admission webhook, a pod under two budgets, which
+        the API server answers 500, an API server away) counts as a refusal too: evicting the
+        other victims would lose their work for a preemption that cannot finish."""
         checks = [
             (gang, view, d)
             for d in evictions
@@ -846,19 +868,7 @@ class KubeController:
             for view in gang.bound()
             if not view.terminating
         ]
-
-        async def refusal(view: PodView) -> str | None:
-            if not self.may_write():
-                return None
-            try:
-                await self.client.evict(view.namespace, view.name, view.uid, dry_run=True)
-            except DisruptionBudgetBlocked as exc:
-                return str(exc)
-            except Exception:  # noqa: BLE001 - the eviction itself reports it
-                return None
-            return None
-
-        refusals = list(await asyncio.gather(*(refusal(v) for _, v, _ in checks)))
+        refusals = list(await asyncio.gather(*(self._eviction_refusal(v) for _, v, _ in checks)))
         if not any(refusals):
             refusals = self._over_budget([view for _, view, _ in checks])
         refused = False
@@ -872,6 +882,19 @@ class KubeController:
             await self._event(_pod_ref(view), EventReason.EVICTION_BLOCKED,
                               f"usher did not evict this pod ({self._why(d)}): {why}", warning=True)
         return not refused
+
+    async def _eviction_refusal(self, view: PodView) -> str | None:
+        """Why the API server would not evict the pod now (a dry run), or None when it would
+        (or the pod is gone already)."""
+        if not self.may_write():
+            return None
+        try:
+            await self.client.evict(view.namespace, view.name, view.uid, dry_run=True)
+        except DisruptionBudgetBlocked as exc:
+            return str(exc)
+        except Exception as exc:  # noqa: BLE001 - any failure: the eviction would not go either
+            return f"the eviction check failed: {exc}"
+        return None
 
     def _over_budget(self, views: list[PodView]) -> list[str | None]:
         """For pods to be evicted together: why each may not go, by the PodDisruptionBudgets the
@@ -912,7 +935,7 @@ class KubeController:
         """Bind every pod of an admitted gang, or none: any failure (an API error, a transport
         error, a timeout, a lost lease) evicts those that bound and requeues the gang."""
         self._busy += 1
-        gang.binding = True
+        gang.binding, gang.binds_sent, gang.called_off = True, False, None
         errors: list[str] = []
         jobs: list[tuple[PodView, str, list[int]]] = []
         try:
@@ -922,16 +945,24 @@ class KubeController:
                 errors.append("the wait for evicted pods to leave its nodes was cut short")
             elif not self.may_write():
                 errors.append("this replica no longer holds the leader lease")
-            else:
+            elif gang.called_off is None:
+                # from here on nothing can call the binds off, and the job is no victim until
+                # they are done: what they take cannot be evicted before it is seen bound
+                gang.binds_sent = decision.job.settling = True
                 errors = [e for e in await asyncio.gather(*(self._bind_one(gang, *job) for job in jobs)) if e]
         except Exception as exc:  # whatever broke, the gang must not stay half-bound
             log.exception("binding gang %s failed", gang.key)
             errors.append(f"{type(exc).__name__}: {exc}")
         try:
-            self.stats.binds += len(jobs) - len(errors)
-            if errors:
+            if gang.called_off is not None and not gang.binds_sent:
+                # preempted while it waited for its room: nothing was sent, nothing to undo; the
+                # engine ended its run already, and the sync below queues its pods again
+                log.info("bind %s called off before any was sent: %s", gang.key, gang.called_off)
+            elif errors:
+                self.stats.binds += len(jobs) - len(errors)
                 await self._undo_binds(gang, jobs, errors)
             else:
+                self.stats.binds += len(jobs)
                 gang.bind_retry, gang.bind_error = (-math.inf, 0.0), None
                 log.info("bind %s: %s", gang.key, ", ".join(sorted({n for _, n, _ in jobs}, key=natural_key)))
                 for view, node, _ in jobs:
@@ -940,7 +971,8 @@ class KubeController:
                 if decision.starts_work:
                     self.metrics.job_started(decision.job.queue, self.clock() - queued_since(decision.job))
         finally:
-            gang.binding = False
+            gang.binding, gang.binds_sent, gang.called_off = False, False, None
+            decision.job.settling = False
             self._busy -= 1
             self.mirror.sync(gang, self.clock())
             self.mirror.forget_if_empty(gang)
@@ -1045,6 +1077,11 @@ class KubeController:
         if gang is None:
             return []
         pods = [v for v in gang.bound() if not v.terminating]
+        for v in gang.bound():
+            if v.terminating:
+                # on its way out already (deleted by someone else, evicted before a failover): it
+                # holds its GPUs through its grace period, so binds onto its node wait for it too
+                self._gone_waiters.setdefault(v.uid, (v.node, v.key, asyncio.Event()))
         gang.teardown = gang.teardown or why
         # out of the engine's queue until its pods are gone: a later pass of this cycle must not
         # admit it again onto pods that are being deleted
@@ -1080,6 +1117,7 @@ class KubeController:
             self._gone(view.uid)
             self.metrics.controller_error(ErrorKind.EVICTION)
             log.warning("eviction of %s failed: %s", key, exc)
+            await self._event(_pod_ref(view), EventReason.EVICTION_BLOCKED, f"usher could not evict this pod ({why}): {exc}", warning=True)
             return f"{view.name}: {exc}"
         self.stats.evictions += 1
         await self._event(_pod_ref(view), reason, f"Evicted by usher: {why}", warning=True)

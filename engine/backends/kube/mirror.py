@@ -25,6 +25,7 @@ Pods usher does not schedule (DaemonSets, the default scheduler's) hold capacity
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -42,7 +43,11 @@ from ...state import MILLI, AuditEntry, ClusterState, Job, KeptRoom, Node, PodGr
 from .constraints import GroupConstraints, NodeConstraints, group_constraints
 from .objects import Holding, NodeView, Phase, PodView, Requests, natural_key
 
+log = logging.getLogger("usher.controller")
+
 DEFAULT_QUEUE = "default"
+#: how a debt's key starts (``Mirror._debts``): apart from the holdings' pod keys
+DEBT = "debt:"
 #: audit entries a rebuild keeps (the newest): a controller that runs for months must not keep all
 AUDIT_KEPT = 10_000
 #: finished engine jobs (ended runs, gangs gone) beyond which the controller rebuilds to drop them
@@ -70,6 +75,12 @@ class Gang:
     group_pods: list[list[str]] = field(default_factory=list)
     #: binds of the current run are in flight: its pods are not all seen bound yet
     binding: bool = False
+    #: the binds themselves have been sent (before that, the bind task waits for evicted pods
+    #: to leave its nodes, and can still be called off)
+    binds_sent: bool = False
+    #: why the bind task still waiting for its room must not bind (the gang was preempted
+    #: meanwhile); None: it goes on
+    called_off: str | None = None
     #: why the gang is not in the engine's queue (None when it is, or is running)
     reason: PendingReason | None = None
     message: str | None = None
@@ -129,6 +140,10 @@ class Mirror:
         self._taken: dict[str, tuple[int, list[int], int, int]] = {}
         #: holdings taken short (their node was too full), taken again when room frees
         self._short: set[str] = set()
+        #: GPUs bound pods of usher's hold beyond what their run could count when it was adopted
+        #: (the engine still gave them to another run, one a standby saw ending or a rebuild kept
+        #: in flight): taken as holdings are, short until room frees (keyed ``DEBT`` + pod key)
+        self._debts: dict[str, Holding] = {}
         #: ``group_constraints`` per pod constraints, on the nodes of this state (``_constraints_of``)
         self._constraints_seen: dict[NodeConstraints | None, GroupConstraints] = {}
         self.dirty = True  # the engine must be rebuilt before the next cycle
@@ -199,6 +214,8 @@ class Mirror:
         if view is not None and self._strands(view):
             self._strand(view, key, now)
             return
+        if DEBT + key in self._debts and (view is None or not view.live or not view.node):
+            self._forgive(key)
         previous = self.pod_gang.get(key)
         if previous is not None and (view is None or view.gang != previous):
             self._leave(previous, key, now, "was deleted from" if view is None else "left the gang on")
@@ -366,6 +383,8 @@ class Mirror:
                 return
             self._adopt(gang, bound, now)
             return
+        if gang.binding:
+            return  # a bind called off is winding down: it syncs the gang again when it ends
         gang.teardown = None
         ready, reason, message = self._readiness(gang)
         gang.reason, gang.message = reason, message
@@ -594,6 +613,7 @@ class Mirror:
             duration=None,
             estimate=first.estimate,
             preemptible=all(p.preemptible for p in views) and gang.spared_until == -math.inf,
+            preempts=all(p.preempts for p in views),
             movable=all(p.movable for p in views),
             comes_back=all(p.comes_back for p in views),
             checkpoint_every=first.checkpoint_every,
@@ -642,8 +662,10 @@ class Mirror:
             for name in group_names:
                 if name not in on_nodes:
                     continue
-                placement = self._placement_of(gang.pods[name], group, claimed)
+                view = gang.pods[name]
+                placement = self._placement_of(view, group, claimed)
                 if placement is not None:
+                    self._owe(view, group, placement)
                     placements.append(placement)
                     for g in placement.gpus:
                         claimed[placement.node_id, g] = claimed.get((placement.node_id, g), 0) + (placement.share or MILLI)
@@ -687,6 +709,28 @@ class Mirror:
                     spare = pick_whole_gpus(node, min(missing, node.whole_free))  # the tightest NVLink island
                 held += spare[:missing]
         return PodPlacement(pod.name, node.id, held, share if held else 0, group.cpu, group.memory)
+
+    def _owe(self, pod: PodView, group: PodGroup, placement: PodPlacement) -> None:
+        """A bound pod adopted with fewer GPUs than it holds (``_placement_of`` found them given
+        to another run): the rest are taken as a holding is, now or as soon as room frees, so
+        that no node looks free while the kubelet counts it full."""
+        self._forgive(pod.key)
+        held = len(placement.gpus) if not group.share else (1 if placement.gpus else 0)
+        dead = sum(1 for g in dict.fromkeys(pod.gpus) if g in self.state.node(pod.node).out_of_service and g not in placement.gpus)
+        missing = (1 if group.share else group.whole_gpus) - held - dead
+        if missing > 0 and pod.node is not None:
+            debt = Holding(pod.node, Requests(0, 0, missing))
+            self._debts[DEBT + pod.key] = debt
+            self._take(DEBT + pod.key, debt)
+            log.warning("pod %s is bound to %s on %d GPU(s) usher had counted as taken: counted as soon as they free",
+                        pod.key, pod.node, missing)
+
+    def _forgive(self, key: str) -> None:
+        """The pod ``key`` holds nothing beyond its run any more (it is gone, or adopted anew)."""
+        if self._debts.pop(DEBT + key, None) is not None:
+            self._give_back(DEBT + key)
+            self._short.discard(DEBT + key)
+            self.retake_short()
 
     def _explain_leftovers(self, gang: Gang) -> None:
         if gang.partial and gang.teardown is None:
@@ -794,6 +838,7 @@ class Mirror:
         self.gang_of_job = {}
         self._taken = {}
         self._short = set()
+        self._debts = {}
         self._constraints_seen = {}
         self.dirty = False
         for key in [k for k, g in self.gangs.items() if not g.pods and k not in in_flight]:
@@ -908,7 +953,7 @@ class Mirror:
             return  # the coming rebuild takes every holding
         state = self.state
         for key in sorted(self._short):
-            holding = self.holdings.get(key)
+            holding = self.holdings.get(key) or self._debts.get(key)
             taken = self._taken.get(key)
             if holding is None or taken is None:
                 self._short.discard(key)

@@ -180,6 +180,8 @@ class PodView:
     gang: str
     gang_size: int | None
     priority: int
+    #: ``spec.preemptionPolicy`` is not ``Never`` (its PriorityClass's, set by admission)
+    preempts: bool
     gpu_milli: int
     cpu: int
     memory: int
@@ -376,6 +378,7 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
         gang_title=_title(group),
         waiting_for=group.problem if group.waiting else None,
         priority=int(spec.get("priority") or 0),
+        preempts=spec.get("preemptionPolicy") != "Never",
         gpu_milli=gpu_milli,
         cpu=cpu,
         memory=memory,
