@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -23,8 +21,6 @@ from usher.engine.backends.nvml.reader import NvmlReader
 from usher.engine.backends.telemetry.exposition import parse_exposition
 from usher.engine.backends.telemetry.poller import TelemetryPoller, parse_source
 from usher.engine.telemetry import Metric, TelemetryStore
-from usher.sandbox.apiserver import FakeApiServer
-from usher.sandbox.serve import kubeconfig
 
 NODE = "dgx-a100-02"
 
@@ -38,20 +34,6 @@ def node_object(name: str) -> dict:
         "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "128", "memory": "1Ti"},
                    "conditions": [{"type": "Ready", "status": "True"}]},
     }
-
-
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[KubeClient]:
-    server = FakeApiServer()
-    port = await server.start(port=0)
-    path = tmp_path / "kubeconfig"
-    path.write_text(kubeconfig(f"http://127.0.0.1:{port}"))
-    client = await KubeClient.connect(str(path))
-    try:
-        yield client
-    finally:
-        await client.aclose()
-        await server.stop()
 
 
 @pytest.fixture

@@ -23,8 +23,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -39,8 +37,6 @@ from usher.engine.backends.nvml.health import APPLICATION_XIDS, Throttle
 from usher.engine.backends.nvml.reader import LayoutSource, NoGpuError, NodeReading, NvmlReader, bus_key
 from usher.engine.backends.telemetry.poller import TelemetryPoller, parse_source
 from usher.engine.telemetry import Metric, TelemetryStore
-from usher.sandbox.apiserver import FakeApiServer
-from usher.sandbox.serve import kubeconfig
 
 GIB = 2**30
 MIB = 2**20
@@ -217,20 +213,6 @@ def test_usher_agent_once_prints_every_gpu(capsys, monkeypatch):
     assert len(table) == 2 + len(smi)
     for index, (line, row) in enumerate(zip(table[2:], nvidia_smi("name"), strict=True)):
         assert line.startswith(f"{index:<4}{row['name'][:27]}")
-
-
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[KubeClient]:
-    server = FakeApiServer()
-    port = await server.start(port=0)
-    path = tmp_path / "kubeconfig"
-    path.write_text(kubeconfig(f"http://127.0.0.1:{port}"))
-    client = await KubeClient.connect(str(path))
-    try:
-        yield client
-    finally:
-        await client.aclose()
-        await server.stop()
 
 
 async def test_the_running_agent_publishes_and_the_scheduler_and_poller_read_it(api: KubeClient):

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "replays.py"
+from bench_scripts import load
 
 
 def _runner():
-    spec = importlib.util.spec_from_file_location("replays_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
-    spec.loader.exec_module(module)
-    return module
+    return load("replays")
 
 
 def test_section_is_replaced_between_its_markers_and_the_rest_is_kept(tmp_path: Path) -> None:

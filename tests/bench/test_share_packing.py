@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
+from bench_scripts import load
 from hypothesis import given
 from hypothesis import strategies as st
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "share_packing.py"
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("share_packing_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
-    spec.loader.exec_module(module)
-    return module
-
-
-packing = _bench()
+packing = load("share_packing")
 
 
 def test_online_best_fit_goes_where_the_share_leaves_least_room():
