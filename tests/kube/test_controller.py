@@ -197,6 +197,7 @@ async def test_only_the_leader_binds_and_a_standby_takes_over(cluster):
     await c.world.step(0)
     await c.settle()
     assert leader.stats.binds == 2 and standby.stats.binds == 0
+    watched = standby.mirror.engine  # what the standby pieced together watching the leader
     # the leader dies without giving up the lease; the standby takes over after it expires
     task = c.tasks[1 + c.controllers.index(leader)]
     task.cancel()
@@ -213,6 +214,7 @@ async def test_only_the_leader_binds_and_a_standby_takes_over(cluster):
     await c.world.step(5)
     await c.settle()
     assert standby.stats.binds > 0
+    assert standby.mirror.engine is not watched, "a new leader decides on a state derived afresh from the cluster"
     lease = c.server.store.get("leases", "usher-controller", "usher-system")
     assert lease["spec"]["holderIdentity"] == standby.identity
 

@@ -351,6 +351,10 @@ class KubeController:
     def _leadership_changed(self, leading: bool) -> None:
         log.info("%s %s the lease", self.identity, "holds" if leading else "lost")
         self.metrics.set_leader(leading)
+        if leading:
+            # its first decisions rest on the engine's state derived afresh from the cluster, not
+            # on what it pieced together watching another leader (binds and evictions mid-way)
+            self.mirror.dirty = True
         self._wake.set()
 
     def snapshot(self) -> Snapshot:
