@@ -6,21 +6,28 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from usher.engine.backends.kube.client import KubeClient
 from usher.sandbox.apiserver import FakeApiServer
-from usher.sandbox.serve import kubeconfig
 
 
 @pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[KubeClient]:
-    server = FakeApiServer()
-    port = await server.start(port=0)
+async def server() -> AsyncIterator[FakeApiServer]:
+    fake = FakeApiServer()
+    await fake.start(port=0)
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+@pytest.fixture
+async def api(server: FakeApiServer, tmp_path: Path) -> AsyncIterator[KubeClient]:
     path = tmp_path / "kubeconfig"
-    path.write_text(kubeconfig(f"http://127.0.0.1:{port}"))
+    path.write_text(yaml.safe_dump(server.kubeconfig()))
     client = await KubeClient.connect(str(path))
     try:
         yield client
     finally:
         await client.aclose()
-        await server.stop()

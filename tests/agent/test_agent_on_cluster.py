@@ -13,7 +13,7 @@ from fake_nvml import FakeNvml, two_hgx_a100_4gpu
 from usher.agent import publish
 from usher.agent.main import NodeAgent, run_agent
 from usher.agent.metrics import AgentMetrics
-from usher.agent.publish import NodePublisher, restore_xids
+from usher.agent.publish import NodePublisher
 from usher.cli import build_parser
 from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.controller import KubeController
@@ -21,6 +21,7 @@ from usher.engine.backends.nvml.reader import NvmlReader
 from usher.engine.backends.telemetry.exposition import parse_exposition
 from usher.engine.backends.telemetry.poller import TelemetryPoller, parse_source
 from usher.engine.telemetry import Metric, TelemetryStore
+from usher.sandbox.apiserver import FakeApiServer, FaultKind
 
 NODE = "dgx-a100-02"
 
@@ -141,17 +142,19 @@ async def test_a_critical_xid_outlives_an_agent_restart_until_the_node_reboots(a
     caplog.set_level(logging.INFO, logger="usher.agent")
     await api.create("/api/v1/nodes", node_object(NODE))
     with NvmlReader() as reader:
+        publisher = NodePublisher(api, NODE, "boot-1")
+        assert await publisher.restore(reader) == {}
         nvml.emit_xid(6, 74)
         nvml.emit_xid(5, 13)  # an application's: not kept
-        assert await NodePublisher(api, NODE, "boot-1").publish(reader.read())
+        assert await publisher.publish(reader.read())
     assert json.loads(await _annotation(api, "usher/gpu-xids")) == {"boot": "boot-1", "xids": {nvml.gpus[6].uuid: [74]}}
 
     # the agent restarts (a DaemonSet rollout): NVML has forgotten; the Node has not
     with NvmlReader() as reader:
-        assert await restore_xids(api, NODE, "boot-1", reader) == {6: [74]}
+        publisher = NodePublisher(api, NODE, "boot-1")
+        assert await publisher.restore(reader) == {6: [74]}
         reading = reader.read()
         assert reading.unhealthy[6] == "XID 74: NVLink error" and reading.gpus[5].healthy
-        publisher = NodePublisher(api, NODE, "boot-1")
         await publisher.publish(reading)
     assert "6" in json.loads(await _annotation(api, "usher/gpu-health"))
     assert any(r.getMessage() == "GPU 6: XID 74: NVLink error, seen before this agent started (node not rebooted since): out of service"
@@ -159,10 +162,11 @@ async def test_a_critical_xid_outlives_an_agent_restart_until_the_node_reboots(a
 
     # the node rebooted: the GPU is back, and the record starts afresh
     with NvmlReader() as reader:
-        assert await restore_xids(api, NODE, "boot-2", reader) == {}
+        publisher = NodePublisher(api, NODE, "boot-2")
+        assert await publisher.restore(reader) == {}
         reading = reader.read()
         assert 6 not in reading.unhealthy
-        await NodePublisher(api, NODE, "boot-2").publish(reading)
+        await publisher.publish(reading)
     assert json.loads(await _annotation(api, "usher/gpu-xids")) == {"boot": "boot-2", "xids": {}}
     assert set(json.loads(await _annotation(api, "usher/gpu-health"))) == {"3"}, "the ECC errors of GPU 3 are NVML's to say"
 
@@ -172,11 +176,34 @@ async def test_a_spoiled_xid_record_is_reported_and_nothing_is_taken_from_it(api
     node["metadata"]["annotations"] = {"usher/gpu-xids": '{"boot": "boot-1", "xids": {"GPU-x": "79"}}'}
     await api.create("/api/v1/nodes", node)
     with NvmlReader() as reader:
-        assert await restore_xids(api, NODE, "boot-1", reader) == {}
+        assert await NodePublisher(api, NODE, "boot-1").restore(reader) == {}
         assert reader.read().unhealthy.keys() == {3}
     [error] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert error == ("node dgx-a100-02: annotation usher/gpu-xids is not usable (xids.GPU-x: not a list of XID numbers); "
                      "no XID seen before this agent started is kept")
+
+
+async def test_a_node_that_cannot_be_read_keeps_its_xid_record_until_it_can(
+    api: KubeClient, server: FakeApiServer, nvml: FakeNvml, caplog
+):
+    """The agent restarts while its RBAC is not there yet (a 403) or the API server is away: it
+    must not write over the record it could not read, and takes it back once it can."""
+    node = node_object(NODE)
+    kept = json.dumps({"boot": "boot-1", "xids": {nvml.gpus[1].uuid: [79]}})
+    node["metadata"]["annotations"] = {"usher/gpu-xids": kept}
+    await api.create("/api/v1/nodes", node)
+    server.inject(FaultKind.ERROR, method="GET", path=f"/api/v1/nodes/{NODE}", status=403, times=2)
+    with NvmlReader() as reader:
+        publisher = NodePublisher(api, NODE, "boot-1")
+        for _ in range(2):  # refused twice: logged once
+            assert await publisher.restore(reader) == {}
+            await publisher.publish(reader.read())
+            assert server.store.get("nodes", NODE)["metadata"]["annotations"]["usher/gpu-xids"] == kept
+        assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1
+        assert await publisher.restore(reader) == {1: [79]}
+        await publisher.publish(reader.read())
+    assert json.loads(await _annotation(api, "usher/gpu-health"))["1"] == "XID 79: GPU has fallen off the bus"
+    assert json.loads(await _annotation(api, "usher/gpu-xids")) == {"boot": "boot-1", "xids": {nvml.gpus[1].uuid: [79]}}
 
 
 async def test_the_running_agent_reads_its_node_before_it_first_publishes(api: KubeClient, nvml: FakeNvml, tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ from typing import Any
 
 from usher.engine.backends.kube.mirror import Mirror
 from usher.engine.backends.kube.objects import node_view, parse_time, pod_view
+from usher.engine.backends.kube.owners import GroupSpec
 from usher.engine.enums import DecisionKind, JobState, PendingReason
 from usher.engine.scenario import parse_queue_config
 from usher.engine.state import MILLI
@@ -641,3 +642,90 @@ def test_a_pod_adopted_onto_gpus_still_counted_for_an_ending_run_is_counted_once
     # q-0 goes: its GPUs are free again
     m.pod_changed(None, "ml/q-0", 0.0)
     assert m.state.node("n0").gpu_free == [MILLI] * 8
+
+
+PREEMPTING = """
+queues:
+  - {name: team-a, quota: {gpu: 64}, preemption: {withinQueue: LowerPriority}}
+"""
+
+
+def _with_priority(obj: dict[str, Any], value: int) -> dict[str, Any]:
+    obj["spec"]["priority"] = value
+    return obj
+
+
+def test_a_gang_whose_binds_are_on_their_way_is_no_victim_even_after_a_rebuild():
+    """Its binds cannot be called back: evicting it before they land would let the preemptor
+    bind beside them. A rebuild meanwhile (a node added, a config change) makes a new engine job
+    for the gang, which must still be settling."""
+    m = mirror_with(nodes=1, config=PREEMPTING)
+    add(m, _with_priority(pod("low-0", gang="low", size=1), 0))
+    [bind] = [d for d in m.engine.cycle(0.0).decisions if d.kind == DecisionKind.BIND]
+    gang = m.gangs["ml/low"]
+    m.pods_of(gang, bind.placements)
+    gang.binding, gang.binds_sent, bind.job.settling = True, True, True  # as the controller's bind task does
+    m.dirty = True
+    m.rebuild(5.0)
+    assert gang.job is not bind.job and gang.job.settling
+    add(m, _with_priority(pod("high-0", gang="high", size=1), 100), 10.0)
+    assert [d for d in m.engine.cycle(10.0).decisions if d.kind == DecisionKind.EVICT] == []
+
+
+def _bound_on(name: str, node_name: str, gang: str, gpus: int, annotated: range, *, terminating: bool = False,
+              phase: str = "Running") -> dict[str, Any]:
+    obj = pod(name, gang=gang, size=1, gpus=gpus, node_name=node_name, phase=phase,
+              annotations={"usher/gpus": ",".join(map(str, annotated))})
+    if terminating:
+        obj["metadata"]["deletionTimestamp"] = "2026-11-21T10:05:00Z"
+    return obj
+
+
+def test_what_a_pod_owes_is_never_the_gpus_its_own_placement_took():
+    m = mirror_with(nodes=1)
+    # r-0 holds GPUs 0-5 and is on its way out; this replica still counts its run
+    add(m, _bound_on("r-0", "n0", "r", 6, range(6)))
+    add(m, _bound_on("r-0", "n0", "r", 6, range(6), terminating=True))
+    # the leader saw r-0 gone and bound p-0 onto 0-3: adopted with 2 GPUs placed and 2 owed
+    add(m, _bound_on("p-0", "n0", "p", 4, range(4)))
+    n0 = m.state.node("n0")
+    assert n0.gpu_free == [0] * 8, "no GPU counted twice"
+    add(m, _bound_on("r-0", "n0", "r", 6, range(6), terminating=True, phase="Failed"))
+    m.pod_changed(None, "ml/r-0", 0.0)
+    assert sorted(n0.gpu_free) == [0] * 4 + [MILLI] * 4, "p-0 holds 4 GPUs, 4 are free"
+
+
+def test_a_pod_that_owed_gpus_and_was_stranded_frees_them_once_gone():
+    m = mirror_with(nodes=1)
+    add(m, _bound_on("v-0", "n0", "v", 8, range(8)))
+    add(m, _bound_on("v-0", "n0", "v", 8, range(8), terminating=True))
+    add(m, _bound_on("q-0", "n0", "q", 8, range(8)))  # adopted with none of its GPUs free
+    add(m, _bound_on("v-0", "n0", "v", 8, range(8), terminating=True, phase="Failed"))
+    m.pod_changed(None, "ml/v-0", 0.0)
+    # n0 goes NotReady and q-0 is deleted there (stranded); then it is gone and n0 is back
+    down = node("n0", rack="r0")
+    down["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    m.node_changed(node_view(down), "n0", 1.0)
+    add(m, _bound_on("q-0", "n0", "q", 8, range(8), terminating=True), 1.0)
+    assert "ml/q-0" in m.stranded
+    m.pod_changed(None, "ml/q-0", 2.0)
+    up = node("n0", rack="r0")
+    up["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    m.node_changed(node_view(up), "n0", 3.0)
+    assert not m.dirty and m.state.node("n0").gpu_free == [MILLI] * 8
+
+
+def test_a_job_whose_grow_is_on_its_way_gives_nothing_back_to_a_waiting_job():
+    m = mirror_with(nodes=3, config="queues:\n  - {name: team-a, quota: {gpu: 64}}\n")
+    group = GroupSpec(key="ml/el", kind="Gang", name="el", size=3, minimum=2)
+    for i, on in ((0, "n0"), (1, "n1"), (2, None)):
+        view = pod_view(pod(f"el-{i}", gpus=8, node_name=on, phase="Running" if on else "Pending"), group)
+        m.pod_changed(view, view.key, 0.0)
+    m.dirty = True
+    m.rebuild(0.0)
+    assert m.engine.grow(10.0, m.missing_pods).decisions, "el grows by el-2 onto n2"
+    m.gangs["ml/el"].job.settling = True  # as the controller's grow task does while el-2 binds
+    urgent = pod_view(_with_priority(pod("urgent", gpus=8), 1000))
+    m.pod_changed(urgent, urgent.key, 11.0)
+    m.engine.cycle(11.0)
+    assert m.engine.shrink_for_waiting(11.0) == []

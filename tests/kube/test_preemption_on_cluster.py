@@ -233,3 +233,27 @@ async def test_an_elastic_job_whose_budget_refuses_to_shrink_keeps_its_gpus(sb: 
     assert not (await sb.get(f"{PODS}/urgent"))["spec"].get("nodeName") and evictions(sb) == []
     said = [e["message"] for e in await sb.events_of("ft-worker-1") if e["reason"] == "EvictionBlocked"]
     assert said and "gives back a pod beyond its minimum" in said[0], said
+
+
+async def test_an_elastic_job_is_not_shrunk_by_more_pods_than_its_budget_lets_go_together(sb: UsherOnSandbox) -> None:
+    """Two pods to take back, under a budget that allows one disruption: each passes a dry run
+    alone, but together the second would be refused after the first lost its work."""
+    await eight_gpu_nodes(sb, 4)
+    await sb.start_usher(sb.tmp, QUEUES)
+    replica = {"restartPolicy": "OnFailure", "template": gpu_template(8)}
+    await sb.create("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs", {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "ft"},
+        "spec": {"elasticPolicy": {"minReplicas": 1, "maxReplicas": 3},
+                 "pytorchReplicaSpecs": {"Master": {**replica, "replicas": 1}, "Worker": {**replica, "replicas": 3}}},
+    })
+    await running_whole(sb, "training.kubeflow.org/job-name=ft", 4)
+    await sb.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "ft"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"training.kubeflow.org/job-name": "ft"}}}})
+    await priority_class(sb, "urgent", 1000)
+    for i in range(2):
+        urgent = gpu_template(8, labels={"app": "urgent", "usher/gang": "urgent", "usher/gang-size": "2"})
+        urgent["spec"]["priorityClassName"] = "urgent"
+        await create_pod(sb, f"urgent-{i}", urgent)
+    await ticks(sb, 3)
+    assert evictions(sb) == [] and rejected(await sb.all_pods()) == []

@@ -714,7 +714,9 @@ class KubeController:
             gang = self.mirror.gang_of_job.get(job.id)
             views = [gang.pods[name] for name in sorted(pods) if gang is not None and name in gang.pods]
             why = f"{job.name} gives back a pod beyond its minimum to a job of higher priority"
-            refusals = await asyncio.gather(*(self._eviction_refusal(v) for v in views))
+            refusals = list(await asyncio.gather(*(self._eviction_refusal(v) for v in views)))
+            if not any(refusals):
+                refusals = self._over_budget(views)  # together they may exceed one budget
             for view, refused in zip(views, refusals):
                 if refused is not None:
                     await self._event(_pod_ref(view), EventReason.EVICTION_BLOCKED, f"usher did not evict this pod ({why}): {refused}",
@@ -764,7 +766,8 @@ class KubeController:
     async def _bind_extra(self, gang: Gang, job: Job, placements: list[PodPlacement]) -> None:
         """Bind pods an elastic gang grew by; one that fails is given back, the gang runs on."""
         self._busy += 1
-        gang.binding = True
+        # no call-off here: the grow is as good as sent, and the job no victim until it is done
+        gang.binding = gang.binds_sent = job.settling = True
         failed: set[str] = set()
         try:
             pairs = self.mirror.pods_of(gang, placements)
@@ -784,7 +787,9 @@ class KubeController:
         finally:
             if failed and job.current_run is not None and gang.job is job:
                 self.mirror.engine.shrink(job, failed, self.clock())
-            gang.binding = False
+            gang.binding, gang.binds_sent, job.settling = False, False, False
+            if gang.job is not None:
+                gang.job.settling = False  # the job a rebuild made for the gang meanwhile
             self._busy -= 1
             self.mirror.sync(gang, self.clock())
             self.mirror.forget_if_empty(gang)
@@ -977,6 +982,8 @@ class KubeController:
         finally:
             gang.binding, gang.binds_sent, gang.called_off = False, False, None
             decision.job.settling = False
+            if gang.job is not None:
+                gang.job.settling = False  # the job a rebuild made for the gang meanwhile
             self._busy -= 1
             self.mirror.sync(gang, self.clock())
             self.mirror.forget_if_empty(gang)

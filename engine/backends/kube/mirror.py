@@ -252,6 +252,7 @@ class Mirror:
         previous = self.pod_gang.get(key)
         if previous is not None:
             self._leave(previous, key, now, "hangs terminating on node")
+        self._forgive(key)  # its holding takes all it holds
         self.stranded[key] = view.gang
         whole = -(-view.gpu_milli // MILLI)  # a share holds its GPU: nothing is placed beside it there
         self.holding_changed(key, Holding(view.node or "", Requests(view.cpu, view.memory, whole)))
@@ -655,6 +656,7 @@ class Mirror:
             job = self._new_job(gang, members, now)
         self._refresh_flags(gang, job)
         placements = []
+        owing: list[tuple[PodView, PodGroup, PodPlacement]] = []
         on_nodes = {p.name for p in bound}
         claimed: dict[tuple[int, int], int] = {}  # (node, GPU) -> milli-GPUs placed by this adoption
         for gi, group_names in enumerate(gang.group_pods):
@@ -665,11 +667,13 @@ class Mirror:
                 view = gang.pods[name]
                 placement = self._placement_of(view, group, claimed)
                 if placement is not None:
-                    self._owe(view, group, placement)
+                    owing.append((view, group, placement))
                     placements.append(placement)
                     for g in placement.gpus:
                         claimed[placement.node_id, g] = claimed.get((placement.node_id, g), 0) + (placement.share or MILLI)
         self.engine.adopt(job, placements, min(p.created for p in bound))
+        for view, group, placement in owing:  # once the placements are allocated: never the same GPUs
+            self._owe(view, group, placement)
         nodes = len({p.node for p in bound})
         if not gang.partial:
             what = ("started", f"on {plural(nodes, 'node')}") if same else ("adopt", f"found running on {plural(nodes, 'node')}")
@@ -901,6 +905,7 @@ class Mirror:
         names = [p.pod for p, _ in placements]
         job = self._new_job(gang, [gang.pods[n] for n in names if n in gang.pods], now)
         self._refresh_flags(gang, job)
+        job.settling = gang.binds_sent  # its binds are still on their way: still no victim
         kept = [
             PodPlacement(p.pod, state.node_by_name[node], list(p.gpus), p.share, p.cpu, p.memory)
             for p, node in placements

@@ -8,7 +8,7 @@ Running, the agent reads the GPUs every ``--interval`` seconds (in a worker thre
 block), serves ``/metrics``, ``/healthz`` and ``/readyz`` (ready after the first reading) on
 ``--metrics-port`` through the kube backend's ``HealthServer``, and keeps its Node's annotations
 current (``NodePublisher``) unless ``--no-publish``, after taking back the critical XIDs its Node
-kept from before it started (``restore_xids``). It stops on SIGTERM or SIGINT.
+kept from before it started (``NodePublisher.restore``). It stops on SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from usher.engine.backends.nvml.reader import GpuReading, NodeReading, NvmlReade
 from usher.signals import cancel_on_signals
 
 from .metrics import AgentMetrics
-from .publish import NodePublisher, boot_id, node_annotations, restore_xids
+from .publish import NodePublisher, boot_id, node_annotations
 
 log = logging.getLogger("usher.agent")
 
@@ -106,7 +106,10 @@ class NodeAgent:
         return await self.health.start(host, port)
 
     async def read_once(self) -> NodeReading:
-        """Read the GPUs (in a worker thread), show the reading on /metrics, publish it."""
+        """Read the GPUs (in a worker thread), show the reading on /metrics, publish it; the
+        XIDs kept on the Node are taken back first, before the first reading that is published."""
+        if self.publisher is not None:
+            await self.publisher.restore(self.reader)
         reading = await asyncio.to_thread(self.reader.read)
         self.metrics.update(reading, time.time())
         self.health.set_ready()
@@ -139,9 +142,7 @@ async def run_agent(args: argparse.Namespace) -> int:
         publisher = None
         if node is not None and not args.no_publish:
             client = await KubeClient.connect(args.kubeconfig, args.context)
-            boot = boot_id()
-            await restore_xids(client, node, boot, reader)
-            publisher = NodePublisher(client, node, boot)
+            publisher = NodePublisher(client, node, boot_id())
         agent = NodeAgent(reader, AgentMetrics(node or os.uname().nodename), publisher, args.interval)
         port = await agent.start(args.metrics_host, args.metrics_port)
         log.info("usher agent on %s: /metrics on :%d, reading every %gs%s", agent.metrics.node, port, args.interval,

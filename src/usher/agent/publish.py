@@ -10,9 +10,11 @@ API server is away) is logged once per distinct error and tried again on the nex
 NVML forgets XIDs, so a GPU that took a critical one (fallen off the bus, an NVLink error, a GSP
 error) would come back into service when the agent restarts (a DaemonSet rollout, an eviction),
 though nothing was repaired. ``usher/gpu-xids`` keeps them: the node's boot id and the critical
-XIDs seen per GPU UUID. A restarted agent reads its Node first (``restore_xids``) and, when the
-node has not rebooted since, keeps those GPUs out; a reboot clears them. After a GPU reset without
-a reboot, the operator removes the annotation and restarts the agent's pod.
+XIDs seen per GPU UUID. A restarted agent reads its Node first (``NodePublisher.restore``) and,
+when the node has not rebooted since, keeps those GPUs out; a reboot clears them. Until that read
+succeeds, the record is left as it is (never written over with what this agent has seen alone),
+and the read is tried again at every reading. After a GPU reset without a reboot, the operator
+removes the annotation and restarts the agent's pod.
 """
 
 from __future__ import annotations
@@ -53,17 +55,11 @@ def node_annotations(reading: NodeReading, boot: str | None = None) -> dict[str,
     return out
 
 
-async def restore_xids(client: KubeClient, node: str, boot: str | None, reader: NvmlReader) -> dict[int, list[int]]:
+async def restore_xids(client: KubeClient, node: str, boot: str, reader: NvmlReader) -> dict[int, list[int]]:
     """Take back the critical XIDs the Node's ``usher/gpu-xids`` kept from before this agent
-    started, unless the node rebooted since; returns them by GPU index. A Node that cannot be
-    read or a value that cannot be parsed is logged, and nothing is taken back."""
-    if boot is None:
-        return {}
-    try:
-        obj = await client.get(f"/api/v1/nodes/{node}")
-    except KubeError as exc:
-        log.error("cannot read node %s for the XIDs seen before this agent started: %s", node, exc)
-        return {}
+    started, unless the node rebooted since; returns them by GPU index. A value that cannot be
+    parsed is logged, and nothing is taken back; a Node that cannot be read raises ``KubeError``."""
+    obj = await client.get(f"/api/v1/nodes/{node}")
     text = ((obj.get("metadata") or {}).get("annotations") or {}).get(str(Annotation.GPU_XIDS))
     if not text:
         return {}
@@ -91,12 +87,33 @@ class NodePublisher:
         self.client = client
         self.node = node
         self.boot = boot
+        #: the XIDs kept on the Node were read (or, without a boot id, none are kept): until then
+        #: ``usher/gpu-xids`` is left out of every patch, so the record stays as it was
+        self.restored = boot is None
+        self._restore_error: str | None = None
         self.written: dict[str, str] | None = None
         self._last_error: str | None = None
 
+    async def restore(self, reader: NvmlReader) -> dict[int, list[int]]:
+        """Take back the XIDs kept on the Node (``restore_xids``) once; a failed read is logged
+        once per distinct error and tried again at the next call."""
+        if self.restored or self.boot is None:
+            return {}
+        try:
+            found = await restore_xids(self.client, self.node, self.boot, reader)
+        except KubeError as exc:
+            message = str(exc)
+            if message != self._restore_error:
+                self._restore_error = message
+                log.error("cannot read node %s for the XIDs seen before this agent started (usher/gpu-xids is left as it is "
+                          "and read again at the next reading): %s", self.node, message)
+            return {}
+        self.restored, self._restore_error = True, None
+        return found
+
     async def publish(self, reading: NodeReading) -> bool:
         """Patch the Node if its annotations should change; True if a patch was accepted."""
-        wanted = node_annotations(reading, self.boot)
+        wanted = node_annotations(reading, self.boot if self.restored else None)
         if wanted == self.written:
             return False
         try:
