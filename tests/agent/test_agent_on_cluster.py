@@ -8,6 +8,7 @@ import logging
 
 import httpx
 import pytest
+from api_fixtures import api, server  # noqa: F401 (fixtures)
 from fake_nvml import FakeNvml, two_hgx_a100_4gpu
 
 from usher.agent import publish

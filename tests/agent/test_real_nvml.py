@@ -27,6 +27,7 @@ import time
 
 import httpx
 import pytest
+from api_fixtures import api, server  # noqa: F401 (fixtures)
 
 from usher.agent.main import NodeAgent
 from usher.agent.metrics import AgentMetrics

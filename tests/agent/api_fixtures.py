@@ -1,4 +1,7 @@
-"""The agent tests' API server: the sandbox's, over HTTP, with a client connected as a user's."""
+"""The agent tests' API server: the sandbox's, over HTTP, with a client connected as a user's.
+
+Imported by the test modules that use the fixtures (not a conftest.py: the tests import the root
+conftest by its module name, which a second conftest.py would shadow)."""
 
 from __future__ import annotations
 
