@@ -206,6 +206,10 @@ async def test_a_victim_that_cannot_be_evicted_costs_the_other_victims_nothing(s
     assert evictions(sb) == [], "a victim was evicted for a preemption that could not finish"
     said = [e["message"] for e in await sb.events_of(low_b["metadata"]["name"]) if e["reason"] == "EvictionBlocked"]
     assert said and "more than one PodDisruptionBudget" in said[0], said
+    # and the waiting pods say what the cluster shows, not what the called-off preemption assumed
+    for pod in await sb.pods("job-name=urgent"):
+        [why] = [c["message"] for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+        assert "0 GPUs are free" in why, why
 
 
 async def test_an_elastic_job_whose_budget_refuses_to_shrink_keeps_its_gpus(sb: UsherOnSandbox) -> None:

@@ -552,7 +552,10 @@ class KubeController:
             if leader and not self.paused:
                 await self._tear_down()
                 await self._schedule()
-                if now - self._last_status >= self.status_interval and (self._status_round is None or self._status_round.done()):
+                # (not while the engine's state awaits a rebuild: after a called-off preemption it
+                # takes the victims for stopped, and would tell the preemptor their GPUs are free)
+                if (now - self._last_status >= self.status_interval and not self.mirror.dirty
+                        and (self._status_round is None or self._status_round.done())):
                     # one round at a time: on a slow API server rounds would pile up, each
                     # writing the same conditions (and Events) again
                     self._last_status = now
@@ -1167,6 +1170,8 @@ class KubeController:
 
     async def _write_status(self) -> None:
         """Bring every waiting pod's PodScheduled condition (and Events) up to date."""
+        if self.mirror.dirty:
+            return  # the state is about to be derived again: explain it then
         self._busy += 1
         try:
             now = self.clock()
