@@ -550,6 +550,10 @@ class KubeController:
                 connection = self.connection
                 self.health.api_contact(connection.live, None if connection.live else f"the watches are {connection.state}")
             if leader and not self.paused:
+                if self.mirror.dirty:
+                    # marked while a command was awaited (leadership won meanwhile, a refused
+                    # eviction): decide on the state derived afresh, not on the one it replaces
+                    self.mirror.rebuild(self.clock())
                 await self._tear_down()
                 await self._schedule()
                 # (not while the engine's state awaits a rebuild: after a called-off preemption it
