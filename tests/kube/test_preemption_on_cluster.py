@@ -212,23 +212,29 @@ async def test_a_victim_that_cannot_be_evicted_costs_the_other_victims_nothing(s
         assert "0 GPUs are free" in why, why
 
 
-async def test_an_elastic_job_whose_budget_refuses_to_shrink_keeps_its_gpus(sb: UsherOnSandbox) -> None:
-    """An elastic PyTorchJob grown to 3 pods, under a PodDisruptionBudget that allows no
-    disruption; an urgent pod waits: the pod the job grew by cannot be taken back, so the urgent
-    pod must not be bound onto its GPUs (the kubelet would refuse it: a bare pod lost for good)."""
-    await eight_gpu_nodes(sb, 3)
+async def elastic_job_under_budget(sb: UsherOnSandbox, workers: int, max_unavailable: int) -> None:
+    """An elastic PyTorchJob (a master and ``workers`` workers, at least one) running whole on
+    as many 8-GPU nodes, under a PodDisruptionBudget; and a PriorityClass ``urgent``."""
+    await eight_gpu_nodes(sb, workers + 1)
     await sb.start_usher(sb.tmp, QUEUES)
     replica = {"restartPolicy": "OnFailure", "template": gpu_template(8)}
     await sb.create("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs", {
         "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "ft"},
-        "spec": {"elasticPolicy": {"minReplicas": 1, "maxReplicas": 2},
-                 "pytorchReplicaSpecs": {"Master": {**replica, "replicas": 1}, "Worker": {**replica, "replicas": 2}}},
+        "spec": {"elasticPolicy": {"minReplicas": 1, "maxReplicas": workers},
+                 "pytorchReplicaSpecs": {"Master": {**replica, "replicas": 1}, "Worker": {**replica, "replicas": workers}}},
     })
-    await running_whole(sb, "training.kubeflow.org/job-name=ft", 3)
+    await running_whole(sb, "training.kubeflow.org/job-name=ft", workers + 1)
     await sb.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "ft"},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"training.kubeflow.org/job-name": "ft"}}}})
+        "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": {"training.kubeflow.org/job-name": "ft"}}}})
     await priority_class(sb, "urgent", 1000)
+
+
+async def test_an_elastic_job_whose_budget_refuses_to_shrink_keeps_its_gpus(sb: UsherOnSandbox) -> None:
+    """An elastic PyTorchJob grown to 3 pods, under a PodDisruptionBudget that allows no
+    disruption; an urgent pod waits: the pod the job grew by cannot be taken back, so the urgent
+    pod must not be bound onto its GPUs (the kubelet would refuse it: a bare pod lost for good)."""
+    await elastic_job_under_budget(sb, workers=2, max_unavailable=0)
     urgent = gpu_template(8, labels={"app": "urgent"})
     urgent["spec"]["priorityClassName"] = "urgent"
     await create_pod(sb, "urgent", urgent)
@@ -242,19 +248,7 @@ async def test_an_elastic_job_whose_budget_refuses_to_shrink_keeps_its_gpus(sb: 
 async def test_an_elastic_job_is_not_shrunk_by_more_pods_than_its_budget_lets_go_together(sb: UsherOnSandbox) -> None:
     """Two pods to take back, under a budget that allows one disruption: each passes a dry run
     alone, but together the second would be refused after the first lost its work."""
-    await eight_gpu_nodes(sb, 4)
-    await sb.start_usher(sb.tmp, QUEUES)
-    replica = {"restartPolicy": "OnFailure", "template": gpu_template(8)}
-    await sb.create("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs", {
-        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "ft"},
-        "spec": {"elasticPolicy": {"minReplicas": 1, "maxReplicas": 3},
-                 "pytorchReplicaSpecs": {"Master": {**replica, "replicas": 1}, "Worker": {**replica, "replicas": 3}}},
-    })
-    await running_whole(sb, "training.kubeflow.org/job-name=ft", 4)
-    await sb.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "ft"},
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"training.kubeflow.org/job-name": "ft"}}}})
-    await priority_class(sb, "urgent", 1000)
+    await elastic_job_under_budget(sb, workers=3, max_unavailable=1)
     for i in range(2):
         urgent = gpu_template(8, labels={"app": "urgent", "usher/gang": "urgent", "usher/gang-size": "2"})
         urgent["spec"]["priorityClassName"] = "urgent"
