@@ -47,8 +47,12 @@ import httpx
 import yaml
 from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.controller import KubeController
+from usher.engine.backends.kube.objects import GPU_RESOURCE
+from usher.engine.scenario.models import NodeSpec
+from usher.fgd.command import parse_seeds
 from usher.sandbox.apiserver import FakeApiServer, FaultKind
-from usher.sandbox.objects import node_conditions, unreachable_conditions
+from usher.sandbox.nodefit import pod_requests
+from usher.sandbox.objects import node_conditions, node_object, unreachable_conditions
 from usher.sandbox.store import Change, Store, rfc3339
 from usher.sandbox.world import ManualClock
 
@@ -100,15 +104,6 @@ def queues_yaml(quota: int) -> str:
     return f"queues:\n  - {{name: research, quota: {{gpu: {quota}}}, namespaces: [default], preemption: {{withinQueue: LowerPriority}}}}\n"
 
 
-def gpu_node(name: str, gpus: int = GPUS_PER_NODE) -> dict[str, Any]:
-    """A Ready Node with ``gpus`` GPUs, 64 CPUs and 512 GiB."""
-    allocatable = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(gpus), "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node", "spec": {},
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}},
-            "status": {"capacity": dict(allocatable), "allocatable": allocatable,
-                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}
-
-
 def gang_job(name: str, size: int, gpus: int, duration: int | None, priority: str | None) -> dict[str, Any]:
     """A Job of ``size`` pods of ``gpus`` GPUs, one usher gang; without ``duration`` it runs until deleted.
     Evicted pods (DisruptionTarget) do not count against its backoff limit."""
@@ -123,10 +118,6 @@ def gang_job(name: str, size: int, gpus: int, duration: int | None, priority: st
         "parallelism": size, "completions": size, "backoffLimit": 1000,
         "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
         "template": {"metadata": {"labels": {"usher/gang": name}, "annotations": annotations}, "spec": spec}}}
-
-
-def gpus_requested(pod: dict[str, Any]) -> int:
-    return sum(int(((c.get("resources") or {}).get("requests") or {}).get("nvidia.com/gpu", 0)) for c in pod["spec"].get("containers", []))
 
 
 def phase(pod: dict[str, Any]) -> str | None:
@@ -201,7 +192,7 @@ class Cluster:
             await self.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
                 "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value})
         for name in self.node_names:
-            await self.request("POST", "/api/v1/nodes", gpu_node(name))
+            await self.request("POST", "/api/v1/nodes", node_object(NodeSpec(name=name, gpus=GPUS_PER_NODE, cpu=64_000, memory=512 * 2**30), rfc3339(self.clock.now())))
         self.server.store.add_listener(self.on_change)
         self.t0 = time.monotonic()
 
@@ -240,7 +231,7 @@ class Cluster:
         running = [p for p in self.server.store.list("pods").objects() if p["spec"].get("nodeName") and phase(p) not in DONE_PHASES]
         used: dict[str, int] = defaultdict(int)
         for p in running:
-            used[p["spec"]["nodeName"]] += gpus_requested(p)
+            used[p["spec"]["nodeName"]] += pod_requests(p).get(GPU_RESOURCE, 0)
         for name, gpus in used.items():
             try:
                 node = self.server.store.get("nodes", name)
@@ -250,7 +241,7 @@ class Cluster:
             if gpus <= allocatable:
                 continue
             ready = next((c["status"] for c in node["status"].get("conditions", []) if c["type"] == "Ready"), "?")
-            pods = " ".join(f"{p['metadata']['name']}({phase(p)},{gpus_requested(p)},{'T' if p['metadata'].get('deletionTimestamp') else ''},"
+            pods = " ".join(f"{p['metadata']['name']}({phase(p)},{pod_requests(p).get(GPU_RESOURCE, 0)},{'T' if p['metadata'].get('deletionTimestamp') else ''},"
                             f"{(p['metadata'].get('labels') or {}).get('usher/gang')})" for p in running if p["spec"]["nodeName"] == name)
             message = f"node {name} (Ready={ready}) overcommitted: {gpus} GPUs of {allocatable}: {pods}"
             if not self.violations or not self.violations[-1].split("] ", 1)[-1].startswith(message + ";"):
@@ -265,7 +256,7 @@ class Cluster:
                 m, status = p["metadata"], p.get("status") or {}
                 owner = ",".join(f"{o['kind']}/{o['name']}" for o in m.get("ownerReferences") or [])
                 out.append(f"  kubelet-side pod {m['name']} uid={m['uid'][:8]} phase={status.get('phase')} reason={status.get('reason')} "
-                           f"del={m.get('deletionTimestamp')} gpus={gpus_requested(p)} owner={owner} "
+                           f"del={m.get('deletionTimestamp')} gpus={pod_requests(p).get(GPU_RESOURCE, 0)} owner={owner} "
                            f"inRuns={m['uid'] in self.server.controllers.kubelet.runs} ann={(m.get('annotations') or {}).get('usher/gpus')} "
                            f"created={m.get('creationTimestamp')} rv={m.get('resourceVersion')}")
         return "\n".join(out + [line for r in self.replicas if not r.dead for line in replica_view(r, name)])
@@ -528,15 +519,6 @@ def run_seed(args: tuple[int, int, bool, bool]) -> SeedResult:
         return asyncio.run(chaos(*args))
     except Exception as exc:  # noqa: BLE001 - the sandbox or a replica did not start
         return SeedResult(args[0], violations=[f"the run failed: {exc!r}"], report=traceback.format_exc())
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``1-20``, ``3``, ``1-4,9,12-13`` -> the seeds, in order."""
-    seeds: list[int] = []
-    for part in text.split(","):
-        first, _, last = part.strip().partition("-")
-        seeds += range(int(first), int(last or first) + 1)
-    return seeds
 
 
 def seed_line(r: SeedResult) -> str:

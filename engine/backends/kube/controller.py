@@ -794,9 +794,7 @@ class KubeController:
         finally:
             if failed and job.current_run is not None and gang.job is job:
                 self.mirror.engine.shrink(job, failed, self.clock())
-            gang.binding, gang.binds_sent, job.settling = False, False, False
-            if gang.job is not None:
-                gang.job.settling = False  # the job a rebuild made for the gang meanwhile
+            _binds_over(gang, job)
             self._busy -= 1
             self.mirror.sync(gang, self.clock())
             self.mirror.forget_if_empty(gang)
@@ -987,10 +985,7 @@ class KubeController:
                 if decision.starts_work:
                     self.metrics.job_started(decision.job.queue, self.clock() - queued_since(decision.job))
         finally:
-            gang.binding, gang.binds_sent, gang.called_off = False, False, None
-            decision.job.settling = False
-            if gang.job is not None:
-                gang.job.settling = False  # the job a rebuild made for the gang meanwhile
+            _binds_over(gang, decision.job)
             self._busy -= 1
             self.mirror.sync(gang, self.clock())
             self.mirror.forget_if_empty(gang)
@@ -1174,8 +1169,6 @@ class KubeController:
 
     async def _write_status(self) -> None:
         """Bring every waiting pod's PodScheduled condition (and Events) up to date."""
-        if self.mirror.dirty:
-            return  # the state is about to be derived again: explain it then
         self._busy += 1
         try:
             now = self.clock()
@@ -1392,6 +1385,15 @@ def pod_scheduled_condition(reason: PendingReason, message: str) -> tuple[str, s
     """The reason and message of a waiting pod's ``PodScheduled=False`` condition; the message
     always starts with usher's own reason."""
     return (UNSCHEDULABLE if reason in CAPACITY_REASONS else str(reason)), f"{reason}: {message}"
+
+
+def _binds_over(gang: Gang, job: Job) -> None:
+    """A bind task of the gang's ended: nothing of it is in flight any more, for the job it bound
+    and for the job a rebuild made for the gang meanwhile."""
+    gang.binding, gang.binds_sent, gang.called_off = False, False, None
+    job.settling = False
+    if gang.job is not None:
+        gang.job.settling = False
 
 
 def _same_but_numbers(a: str, b: str) -> bool:

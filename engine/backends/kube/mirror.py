@@ -656,7 +656,7 @@ class Mirror:
             job = self._new_job(gang, members, now)
         self._refresh_flags(gang, job)
         placements = []
-        owing: list[tuple[PodView, PodGroup, PodPlacement]] = []
+        owing: list[tuple[PodView, int]] = []  # bound pods and the GPUs they hold beyond their placement
         on_nodes = {p.name for p in bound}
         claimed: dict[tuple[int, int], int] = {}  # (node, GPU) -> milli-GPUs placed by this adoption
         for gi, group_names in enumerate(gang.group_pods):
@@ -665,15 +665,16 @@ class Mirror:
                 if name not in on_nodes:
                     continue
                 view = gang.pods[name]
-                placement = self._placement_of(view, group, claimed)
-                if placement is not None:
-                    owing.append((view, group, placement))
+                found = self._placement_of(view, group, claimed)
+                if found is not None:
+                    placement, short = found
+                    owing.append((view, short))
                     placements.append(placement)
                     for g in placement.gpus:
                         claimed[placement.node_id, g] = claimed.get((placement.node_id, g), 0) + (placement.share or MILLI)
         self.engine.adopt(job, placements, min(p.created for p in bound))
-        for view, group, placement in owing:  # once the placements are allocated: never the same GPUs
-            self._owe(view, group, placement)
+        for view, short in owing:  # once the placements are allocated: never the same GPUs
+            self._owe(view, short)
         nodes = len({p.node for p in bound})
         if not gang.partial:
             what = ("started", f"on {plural(nodes, 'node')}") if same else ("adopt", f"found running on {plural(nodes, 'node')}")
@@ -681,14 +682,17 @@ class Mirror:
             gang.teardown = gang.teardown or self._lost_member(gang, placements, now)
         self._explain_leftovers(gang)
 
-    def _placement_of(self, pod: PodView, group: PodGroup, claimed: dict[tuple[int, int], int] | None = None) -> PodPlacement | None:
+    def _placement_of(
+        self, pod: PodView, group: PodGroup, claimed: dict[tuple[int, int], int] | None = None
+    ) -> tuple[PodPlacement, int] | None:
         """Where a bound pod holds GPUs: the GPUs its ``usher/gpus`` annotation names that are
         free here, and, for any it names that are not (gone when the node shrank, taken by
         another pod) or that it lacks, other free ones; never none while the node has room, or
         a pod running on a GPU that failed under it would leave its other GPUs to be given away.
         A named GPU out of service (``usher/gpu-health``) counts as held: nothing is placed on
         it anyway. ``claimed``: what the gang's pods placed before this one take (not allocated
-        yet), so two pods never count the same GPU."""
+        yet), so two pods never count the same GPU. Also gives how many GPUs it holds beyond
+        those (none were free: the engine still gave them to another run), for ``_owe``."""
         state = self.state
         if pod.node not in state.node_by_name:
             return None
@@ -712,16 +716,14 @@ class Mirror:
                 if not held and not claimed:
                     spare = pick_whole_gpus(node, min(missing, node.whole_free))  # the tightest NVLink island
                 held += spare[:missing]
-        return PodPlacement(pod.name, node.id, held, share if held else 0, group.cpu, group.memory)
+        placement = PodPlacement(pod.name, node.id, held, share if held else 0, group.cpu, group.memory)
+        return placement, max(0, want - len(held) - len(dead))
 
-    def _owe(self, pod: PodView, group: PodGroup, placement: PodPlacement) -> None:
-        """A bound pod adopted with fewer GPUs than it holds (``_placement_of`` found them given
-        to another run): the rest are taken as a holding is, now or as soon as room frees, so
-        that no node looks free while the kubelet counts it full."""
+    def _owe(self, pod: PodView, missing: int) -> None:
+        """A bound pod adopted with ``missing`` GPUs fewer than it holds (``_placement_of`` found
+        them given to another run): those are taken as a holding is, now or as soon as room
+        frees, so that no node looks free while the kubelet counts it full."""
         self._forgive(pod.key)
-        held = len(placement.gpus) if not group.share else (1 if placement.gpus else 0)
-        dead = sum(1 for g in dict.fromkeys(pod.gpus) if g in self.state.node(pod.node).out_of_service and g not in placement.gpus)
-        missing = (1 if group.share else group.whole_gpus) - held - dead
         if missing > 0 and pod.node is not None:
             debt = Holding(pod.node, Requests(0, 0, missing))
             self._debts[DEBT + pod.key] = debt
