@@ -25,6 +25,7 @@ from .state import (
     AuditEntry,
     ClusterState,
     Job,
+    PodGroup,
     PodPlacement,
     Run,
     Vec,
@@ -222,17 +223,12 @@ class Engine(Admitter):
                 continue
             before = len(run.placements)
             queue = state.queues[job.queue]
-            anchor = state.nodes[run.placements[0].node_id]
             for gi, name in missing(job):
                 group = job.groups[gi]
                 amount = (group.gpu_milli, group.cpu, group.memory)
                 if not quota.check(state, queue, amount, self.policy.borrowing).fits:
                     break
-                within = None
-                if group.topology_level is not None:
-                    level = group.topology_level
-                    within = state.domains[level][anchor.domains[level]].node_ids
-                node = placer.choose_node(group, within)
+                node = placer.choose_node(group, self._beside(run, group))
                 if node is None:
                     continue
                 with self._resizing(job, run):
@@ -240,6 +236,46 @@ class Engine(Admitter):
             if len(run.placements) > before:
                 state.audit.append(AuditEntry(now, "scheduler", AuditAction.GROW, job.name, f"{before} -> {len(run.placements)} of {job.total_pods} pods"))
         return result
+
+    def complete(self, job: Job, missing: list[tuple[int, str]], now: float) -> list[PodPlacement]:
+        """Place the pods a running job found partly bound still lacks, all of them or none,
+        beside the pods on nodes (in their topology domain): a leader died between the gang's
+        binds, and a PodDisruptionBudget keeps the bound pods from being evicted, so the gang is
+        completed rather than left waiting for its peers. Capacity alone decides: the leader that
+        bound the first pods admitted the gang whole, so its quota is not asked again. The run
+        holds the placements at once; the caller binds them (``missing`` names the pods, with
+        their group's index, as for ``grow``) and gives back with ``shrink`` those it cannot."""
+        run = job.current_run
+        if run is None or not run.placements or not missing:
+            return []
+        state = self.state
+        placer = Placer(state, scoring=self.policy.scoring)
+        for gi, name in missing:
+            group = job.groups[gi]
+            node = placer.choose_node(group, self._beside(run, group))
+            if node is None:
+                placer.undo(job)
+                return []
+            placer.put(job, group, node, name)
+        result = CycleResult()
+        before = len(run.placements)
+        state.age_usage(now)
+        with self._resizing(job, run):
+            for placement in placer.taken:
+                group = job.groups[next(gi for gi, name in missing if name == placement.pod)]
+                self.bind_pod(job, placement, (group.gpu_milli, group.cpu, group.memory), now, False, result)
+        state.audit.append(AuditEntry(now, "scheduler", AuditAction.COMPLETE, job.name,
+                                      f"{before} -> {len(run.placements)} of {job.total_pods} pods: found partly bound, its teardown refused"))
+        return list(placer.taken)
+
+    def _beside(self, run: Run, group: PodGroup) -> list[int] | None:
+        """The nodes a pod of ``group`` joining ``run`` may go to: its topology domain's, or any."""
+        if group.topology_level is None:
+            return None
+        state = self.state
+        level = group.topology_level
+        anchor = state.nodes[run.placements[0].node_id]
+        return state.domains[level][anchor.domains[level]].node_ids
 
     def shrink_for_waiting(self, now: float) -> list[tuple[Job, set[str]]]:
         """Make room for the most urgent job that waits for capacity by taking back the pods that

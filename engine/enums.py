@@ -102,6 +102,7 @@ class AuditAction(StrEnum):
     PREEMPT = "preempt"
     BIND = "bind"  # a bind the backend could not carry out
     GROW = "grow"
+    COMPLETE = "complete"  # on a cluster: a gang found partly bound was bound whole, its teardown refused
     SHRINK = "shrink"
     MOVE = "move"  # consolidation moved a job to make room for a gang
     MAKE_ROOM = "make-room"  # the gang that consolidation started

@@ -107,6 +107,10 @@ def service_defaults(service: JsonObject, creating: bool) -> None:
 
 
 def _pod_template_defaults(template: JsonObject) -> None:
+    metadata = template.get("metadata")
+    if isinstance(metadata, dict) and "creationTimestamp" in metadata and metadata["creationTimestamp"] is None:
+        # a zero time, as kubectl before 1.34 writes it: today's API types omit it when stored
+        del metadata["creationTimestamp"]
     spec = template.setdefault("spec", {})
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("dnsPolicy", "ClusterFirst")

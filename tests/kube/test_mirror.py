@@ -729,3 +729,32 @@ def test_a_job_whose_grow_is_on_its_way_gives_nothing_back_to_a_waiting_job():
     m.pod_changed(urgent, urgent.key, 11.0)
     m.engine.cycle(11.0)
     assert m.engine.shrink_for_waiting(11.0) == []
+
+
+def _half_bound(size: int) -> Mirror:
+    """A gang of ``size`` pods that must share a rack, found with one pod on n2 (rack r1)."""
+    m = mirror_with()  # n0, n1 in rack r0; n2, n3 in r1
+    rack = {"usher/topology-required": "usher/rack"}
+    restart_with(m, pod("w-0", gang="train", size=size, node_name="n2", annotations=rack | {"usher/gpus": "0,1,2,3,4,5,6,7"}),
+                 *(pod(f"w-{i}", gang="train", size=size, annotations=rack) for i in range(1, size)))
+    return m
+
+
+def test_a_gang_found_half_bound_is_completed_inside_its_bound_pods_topology_domain():
+    m = _half_bound(2)
+    gang = m.gangs["ml/train"]
+    placements = m.engine.complete(gang.job, m.unplaced_members(gang), 5.0)
+    # n0 comes first in the cluster's order, but the gang must share a rack with w-0 (on n2)
+    assert [(p.pod, m.state.nodes[p.node_id].name) for p in placements] == [("w-1", "n3")]
+    assert m.state.node("n3").whole_free == 0 and len(gang.job.current_run.placements) == 2
+    assert m.state.queues["team-a"].usage[0] == 16_000
+    assert m.state.audit[-1].action == "complete"
+
+
+def test_a_gang_found_half_bound_is_completed_whole_or_not_at_all():
+    m = _half_bound(3)
+    gang = m.gangs["ml/train"]
+    # two pods to place and only n3 left in rack r1: none is placed, nothing is held for them
+    assert m.engine.complete(gang.job, m.unplaced_members(gang), 5.0) == []
+    assert m.state.node("n3").whole_free == 8 and len(gang.job.current_run.placements) == 1
+    assert m.state.queues["team-a"].usage[0] == 8_000

@@ -101,3 +101,68 @@ async def test_a_gang_whose_bind_is_refused_for_good_waits_longer_after_each_ref
 
 async def _async(value):
     return value
+
+
+async def _bind_by_hand(sb: UsherOnSandbox, name: str, node_name: str, gpus: str) -> None:
+    """What a leader that died right after it does leaves behind: one pod of the gang bound."""
+    await sb.create(f"{PODS}/{name}/binding", {
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "annotations": {"usher/gpus": gpus}},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}})
+    await sb.pod_where(name, lambda p: p.get("status", {}).get("phase") == "Running")
+
+
+async def test_a_gang_a_dead_leader_left_half_bound_under_a_budget_is_completed_beside_its_running_pod(sb: UsherOnSandbox) -> None:
+    """A leader bound one pod of a two-pod gang and died before the second bind. The gang's
+    PodDisruptionBudget (minAvailable 2) refuses the eviction of the running pod, so the new leader
+    cannot tear the gang down; rather than leave that pod waiting for its peer for as long as the
+    budget holds, it places the other pod and binds it, and the gang runs whole. The running pod
+    is never evicted, and no GPU is given twice."""
+    for i in range(2):
+        await sb.create("/api/v1/nodes", node(f"gpu-{i}"))
+    await _guard(sb)
+    for i in range(2):
+        await sb.create(PODS, _member(f"g-{i}"))
+    await _bind_by_hand(sb, "g-0", "gpu-0", "0,1,2,3")
+    first = await sb.get(f"{PODS}/g-0")
+    await sb.start_usher(sb.tmp, "queues:\n  - {name: research, quota: {gpu: 64}, namespaces: [default]}\n")
+    pods = await sb.until(lambda: _both_running(sb), "the gang runs whole")
+    assert first["metadata"]["uid"] in {p["metadata"]["uid"] for p in pods}
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    second = by_name["g-1"]
+    if second["spec"]["nodeName"] == "gpu-0":  # beside it: on the GPUs it leaves
+        assert not set(second["metadata"]["annotations"]["usher/gpus"].split(",")) & {"0", "1", "2", "3"}
+    blocked = [e for e in await sb.events_of("g-0") if e["reason"] == "EvictionBlocked"]
+    assert blocked  # the teardown was tried, and refused
+    scheduled = [e for e in await sb.events_of("g-1") if e["reason"] == "Scheduled"]
+    assert scheduled and "PodDisruptionBudget" in scheduled[-1]["message"]
+    gang = sb.usher.mirror.gangs["default/g"]
+    assert gang.teardown is None and not gang.partial
+    assert sb.usher.state.queues["research"].usage[0] == 8_000
+
+
+async def test_a_refused_rollback_is_still_completed_after_usher_derives_its_state_again(sb: UsherOnSandbox) -> None:
+    """A rollback a budget refuses is to be completed, but the completing bind fails too; then a
+    node joins, and usher derives its state again from the cluster, which no longer says where
+    the rollback meant to put the pod. The gang is found partly bound, its teardown is refused
+    again, and usher places and binds the rest anew: the gang runs whole, never half for good."""
+    await sb.create("/api/v1/nodes", node("gpu-0"))
+    await sb.start_usher(sb.tmp, "queues:\n  - {name: research, quota: {gpu: 64}, namespaces: [default]}\n")
+    clock = [0.0]
+    sb.usher.monotonic = lambda: clock[0]
+    await _guard(sb)
+    refused = sb.server.inject(FaultKind.ERROR, method="POST", path="*/pods/g-1/binding", status=403, times=2)
+    for i in range(2):
+        await sb.create(PODS, _member(f"g-{i}"))
+    await sb.until(lambda: _async(refused.fired == 2), "the bind and the completing bind are both refused")
+    first = await sb.pod_where("g-0", lambda p: p.get("status", {}).get("phase") == "Running")
+    await sb.create("/api/v1/nodes", node("gpu-1"))
+    await sb.until(lambda: _async(sb.usher.mirror.gangs["default/g"].completable), "found partly bound after the rebuild")
+
+    async def whole() -> list[dict] | None:
+        clock[0] += 5.0  # the teardown's retry clock
+        sb.usher._wake.set()
+        return await _both_running(sb)
+
+    pods = await sb.until(whole, "the gang runs whole")
+    assert first["metadata"]["uid"] in {p["metadata"]["uid"] for p in pods}
+    assert sb.usher.mirror.gangs["default/g"].teardown is None

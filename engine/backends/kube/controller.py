@@ -1036,27 +1036,55 @@ class KubeController:
         self._wake.set()
 
     async def _complete(self, gang: Gang) -> bool:
-        """Bind the pods a refused rollback left unbound (``Gang.to_bind``) where they were to
-        go; True when the gang is whole again and runs on."""
-        views = [(gang.pods.get(name), node, gpus) for name, (node, gpus) in sorted(gang.to_bind.items())]
-        if any(v is None or not v.live or v.bound or v.terminating for v, _, _ in views) or not self.may_write():
-            return False  # a pod went, or is bound elsewhere: the rollback goes on
-        errors = [e for e in await asyncio.gather(*(self._bind_one(gang, v, node, gpus) for v, node, gpus in views if v is not None)) if e]
-        if errors:
-            log.warning("completing %s after its rollback was refused: %s", gang.key, errors[0])
+        """Bind the pods a refused teardown left unbound (``Gang.to_bind``: a rollback's, where
+        they were to go; a gang found partly bound, where ``Engine.complete`` placed them); True
+        when the gang is whole again and runs on."""
+        if not self.may_write():
             return False
-        log.info("bind %s: completed where its rollback was refused by a PodDisruptionBudget", gang.key)
-        for v, node, _ in views:
-            if v is not None:
-                self._spawn(self._event(_pod_ref(v), EventReason.SCHEDULED,
-                                        f"Successfully assigned {v.key} to {node} with gang {gang.title or gang.key} "
-                                        "(its first bind failed, and a PodDisruptionBudget kept the rest of the gang running)"))
+        views = [(gang.pods.get(name), node, gpus) for name, (node, gpus) in sorted(gang.to_bind.items())]
+        if any(v is None or not v.live or v.terminating or (v.bound and v.node != node) for v, node, _ in views):
+            # a pod went, or is bound elsewhere: the teardown goes on; a completion placed anew
+            # gives its room back, to be placed again at the next refusal
+            job = gang.job
+            if gang.completable and job is not None and job.current_run is not None:
+                self.mirror.engine.shrink(job, set(gang.to_bind), self.clock(), note=False)
+                gang.to_bind = {}
+            return False
+        todo = [(v, node, gpus) for v, node, gpus in views if v is not None and not v.bound]
+        errors = [e for e in await asyncio.gather(*(self._bind_one(gang, v, node, gpus) for v, node, gpus in todo)) if e]
+        if errors:
+            log.warning("completing %s after its teardown was refused: %s", gang.key, errors[0])
+            return False
+        why = ("a leader left it partly bound" if gang.completable else "its first bind failed")
+        log.info("bind %s: completed where its teardown was refused by a PodDisruptionBudget (%s)", gang.key, why)
+        for v, node, _ in todo:
+            self._spawn(self._event(_pod_ref(v), EventReason.SCHEDULED,
+                                    f"Successfully assigned {v.key} to {node} with gang {gang.title or gang.key} "
+                                    f"({why}, and a PodDisruptionBudget kept the rest of the gang running)"))
         gang.teardown = None
         gang.to_bind = {}
         gang.complete_at = (-math.inf, 0.0)
+        gang.completable = gang.partial = False
         gang.bind_retry, gang.bind_error = (-math.inf, 0.0), None
         self.mirror.sync(gang, self.clock())
         return True
+
+    def _plan_completion(self, gang: Gang) -> None:
+        """Every eviction of a gang found partly bound was refused by a budget: place the pods it
+        lacks beside those on nodes (``Engine.complete``), for ``_complete`` to bind."""
+        job = gang.job
+        if job is None or job.current_run is None:
+            return
+        placements = self.mirror.engine.complete(job, self.mirror.unplaced_members(gang), self.clock())
+        if not placements:
+            log.info("teardown %s refused by a PodDisruptionBudget; no room yet to complete it instead", gang.key)
+            return
+        gang.to_bind = {p.pod: (self.state.nodes[p.node_id].name, list(p.gpus)) for p in placements}
+        gang.complete_at = (-math.inf, 0.0)
+        log.info("teardown %s refused by a PodDisruptionBudget: completing it instead, %s", gang.key,
+                 ", ".join(f"{pod} on {node}" for pod, (node, _) in sorted(gang.to_bind.items())))
+        self.mirror.sync(gang, self.clock())
+        self._wake.set()
 
     def _next_wait(self, last: float | None) -> float:
         """The teardown's wait before its next try: ``eviction_retry``, doubled after each try
@@ -1142,6 +1170,7 @@ class KubeController:
         for gang in self.mirror.half_bound():
             # not ours to finish (we are not binding it): a leader before us died between its binds
             gang.teardown = f"found partly bound: {len(gang.bound())} of its {gang.required} pods on nodes"
+            gang.completable = True
             self.mirror.sync(gang, self.clock())
         now = self.monotonic()
         for gang in self.mirror.teardowns():
@@ -1159,11 +1188,15 @@ class KubeController:
             ]
             if pods:
                 log.info("teardown %s (%s): evicting %s", gang.key, gang.teardown, ", ".join(v.name for v in pods))
+            refused = 0
             for view in pods:
                 tried = self._evict_tried.get(view.uid)
                 wait = self._next_wait(tried[1] if tried is not None else None)
                 self._evict_tried[view.uid] = (now + wait, wait)
-                await self._evict(view, f"gang {gang.key} is being stopped: {gang.teardown}", EventReason.GANG_BROKEN)
+                failure = await self._evict(view, f"gang {gang.key} is being stopped: {gang.teardown}", EventReason.GANG_BROKEN)
+                refused += failure is not None and BUDGET_REFUSED in failure
+            if gang.completable and not gang.to_bind and pods and refused == len(pods) == len(gang.bound()):
+                self._plan_completion(gang)
 
     # -- why pending ----------------------------------------------------------------------
 

@@ -91,6 +91,10 @@ class Gang:
     to_bind: dict[str, tuple[str, list[int]]] = field(default_factory=dict)
     #: when the controller may next try to complete it (monotonic seconds), and the wait before
     complete_at: tuple[float, float] = (-math.inf, 0.0)
+    #: torn down because it was found partly bound (a leader died between its binds): its pods
+    #: wait for their peers, so when a budget refuses every eviction the rest are placed and bound
+    #: instead (``Engine.complete``; a lost member's gang is not: its pods lost their peer)
+    completable: bool = False
     #: its binds failed: not admitted again before this moment (monotonic seconds), the wait
     #: that led to it (doubled at the next failure), and the first error of the last try
     bind_retry: tuple[float, float] = (-math.inf, 0.0)
@@ -433,6 +437,7 @@ class Mirror:
         gang.teardown = None
         gang.to_bind = {}
         gang.complete_at = (-math.inf, 0.0)
+        gang.completable = False
         gang.partial = False
         gang.completed.clear()
         gang.departed.clear()
@@ -743,6 +748,12 @@ class Mirror:
             bound = len(gang.bound())
             gang.reason = PendingReason.WAITING_FOR_GANG
             gang.message = f"The gang is being bound: {bound} of its {gang.required} pods are on nodes."
+        elif gang.teardown is not None and gang.to_bind:
+            gang.reason = PendingReason.WAITING_FOR_GANG
+            gang.message = (
+                f"The gang is being completed: a PodDisruptionBudget keeps its {plural(len(gang.bound()), 'pod')} on nodes "
+                f"running, so usher binds the rest where there is room ({gang.teardown})."
+            )
         elif gang.teardown is not None:
             gang.reason = PendingReason.WAITING_FOR_GANG
             gang.message = (
@@ -765,8 +776,15 @@ class Mirror:
     def missing_pods(self, job: Job) -> list[tuple[int, str]]:
         """The pods an elastic job may still grow by: its gang's waiting pods, with their group."""
         gang = self.gang_of_job.get(job.id)
-        run = job.current_run
-        if gang is None or run is None or gang.teardown is not None or gang.binding:
+        if gang is None or gang.teardown is not None or gang.binding:
+            return []
+        return self.unplaced_members(gang)
+
+    def unplaced_members(self, gang: Gang) -> list[tuple[int, str]]:
+        """The gang's waiting pods that its job's run does not place yet, with their group."""
+        job = gang.job
+        run = job.current_run if job is not None else None
+        if run is None:
             return []
         placed = {p.pod for p in run.placements}
         waiting = {p.name for p in gang.unbound()}
@@ -860,6 +878,7 @@ class Mirror:
                 # refused rollback's room is not kept, so it is not completed there any more)
                 gang.teardown = None
                 gang.to_bind = {}
+                gang.completable = False
                 self.sync(gang, now)
         for key, holding in self.holdings.items():
             self._take(key, holding)
