@@ -1075,7 +1075,9 @@ class KubeController:
         job = gang.job
         if job is None or job.current_run is None:
             return
-        placements = self.mirror.engine.complete(job, self.mirror.unplaced_members(gang), self.clock())
+        short = min(gang.minimum or gang.required, gang.required) - len(gang.bound()) - len(gang.completed)
+        missing = self.mirror.unplaced_members(gang)[:max(0, short)]  # an elastic gang: up to its minimum
+        placements = self.mirror.engine.complete(job, missing, self.clock())
         if not placements:
             log.info("teardown %s refused by a PodDisruptionBudget; no room yet to complete it instead", gang.key)
             return
