@@ -335,7 +335,7 @@ class Engine(Admitter):
             gone = [p for p in run.placements if p.pod in pods]
             run.placements[:] = [p for p in run.placements if p.pod not in pods]
             for p in gone:
-                state.release(state.nodes[p.node_id], p.gpus, p.share, p.cpu, p.memory)
+                state.release(state.nodes[p.node_id], p.gpus, p.share, p.cpu, p.memory, p.extra)
                 if not any(o.node_id == p.node_id for o in run.placements):
                     state.nodes[p.node_id].jobs.discard(job.id)
                 amount = (p.gpu_milli, p.cpu, p.memory)

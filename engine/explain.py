@@ -16,7 +16,7 @@ state as it is when they are first read.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import fmt
 from .enums import JobState, PendingReason
@@ -31,7 +31,7 @@ from .policy.placement import (
     request_of,
 )
 from .scenario.quantity import format_cpu, format_memory
-from .state import INF, MILLI, RESOURCE_NAMES, ClusterState, Job, PodGroup
+from .state import INF, MILLI, PODS, RESOURCE_NAMES, ClusterState, Job, PodGroup
 
 #: a lazy field not worked out yet
 _LATER: Any = object()
@@ -142,10 +142,29 @@ def _asks(job: Job) -> str:
     return text
 
 
-def _capacity_numbers(state: ClusterState) -> tuple[int, int]:
-    free = state.total_whole_free
-    best = max((n.whole_free for n in state.nodes if n.schedulable), default=0)
-    return free, best
+class Capacity(NamedTuple):
+    """The capacity figures the sentences quote, taken once per round of explanations."""
+
+    #: whole GPUs free on schedulable nodes, and the most on one
+    free: int
+    best: int
+    #: per resource beyond GPUs, CPU and memory: the most one schedulable node offers, the most
+    #: one has free, and how many offer any
+    extras: dict[str, tuple[int, int, int]]
+
+
+def _capacity_numbers(state: ClusterState) -> Capacity:
+    best = 0
+    extras: dict[str, tuple[int, int, int]] = {}
+    for n in state.nodes:
+        if not n.schedulable:
+            continue
+        best = max(best, n.whole_free)
+        for name, offered in n.extra.items():
+            if offered > 0:
+                top, top_free, count = extras.get(name, (0, 0, 0))
+                extras[name] = (max(top, offered), max(top_free, n.extra_free.get(name, 0)), count + 1)
+    return Capacity(state.total_whole_free, best, extras)
 
 
 def _constrained(job: Job) -> PodGroup | None:
@@ -259,7 +278,7 @@ def message(
     reason: PendingReason,
     now: float,
     borrowing: bool = True,
-    capacity: tuple[int, int] | None = None,
+    capacity: Capacity | None = None,
 ) -> str:
     """The sentence for ``job`` waiting for ``reason``. ``capacity`` is ``_capacity_numbers``
     of this state when the caller has it already (it walks every node)."""
@@ -284,7 +303,8 @@ def message(
                 "it cannot start unless the quota grows."
             )
         return f"Asks for {amount(res, request[r])} but {_room_words(state, q, r, request[r], borrowing)}."
-    free, best = capacity if capacity is not None else _capacity_numbers(state)
+    capacity = capacity if capacity is not None else _capacity_numbers(state)
+    free, best = capacity.free, capacity.best
     if reason == PendingReason.NO_MATCHING_NODES:
         pod = no_matching_nodes(state, job) or job.groups[0]
         found = diagnose(state, pod)
@@ -330,6 +350,9 @@ def message(
     cpu_note = ""
     if pod.cpu or pod.memory:
         cpu_note = f", {format_cpu(pod.cpu)} CPU and {format_memory(pod.memory)} per pod"
+    short = _extras_short(job, capacity.extras)
+    if short is not None:
+        return f"Asks for {_asks(job)}{cpu_note}; {short} ({fmt.plural(free, 'GPU')} free on schedulable nodes)."
     constrained = _constrained(job)
     if constrained is not None:
         return (
@@ -340,6 +363,18 @@ def message(
         f"Asks for {_asks(job)}{cpu_note}; {fmt.plural(free, 'GPU')} {fmt.verb(free, 'is', 'are')} free on schedulable nodes, "
         f"at most {best} on one node."
     )
+
+
+def _extras_short(job: Job, extras: dict[str, tuple[int, int, int]]) -> str | None:
+    """Words for the first resource beyond GPUs, CPU and memory that a pod of ``job`` asks, that
+    some schedulable node offers enough of and none has free enough of now; None when there is none."""
+    for g in job.groups:
+        for name, amount in g.extra:
+            top, top_free, count = extras.get(name, (0, 0, 0))
+            if top >= amount > top_free:
+                what = "a place among its node's pods" if name == PODS else f"{amount} {name}"
+                return f"each pod also asks for {what}, which is taken on every node that offers it ({fmt.plural(count, 'node')})"
+    return None
 
 
 class _Plan:
@@ -356,7 +391,7 @@ class _Plan:
         self.borrowing = borrowing
         self._starts: dict[int, float] | None = None
         #: the capacity figures and the counters of the state they were taken on
-        self._capacity: tuple[tuple[int, ...], tuple[int, int]] | None = None
+        self._capacity: tuple[tuple[int, ...], Capacity] | None = None
 
     def starts(self) -> dict[int, float]:
         """Planned starts of every pending job the planner places (``estimate_starts``)."""

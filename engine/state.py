@@ -86,6 +86,12 @@ Shape = tuple[str, int, tuple[int, ...], int]
 MEMORY_UNIT = 1 << 20
 #: A resource vector: (gpu milli, cpu millicores, memory bytes).
 Vec = tuple[int, int, int]
+#: what a pod asks of its node beyond GPUs, CPU and memory, as (resource name, amount) pairs
+#: sorted by name: a cluster's extended resources (``rdma/ib``), hugepages, ephemeral storage
+#: and the pod count; a node offers only those it lists (``Node.extra``), none of the others
+Extras = tuple[tuple[str, int], ...]
+#: the extra every pod on a cluster takes one of: a node's pod limit (its ``pods`` allocatable)
+PODS = "pods"
 #: A quota vector: the same resources; ``inf`` where a queue sets no limit.
 QuotaVec = tuple[float, float, float]
 RESOURCE_NAMES = ("gpu", "cpu", "memory")
@@ -129,6 +135,11 @@ class Node:
     #: taints as generic ``(key, value, effect)`` tuples; the backend decides what they mean
     #: for a pod (``PodGroup.eligible``), the engine only carries them
     taints: tuple[tuple[str, str, str], ...] = ()
+    #: what it offers of the resources pods ask beyond GPUs, CPU and memory (``Extras``); set
+    #: before ``ClusterState.add_node``
+    extra: dict[str, int] = field(default_factory=dict)
+    #: what is left of ``extra``
+    extra_free: dict[str, int] = field(default_factory=dict)
 
     @property
     def schedulable(self) -> bool:
@@ -180,6 +191,8 @@ class PodGroup:
     preferred: tuple[frozenset[int], ...] = ()
     #: why the nodes outside ``eligible`` are excluded, in words, for "why pending" messages
     exclusions: str | None = field(default=None, compare=False)
+    #: what each pod asks beyond GPUs, CPU and memory (``Extras``)
+    extra: Extras = ()
 
     @property
     def whole_gpus(self) -> int:
@@ -204,6 +217,8 @@ class PodPlacement:
     memory: int
     #: when the pod was bound, if later than its run's start (pod-by-pod admission only)
     bound_at: float | None = None
+    #: what it takes beyond GPUs, CPU and memory (``Extras``)
+    extra: Extras = ()
 
     @property
     def gpu_milli(self) -> int:
@@ -579,6 +594,7 @@ class ClusterState:
         node.whole_free = node.gpus_in_service
         node.cpu_free = node.cpu
         node.mem_free = node.memory
+        node.extra_free = dict(node.extra)
         self.nodes.append(node)
         self.node_by_name[node.name] = node.id
         self.change_counter += 1
@@ -678,8 +694,9 @@ class ClusterState:
 
     # -- capacity changes -----------------------------------------------------------------
 
-    def allocate(self, node: Node, gpus: list[int], share: int, cpu: int, memory: int) -> None:
-        """Take GPUs (whole, or ``share`` milli of each listed GPU), CPU and memory on a node."""
+    def allocate(self, node: Node, gpus: list[int], share: int, cpu: int, memory: int, extra: Extras = ()) -> None:
+        """Take GPUs (whole, or ``share`` milli of each listed GPU), CPU, memory and ``extra``
+        on a node."""
         indexed = node.schedulable
         whole_before = node.whole_free
         if indexed and self.workload is not None:
@@ -692,12 +709,16 @@ class ClusterState:
             free[i] -= take
         node.cpu_free -= cpu
         node.mem_free -= memory
+        if extra:
+            left = node.extra_free
+            for name, amount in extra:
+                left[name] = left.get(name, 0) - amount
         if indexed:
             self._reindex(node, whole_before, len(gpus) * take)
             if self.workload is not None:
                 self._shape_add(node)
 
-    def release(self, node: Node, gpus: list[int], share: int, cpu: int, memory: int) -> None:
+    def release(self, node: Node, gpus: list[int], share: int, cpu: int, memory: int, extra: Extras = ()) -> None:
         """Give back what ``allocate`` took."""
         indexed = node.schedulable
         whole_before = node.whole_free
@@ -711,6 +732,10 @@ class ClusterState:
                 node.whole_free += 1
         node.cpu_free += cpu
         node.mem_free += memory
+        if extra:
+            left = node.extra_free
+            for name, amount in extra:
+                left[name] = left.get(name, 0) + amount
         if indexed:
             self._reindex(node, whole_before, -len(gpus) * give)
             if self.workload is not None:
@@ -748,31 +773,35 @@ class ClusterState:
     def place(self, job: Job, placements: list[PodPlacement]) -> None:
         for p in placements:
             node = self.nodes[p.node_id]
-            self.allocate(node, p.gpus, p.share, p.cpu, p.memory)
+            self.allocate(node, p.gpus, p.share, p.cpu, p.memory, p.extra)
             node.jobs.add(job.id)
 
     def unplace(self, job: Job, placements: list[PodPlacement]) -> None:
         for p in placements:
             node = self.nodes[p.node_id]
-            self.release(node, p.gpus, p.share, p.cpu, p.memory)
+            self.release(node, p.gpus, p.share, p.cpu, p.memory, p.extra)
             node.jobs.discard(job.id)
 
     def room_for(self, placements: list[PodPlacement]) -> bool:
-        """Whether every placement fits its node as things are (schedulable, its GPUs, CPU and
-        memory free), all of them together."""
-        need: dict[int, tuple[dict[int, int], int, int]] = {}
+        """Whether every placement fits its node as things are (schedulable, its GPUs, CPU,
+        memory and extras free), all of them together."""
+        need: dict[int, tuple[dict[int, int], int, int, dict[str, int]]] = {}
         for p in placements:
             if not 0 <= p.node_id < len(self.nodes):
                 return False
-            gpus, cpu, memory = need.get(p.node_id, ({}, 0, 0))
+            gpus, cpu, memory, extra = need.get(p.node_id, ({}, 0, 0, {}))
             for i in p.gpus:
                 gpus[i] = gpus.get(i, 0) + (p.share or MILLI)
-            need[p.node_id] = (gpus, cpu + p.cpu, memory + p.memory)
-        for node_id, (gpus, cpu, memory) in need.items():
+            for name, amount in p.extra:
+                extra[name] = extra.get(name, 0) + amount
+            need[p.node_id] = (gpus, cpu + p.cpu, memory + p.memory, extra)
+        for node_id, (gpus, cpu, memory, extra) in need.items():
             node = self.nodes[node_id]
             if not node.schedulable or node.cpu_free < cpu or node.mem_free < memory:
                 return False
             if any(i >= len(node.gpu_free) or node.gpu_free[i] < milli for i, milli in gpus.items()):
+                return False
+            if any(node.extra_free.get(name, 0) < amount for name, amount in extra.items()):
                 return False
         return True
 
@@ -782,7 +811,7 @@ class ClusterState:
         self.give_back_room(room.job_id, now)  # one room per job: a room kept before is released
         self.age_usage(now)
         for p in room.placements:
-            self.allocate(self.nodes[p.node_id], p.gpus, p.share, p.cpu, p.memory)
+            self.allocate(self.nodes[p.node_id], p.gpus, p.share, p.cpu, p.memory, p.extra)
         q = self.queues[self.jobs[room.job_id].queue]
         for k in range(3):
             q.usage[k] += room.charged[k]
@@ -796,7 +825,7 @@ class ClusterState:
             return None
         self.age_usage(now)
         for p in room.placements:
-            self.release(self.nodes[p.node_id], p.gpus, p.share, p.cpu, p.memory)
+            self.release(self.nodes[p.node_id], p.gpus, p.share, p.cpu, p.memory, p.extra)
         q = self.queues[self.jobs[room.job_id].queue]
         for k in range(3):
             q.usage[k] -= room.charged[k]

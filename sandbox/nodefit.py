@@ -1,7 +1,8 @@
 """What a pod asks of a node, and whether a node can take it: shared by the sandbox's controllers.
 
 - :func:`pod_requests`: the effective requests as the scheduler and the kubelet compute them
-  (the containers summed, the largest init container if larger, plus ``spec.overhead``), in
+  (the containers and sidecars summed, the largest init container with the sidecars before it
+  if larger, plus ``spec.overhead``), in
   integral units (cpu in millicores, memory in bytes, extended resources as counts, ``pods`` 1);
 - :func:`node_allocatable`, :func:`usage` (the non-terminal pods bound to each node);
 - :func:`insufficient`: the resources that do not fit, as ``(name, requested, used, capacity)``;
@@ -42,15 +43,28 @@ def _requests_of(container: Mapping[str, Any]) -> dict[str, int]:
 
 
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
-    """The pod's effective requests, with ``pods: 1``."""
+    """The pod's effective requests, with ``pods: 1``: the app containers and the sidecars (init
+    containers with ``restartPolicy: Always``, which run beside them), or, if larger, an ordinary
+    init container with the sidecars started before it; plus the overhead."""
     spec = pod.get("spec") or {}
     total: dict[str, int] = {}
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for c in spec.get("initContainers") or []:
+        requests = _requests_of(c)
+        if c.get("restartPolicy") == "Always":
+            for k, v in requests.items():
+                sidecars[k] = sidecars.get(k, 0) + v
+        else:
+            for k in requests.keys() | sidecars.keys():
+                init_peak[k] = max(init_peak.get(k, 0), requests.get(k, 0) + sidecars.get(k, 0))
     for c in spec.get("containers") or []:
         for k, v in _requests_of(c).items():
             total[k] = total.get(k, 0) + v
-    for c in spec.get("initContainers") or []:
-        for k, v in _requests_of(c).items():
-            total[k] = max(total.get(k, 0), v)
+    for k, v in sidecars.items():
+        total[k] = total.get(k, 0) + v
+    for k, v in init_peak.items():
+        total[k] = max(total.get(k, 0), v)
     for k, v in (spec.get("overhead") or {}).items():
         total[k] = total.get(k, 0) + quantity(k, v)
     total[PODS] = 1

@@ -45,7 +45,8 @@ def node_object(spec: NodeSpec, now: str | None = None) -> dict[str, Any]:
         labels[Label.GPU_PRODUCT.value] = spec.gpu_model
     if spec.gpu_memory:
         labels[Label.GPU_MEMORY.value] = str(spec.gpu_memory // 2**20)
-    allocatable = {GPU_RESOURCE: str(spec.gpus), "pods": "110"}
+    # what every kubelet lists besides: its root disk (here 1 TiB) and no hugepages set aside
+    allocatable = {GPU_RESOURCE: str(spec.gpus), "pods": "110", "ephemeral-storage": "1Ti", "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
     if spec.cpu is not None:
         allocatable["cpu"] = format_cpu(spec.cpu)
     if spec.memory is not None:

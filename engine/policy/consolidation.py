@@ -402,7 +402,7 @@ def return_to_kept_rooms(state: ClusterState, engine: Admitter, now: float, resu
                 state.audit.append(AuditEntry(now, "scheduler", AuditAction.KEEP_ROOM, job.name, f"gave back the room kept on {where}: {why}"))
             continue
         state.give_back_room(job_id, now)
-        placements = [PodPlacement(p.pod, p.node_id, list(p.gpus), p.share, p.cpu, p.memory) for p in room.placements]
+        placements = [PodPlacement(p.pod, p.node_id, list(p.gpus), p.share, p.cpu, p.memory, extra=p.extra) for p in room.placements]
         if not _same_pods(job, placements) or not state.room_for(placements):
             why = "its pods ask for other resources now" if not _same_pods(job, placements) else "a node there changed"
             state.audit.append(AuditEntry(now, "scheduler", AuditAction.KEEP_ROOM, job.name, f"could not start again on {where}: {why}; it waits in its queue"))

@@ -32,7 +32,7 @@ from operator import attrgetter
 from typing import Protocol
 
 from ..enums import PendingReason, TopologyMode
-from ..state import MILLI, ClusterState, Domain, Job, Node, PodGroup, PodPlacement
+from ..state import MILLI, PODS, ClusterState, Domain, Extras, Job, Node, PodGroup, PodPlacement
 from .fragmentation import MEMORY_UNIT, FragmentationModel, PodDemand
 from .registry import Scoring
 
@@ -103,6 +103,12 @@ class Schedulable:
         if node.cordoned:
             return "node cordoned"
         return None
+
+
+def extras_fit(node: Node, extra: Extras) -> bool:
+    """Whether what is left on ``node`` of each resource beyond GPUs, CPU and memory covers ``extra``."""
+    left = node.extra_free
+    return all(left.get(name, 0) >= amount for name, amount in extra)
 
 
 def model_allowed(pod: PodGroup, node: Node) -> bool:
@@ -199,7 +205,22 @@ class GpuBinPack:
         return 100 - (100 * left) // node.gpu_count
 
 
-FILTERS: tuple[FilterPlugin, ...] = (Schedulable(), GpuModel(), NodeConstraints(), GpuFit(), CpuMemoryFit())
+class ExtraFit:
+    """The resources a pod asks beyond GPUs, CPU and memory (``PodGroup.extra``)."""
+
+    name = "ExtraFit"
+
+    def filter(self, node: Node, pod: PodGroup) -> str | None:
+        for name, amount in pod.extra:
+            if node.extra.get(name, 0) < amount:
+                return f"no {name} to offer" if not node.extra.get(name) else f"too little {name} on node"
+        for name, amount in pod.extra:
+            if node.extra_free.get(name, 0) < amount:
+                return "node at its pod limit" if name == PODS else f"not enough free {name}"
+        return None
+
+
+FILTERS: tuple[FilterPlugin, ...] = (Schedulable(), GpuModel(), NodeConstraints(), GpuFit(), CpuMemoryFit(), ExtraFit())
 SCORES: tuple[ScorePlugin, ...] = (NvlinkIsland(), GpuBinPack())
 
 
@@ -273,6 +294,8 @@ class Placer:
 
     def _fits_node(self, node: Node, pod: PodGroup) -> bool:
         if node.cpu_free < pod.cpu or node.mem_free < pod.memory:
+            return False
+        if pod.extra and not extras_fit(node, pod.extra):
             return False
         # a pod sharing a GPU may take a whole one (the first slice of it): on a reserved node it
         # needs room for one whole GPU, or it could break up one the reservation counts on
@@ -510,8 +533,8 @@ class Placer:
             pick = pick_whole_gpus if self.scoring == Scoring.USHER else lowest_whole_gpus
             gpus, share = pick(node, pod.whole_gpus), 0
             took_whole = len(gpus)
-        placement = PodPlacement(pod_name, node.id, gpus, share, pod.cpu, pod.memory)
-        self.state.allocate(node, gpus, share, pod.cpu, pod.memory)
+        placement = PodPlacement(pod_name, node.id, gpus, share, pod.cpu, pod.memory, extra=pod.extra)
+        self.state.allocate(node, gpus, share, pod.cpu, pod.memory, pod.extra)
         node.jobs.add(job.id)
         if self.guard is not None:
             self.guard.consume(node.id, took_whole, pod.cpu, pod.memory)
@@ -525,7 +548,7 @@ class Placer:
         state = self.state
         for p in reversed(tail):
             node = state.nodes[p.node_id]
-            state.release(node, p.gpus, p.share, p.cpu, p.memory)
+            state.release(node, p.gpus, p.share, p.cpu, p.memory, p.extra)
             if self.guard is not None:
                 h = self.guard.headroom.get(node.id)
                 if h is not None:
@@ -677,6 +700,8 @@ def no_matching_nodes(state: ClusterState, job: Job) -> PodGroup | None:
             if node.cpu < pod.cpu or node.memory < pod.memory:
                 continue
             if pod.whole_gpus > node.gpu_count or (pod.share and node.gpu_count == 0):
+                continue
+            if any(node.extra.get(name, 0) < amount for name, amount in pod.extra):
                 continue
             ok = True
             break

@@ -39,7 +39,7 @@ from ...fmt import plural
 from ...policy.placement import pick_whole_gpus
 from ...policy.registry import Policy
 from ...scenario import QueueSpec, Resources, Scenario
-from ...state import MILLI, AuditEntry, ClusterState, Job, KeptRoom, Node, PodGroup, PodPlacement
+from ...state import MILLI, AuditEntry, ClusterState, Extras, Job, KeptRoom, Node, PodGroup, PodPlacement
 from .constraints import GroupConstraints, NodeConstraints, group_constraints
 from .objects import Holding, NodeView, Phase, PodView, Requests, natural_key
 
@@ -141,7 +141,7 @@ class Mirror:
         self.gang_of_job: dict[int, Gang] = {}
         #: pods usher does not schedule, by key, and what each takes from the engine's nodes now
         self.holdings: dict[str, Holding] = {}
-        self._taken: dict[str, tuple[int, list[int], int, int]] = {}
+        self._taken: dict[str, tuple[int, list[int], int, int, Extras]] = {}
         #: holdings taken short (their node was too full), taken again when room frees
         self._short: set[str] = set()
         #: GPUs bound pods of usher's hold beyond what their run could count when it was adopted
@@ -259,7 +259,7 @@ class Mirror:
         self._forgive(key)  # its holding takes all it holds
         self.stranded[key] = view.gang
         whole = -(-view.gpu_milli // MILLI)  # a share holds its GPU: nothing is placed beside it there
-        self.holding_changed(key, Holding(view.node or "", Requests(view.cpu, view.memory, whole)))
+        self.holding_changed(key, Holding(view.node or "", Requests(view.cpu, view.memory, whole, view.extra)))
         gang = self.gangs.get(view.gang)
         if gang is not None:
             self.sync(gang, now)
@@ -603,7 +603,7 @@ class Mirror:
             pod_groups.append(
                 PodGroup(
                     f"g{gi}", len(names), first.gpu_milli, first.cpu, first.memory, first.models, mode, level,
-                    **self._constraints_of(first.constraints),
+                    **self._constraints_of(first.constraints), extra=first.extra,
                 )
             )
         first = views[0]
@@ -721,7 +721,7 @@ class Mirror:
                 if not held and not claimed:
                     spare = pick_whole_gpus(node, min(missing, node.whole_free))  # the tightest NVLink island
                 held += spare[:missing]
-        placement = PodPlacement(pod.name, node.id, held, share if held else 0, group.cpu, group.memory)
+        placement = PodPlacement(pod.name, node.id, held, share if held else 0, group.cpu, group.memory, extra=group.extra)
         return placement, max(0, want - len(held) - len(dead))
 
     def _owe(self, pod: PodView, missing: int) -> None:
@@ -841,6 +841,7 @@ class Mirror:
                 memory=view.memory,
                 out_of_service=frozenset(view.unhealthy),
                 taints=view.taints,
+                extra=dict(view.extra),
             )
             state.add_node(node)
             node.cordoned, node.failed = view.unschedulable, not view.ready
@@ -904,7 +905,7 @@ class Mirror:
         gang = self.gangs.get(key)
         state, job, queue = self.state, gang.job if gang is not None else None, holder.queue
         placements = [
-            PodPlacement(p.pod, state.node_by_name.get(node, -1), list(p.gpus), p.share, p.cpu, p.memory)
+            PodPlacement(p.pod, state.node_by_name.get(node, -1), list(p.gpus), p.share, p.cpu, p.memory, extra=p.extra)
             for p, node in zip(room.placements, nodes)
         ]
         # a job running again where it was (its eviction was refused) needs no room; one whose
@@ -928,7 +929,7 @@ class Mirror:
         self._refresh_flags(gang, job)
         job.settling = gang.binds_sent  # its binds are still on their way: still no victim
         kept = [
-            PodPlacement(p.pod, state.node_by_name[node], list(p.gpus), p.share, p.cpu, p.memory)
+            PodPlacement(p.pod, state.node_by_name[node], list(p.gpus), p.share, p.cpu, p.memory, extra=p.extra)
             for p, node in placements
             if node in state.node_by_name
         ]
@@ -964,10 +965,12 @@ class Mirror:
         want = holding.requests
         gpus = pick_whole_gpus(node, min(want.gpus, node.whole_free)) if want.gpus else []
         cpu, memory = min(want.cpu, max(node.cpu_free, 0)), min(want.memory, max(node.mem_free, 0))
-        state.allocate(node, gpus, 0, cpu, memory)
+        left = node.extra_free
+        extra = tuple((name, min(amount, max(left.get(name, 0), 0))) for name, amount in want.extra)
+        state.allocate(node, gpus, 0, cpu, memory, extra)
         state.changed()
-        self._taken[key] = (node_id, gpus, cpu, memory)
-        if (len(gpus), cpu, memory) != (want.gpus, want.cpu, want.memory):
+        self._taken[key] = (node_id, gpus, cpu, memory, extra)
+        if (len(gpus), cpu, memory, extra) != (want.gpus, want.cpu, want.memory, want.extra):
             self._short.add(key)
         else:
             self._short.discard(key)
@@ -987,7 +990,9 @@ class Mirror:
             node = state.nodes[taken[0]]
             want = holding.requests
             if not ((len(taken[1]) < want.gpus and node.whole_free > 0) or (taken[2] < want.cpu and node.cpu_free > 0)
-                    or (taken[3] < want.memory and node.mem_free > 0)):
+                    or (taken[3] < want.memory and node.mem_free > 0)
+                    or any(got < amount and node.extra_free.get(name, 0) > 0
+                           for (name, got), (_, amount) in zip(taken[4], want.extra))):
                 continue  # no room has freed there: nothing would change
             self._give_back(key)
             self._take(key, holding)
@@ -995,8 +1000,8 @@ class Mirror:
     def _give_back(self, key: str) -> None:
         taken = self._taken.pop(key, None)
         if taken is not None:
-            node_id, gpus, cpu, memory = taken
-            self.state.release(self.state.nodes[node_id], gpus, 0, cpu, memory)
+            node_id, gpus, cpu, memory, extra = taken
+            self.state.release(self.state.nodes[node_id], gpus, 0, cpu, memory, extra)
             self.state.changed()
 
 

@@ -13,7 +13,11 @@ Conventions (documented for users in the README):
   a PodGroup, Kueue's pod-group labels, or the top owner: a Job, JobSet, PyTorchJob, RayCluster,
   LeaderWorkerSet, ...), passed to ``pod_view``; the owner's usher annotations win over the pod's;
 - requests: ``pod_requests``, kube-scheduler's arithmetic (containers and sidecars, the largest
-  init container, ``spec.overhead``); ``holding_of`` for the pods usher does not schedule;
+  init container, ``spec.overhead``), for every resource named, as kube-scheduler's
+  NodeResourcesFit checks them: GPUs, CPU and memory, and the rest (extended resources such as
+  ``rdma/ib``, hugepages, ephemeral storage) plus one of the node's ``pods`` as ``extra``; a
+  node offers only the extras its allocatable lists (``pods`` without limit when unlisted, as a
+  bare test object); ``holding_of`` for the pods usher does not schedule;
 - GPUs: ``nvidia.com/gpu`` requests (or limits); a share of one GPU: annotation
   ``usher/gpu-fraction``; acceptable models: ``usher/gpu-model`` (comma list);
 - topology: ``usher/topology-required`` / ``usher/topology-preferred`` naming a level;
@@ -48,7 +52,7 @@ import yaml
 from ...scenario.limits import CONFIG_LIMITS
 from ...scenario.quantity import parse_cpu, parse_duration, parse_memory
 from ...scenario.yamltree import YamlLimitError, load_bounded
-from ...state import MILLI, UNLIMITED
+from ...state import MILLI, PODS, UNLIMITED, Extras
 from .constraints import NodeConstraints, Taint, node_taints, parse_constraints
 
 if TYPE_CHECKING:
@@ -216,6 +220,8 @@ class PodView:
     #: whether consolidation may evict it to start it again elsewhere (``usher/movable``;
     #: by default when it comes back)
     movable: bool = False
+    #: what it asks beyond GPUs, CPU and memory (``Requests.extra``)
+    extra: Extras = ()
 
     @property
     def live(self) -> bool:
@@ -235,6 +241,7 @@ class PodView:
             self.topology_required,
             self.topology_preferred,
             self.constraints,
+            self.extra,
         )
 
 
@@ -244,6 +251,12 @@ class Requests(NamedTuple):
     cpu: int
     memory: int
     gpus: int
+    #: every other resource it asks, and one pod (``Extras``)
+    extra: Extras = ()
+
+
+#: the resources ``Requests`` names; every other one is an extra
+_NAMED = frozenset({"cpu", "memory", GPU_RESOURCE})
 
 
 def pod_requests(spec: dict[str, Any], problems: list[str] | None = None) -> Requests:
@@ -254,35 +267,41 @@ def pod_requests(spec: dict[str, Any], problems: list[str] | None = None) -> Req
     ``overhead``. A limit stands in for a missing request, as the API server defaults it. An
     unreadable quantity counts as zero and is reported in ``problems`` with its field path.
     """
-    sums = [0, 0, 0]
-    sidecars = [0, 0, 0]
-    init_peak = [0, 0, 0]
+    sums: dict[str, int] = {}
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
 
-    def amounts(c: dict[str, Any], where: str) -> list[int]:
+    def amounts(c: dict[str, Any], where: str) -> dict[str, int]:
         res = c.get("resources") or {}
         merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        out = [0, 0, 0]
-        for i, (name, parse) in enumerate((("cpu", parse_cpu), ("memory", parse_memory), (GPU_RESOURCE, _int))):
-            if name in merged:
-                try:
-                    out[i] = parse(str(merged[name]))
-                except ValueError as exc:
-                    if problems is not None:
-                        problems.append(f"{where}.resources {name}: {exc}")
+        out: dict[str, int] = {}
+        for name, value in merged.items():
+            parse = parse_cpu if name == "cpu" else _int if name == GPU_RESOURCE else parse_memory
+            try:
+                out[name] = parse(str(value))
+            except ValueError as exc:
+                if problems is not None:
+                    problems.append(f"{where}.resources {name}: {exc}")
         return out
+
+    def plus(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+        return {k: a.get(k, 0) + b.get(k, 0) for k in a.keys() | b.keys()}
 
     for i, c in enumerate(spec.get("initContainers") or []):
         a = amounts(c, f"spec.initContainers[{i}]")
         if c.get("restartPolicy") == "Always":
-            sidecars = [x + y for x, y in zip(sidecars, a)]
+            sidecars = plus(sidecars, a)
         else:
-            init_peak = [max(p, x + y) for p, x, y in zip(init_peak, a, sidecars)]
+            with_sidecars = plus(a, sidecars)
+            init_peak = {k: max(init_peak.get(k, 0), with_sidecars.get(k, 0)) for k in init_peak.keys() | with_sidecars.keys()}
     for i, c in enumerate(spec.get("containers") or []):
-        sums = [x + y for x, y in zip(sums, amounts(c, f"spec.containers[{i}]"))]
-    total = [max(x + s, p) for x, s, p in zip(sums, sidecars, init_peak)]
-    overhead = amounts({"resources": {"requests": spec.get("overhead") or {}}}, "spec.overhead")
-    cpu, memory, gpus = (x + o for x, o in zip(total, overhead))
-    return Requests(cpu, memory, gpus)
+        sums = plus(sums, amounts(c, f"spec.containers[{i}]"))
+    running = plus(sums, sidecars)
+    total = {k: max(running.get(k, 0), init_peak.get(k, 0)) for k in running.keys() | init_peak.keys()}
+    total = plus(total, amounts({"resources": {"requests": spec.get("overhead") or {}}}, "spec.overhead"))
+    extra = {k: v for k, v in total.items() if k not in _NAMED and v > 0}
+    extra[PODS] = extra.get(PODS, 0) + 1
+    return Requests(total.get("cpu", 0), total.get("memory", 0), total.get(GPU_RESOURCE, 0), tuple(sorted(extra.items())))
 
 
 def selector_matches(selector: Any, labels: dict[str, str]) -> bool:
@@ -344,7 +363,7 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
             problems.append(f"{what}: {exc}")
             return default
 
-    cpu, memory, whole = pod_requests(spec, problems)
+    cpu, memory, whole, extra = pod_requests(spec, problems)
     fraction = parse(f"annotation {Annotation.GPU_FRACTION}", ann.get(Annotation.GPU_FRACTION), _fraction)
     if fraction is not None and whole > 1:
         problems.append(f"annotation {Annotation.GPU_FRACTION} asks for a share of one GPU but the pod requests {whole} GPUs")
@@ -401,6 +420,7 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
         constraints=constraints,
         comes_back=comes_back,
         movable=movable,
+        extra=extra,
     )
 
 
@@ -471,12 +491,14 @@ class NodeView:
     unhealthy: dict[int, str] = field(default_factory=dict)
     #: ``spec.taints`` as usher filters on them (``constraints.node_taints``)
     taints: tuple[Taint, ...] = ()
+    #: what it offers beyond GPUs, CPU and memory: its allocatable of every other resource
+    extra: dict[str, int] = field(default_factory=dict)
 
     def shape(self) -> tuple[Any, ...]:
         """Everything but schedulability: a change here means the engine rebuilds its indexes."""
         return (
             self.labels, self.gpus, self.gpu_model, self.gpu_memory, self.islands, self.cpu, self.memory, self.unhealthy,
-            self.taints,
+            self.taints, self.extra,
         )
 
 
@@ -506,7 +528,16 @@ def node_view(obj: dict[str, Any]) -> NodeView:
         ready=ready,
         unhealthy=_safe(lambda: _unhealthy(annotations.get(Annotation.GPU_HEALTH), gpus), {}),
         taints=node_taints(spec),
+        extra=_node_extras(alloc),
     )
+
+
+def _node_extras(alloc: dict[str, Any]) -> dict[str, int]:
+    """A node's allocatable beyond GPUs, CPU and memory (one that cannot be read offers none);
+    ``pods`` without limit when unlisted (a bare test object: every kubelet lists it)."""
+    extra = {name: _safe(lambda v=value: parse_memory(str(v)), 0) for name, value in alloc.items() if name not in _NAMED}
+    extra.setdefault(PODS, UNLIMITED)
+    return extra
 
 
 def _safe(fn, default):
