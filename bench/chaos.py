@@ -3,6 +3,7 @@
     python bench/chaos.py --seeds 1-20                 # seeds 1 to 20, 120 chaos steps each, 2 at a time
     python bench/chaos.py --seeds 1-4,9 --jobs 4       # seeds 1 to 4 and 9, four processes at once
     python bench/chaos.py --seeds 5 --stall --faults   # with stop-the-world stalls and API faults
+    python bench/chaos.py --seeds 1-8 --elastic --operator --budgets   # elastic gangs, operator commands, budgets
 
 Each seed runs in a process of its own: the sandbox's fake API server and controllers (kubelet,
 Job controller, node lifecycle) on a ManualClock, and two usher replicas (``KubeController``,
@@ -14,10 +15,25 @@ a new replica joins), cuts the leader's lease renewals and heals them, and moves
 ``--faults`` has the API server delay binds and evictions and answer some with 429, 500 or 503.
 Then everything heals, the run settles, the never-ending Jobs are deleted and the rest must end.
 
+``--elastic`` also creates elastic PyTorchJobs (a Master and 1-3 Workers, at least 1-3 of them:
+usher starts them at their minimum, grows them by their waiting Workers and shrinks them, through
+evictions, for jobs of higher priority). ``--budgets`` puts a PodDisruptionBudget on about a third
+of the new jobs (maxUnavailable 0 or 1, or minAvailable; an elastic job's often lets it shrink to
+its minimum). ``--operator`` starts a console (a ``KubeController`` that does not schedule) and
+issues operator commands as the console sends them (``KubeController.post``): cordon, uncordon,
+drain, preempt, hold, release, approve and setQuota, mostly through the console, otherwise at the
+standby replica or at the leader, and half the time aimed at a gang the leader is binding right
+then (its job, or a node it is being bound to). The heal releases every hold and uncordons every
+node before the run settles.
+
 Invariants: no node runs pods asking for more GPUs than it has; the kubelet rejects no pod
 (``OutOf...``); no bind is answered once the lease has moved from the replica that sent it (these
 three on every pod change); no replica's loop dies; no gang is partly bound once the run settled;
-every Job that ends by itself completes. One line per seed, then a summary; exit status 1 when a
+every Job that ends by itself completes. With ``--elastic``: no elastic job runs below its minimum
+once settled. With ``--operator``: no replica sends a bind for a pod whose gang its own mirror
+already shows held, or onto a node its mirror already shows cordoned (a bind the API server
+accepts for a pod already held in the store, but before the replica saw the hold, is a race the
+API cannot close: counted as a note, not a violation); the console's loop does not die. One line per seed, then a summary; exit status 1 when a
 seed broke an invariant. Such a seed also prints its chaos trace, the violations and, for its
 first kubelet rejections, the node's pods and each replica's view of the node at the bind and at
 the rejection. Seeded, not replayable: the replicas run on real time. usher's logs are off.
@@ -46,6 +62,10 @@ from typing import Any
 import httpx
 import yaml
 from usher.engine.backends.kube.client import KubeClient
+from usher.engine.backends.kube.mirror import Gang
+from usher.engine.controller import Command
+from usher.engine.core import CommandError
+from usher.engine.enums import Action as OpAction
 from usher.engine.backends.kube.controller import KubeController
 from usher.engine.backends.kube.objects import GPU_RESOURCE
 from usher.engine.scenario.models import NodeSpec
@@ -58,6 +78,11 @@ from usher.sandbox.world import ManualClock
 
 NODES, GPUS_PER_NODE, QUOTA, LEASE_DURATION = 4, 8, 32, 1.5
 JOBS = "/apis/batch/v1/namespaces/default/jobs"
+PYTORCHJOBS = "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs"
+BUDGETS = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+PODS = "/api/v1/namespaces/default/pods"
+#: the label that names a chaos job on its pods, by kind
+JOB_LABELS = ("usher/gang", "training.kubeflow.org/job-name")
 QUEUES = "/api/v1/namespaces/usher-system/configmaps/usher-queues"
 DONE_PHASES = ("Succeeded", "Failed")
 #: trouble on the writes usher repeats: delays below the lease's margin (lease_duration - renew
@@ -82,6 +107,8 @@ class Action(StrEnum):
     KILL_LEADER = "kill"
     CUT_LEASE = "cut"
     HEAL_LEASES = "heal"
+    CREATE_ELASTIC = "elastic"
+    OPERATOR = "operator"
     NONE = "none"
 
 
@@ -90,13 +117,41 @@ ACTION_BOUNDS = ((0.35, Action.CREATE_JOB), (0.45, Action.DELETE_JOB), (0.50, Ac
                  (0.61, Action.SET_QUOTA), (0.66, Action.KILL_LEADER), (0.71, Action.CUT_LEASE), (0.76, Action.HEAL_LEASES))
 
 
-def pick_action(draw: float, have_jobs: bool, have_failed_nodes: bool) -> Action:
-    """The action for a draw; a delete without Jobs, or a recovery without failed nodes, passes to the next."""
-    for bound, action in ACTION_BOUNDS:
-        unable = (action is Action.DELETE_JOB and not have_jobs) or (action is Action.RECOVER_NODE and not have_failed_nodes)
+#: the actions of ``--elastic`` and ``--operator``, in the draws that are otherwise no action
+EXTRA_BOUNDS = ((0.83, Action.CREATE_ELASTIC), (0.93, Action.OPERATOR))
+
+
+def pick_action(draw: float, have_jobs: bool, have_failed_nodes: bool, elastic: bool = False, operator: bool = False) -> Action:
+    """The action for a draw; a delete without Jobs, or a recovery without failed nodes, passes to
+    the next. Without ``elastic`` and ``operator`` the draws of their actions are no action."""
+    enabled = {Action.CREATE_ELASTIC: elastic, Action.OPERATOR: operator}
+    for bound, action in ACTION_BOUNDS + EXTRA_BOUNDS:
+        unable = ((action is Action.DELETE_JOB and not have_jobs) or (action is Action.RECOVER_NODE and not have_failed_nodes)
+                  or not enabled.get(action, True))
         if draw < bound and not unable:
             return action
     return Action.NONE
+
+
+class JobKind(StrEnum):
+    """What a chaos job is made of."""
+
+    BATCH = "batch"  # a batch/v1 Job labelled as one usher gang
+    ELASTIC = "elastic"  # an elastic kubeflow.org/v1 PyTorchJob, a gang by its owner
+
+
+class OperatorTarget(StrEnum):
+    """Where an operator command is sent."""
+
+    CONSOLE = "console"
+    STANDBY = "standby"
+    LEADER = "leader"
+
+
+#: the operator commands drawn, with their weights
+OPERATOR_ACTIONS = ((OpAction.CORDON, 3), (OpAction.UNCORDON, 3), (OpAction.DRAIN, 2), (OpAction.PREEMPT, 3),
+                    (OpAction.HOLD, 3), (OpAction.RELEASE, 3), (OpAction.APPROVE, 1), (OpAction.SET_QUOTA, 2))
+NODE_ACTIONS = frozenset({OpAction.CORDON, OpAction.UNCORDON, OpAction.DRAIN})
 
 
 def queues_yaml(quota: int) -> str:
@@ -118,6 +173,37 @@ def gang_job(name: str, size: int, gpus: int, duration: int | None, priority: st
         "parallelism": size, "completions": size, "backoffLimit": 1000,
         "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
         "template": {"metadata": {"labels": {"usher/gang": name}, "annotations": annotations}, "spec": spec}}}
+
+
+def elastic_job(name: str, workers: int, minimum: int, gpus: int, duration: int | None, priority: str | None) -> dict[str, Any]:
+    """An elastic PyTorchJob: a Master and ``workers`` Workers of ``gpus`` GPUs each, at least
+    ``minimum`` Workers (usher starts it with its Master and ``minimum`` Workers and grows it);
+    without ``duration`` it runs until deleted. Evicted pods are made again (``OnFailure``); once
+    the Master succeeded, the Workers still running are deleted (``cleanPodPolicy: Running``)."""
+    gpu = {"nvidia.com/gpu": str(gpus)}
+    spec: dict[str, Any] = {
+        "schedulerName": "usher", "terminationGracePeriodSeconds": 30,
+        "containers": [{"name": "pytorch", "image": "trainer:1", "resources": {"requests": gpu, "limits": dict(gpu)}}],
+        **({"priorityClassName": priority} if priority else {}),
+    }
+    template = {"metadata": {"annotations": {"usher/duration": f"{duration}s"} if duration else {}}, "spec": spec}
+    replica = {"restartPolicy": "OnFailure", "template": template}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}, "spec": {
+        "elasticPolicy": {"minReplicas": minimum, "maxReplicas": workers, "rdzvBackend": "c10d"},
+        "runPolicy": {"cleanPodPolicy": "Running"},
+        "pytorchReplicaSpecs": {"Master": {**replica, "replicas": 1}, "Worker": {**replica, "replicas": workers}}}}
+
+
+def budget(name: str, label: str, limit: dict[str, int]) -> dict[str, Any]:
+    """A PodDisruptionBudget ``limit`` (``maxUnavailable`` or ``minAvailable``) over the pods labelled ``label=name``."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+            "spec": {**limit, "selector": {"matchLabels": {label: name}}}}
+
+
+def job_of(pod: dict[str, Any]) -> str | None:
+    """The chaos job a pod belongs to, by its labels."""
+    labels = pod["metadata"].get("labels") or {}
+    return next((labels[k] for k in JOB_LABELS if labels.get(k)), None)
 
 
 def phase(pod: dict[str, Any]) -> str | None:
@@ -160,8 +246,24 @@ class SeedResult:
     stalls: int = 0
     api_requests: int = 0
     seconds: float = 0.0
+    elastic_jobs: int = 0
+    budgets: int = 0
+    commands: int = 0
+    notes: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     report: str = ""
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a seed's chaos includes."""
+
+    steps: int = 120
+    stall: bool = False
+    faults: bool = False
+    elastic: bool = False
+    operator: bool = False
+    budgets: bool = False
 
 
 class Cluster:
@@ -179,6 +281,12 @@ class Cluster:
         self.binds: list[tuple[float, str, str, str]] = []  # (time, pod, node, lease holder) as the store saw them
         self.node_at_bind: dict[str, str] = {}  # pod uid -> its node's dump when it was bound
         self.sends: list[tuple[Any, ...]] = []  # (sent, answered, replica, pod, node, GPUs, outcome) of each bind
+        self.notes: list[str] = []  # what is worth telling but breaks nothing
+        #: the fewest bound pods a running job may have (an elastic job's minimum), by job name
+        self.minimums: dict[str, int] = {}
+        self.console: Replica | None = None
+        self.command_log: list[str] = []  # (time, target, command, outcome) of each operator command
+        self.command_tasks: set[asyncio.Task[None]] = set()
         self.t0 = time.monotonic()
 
     async def start(self) -> None:
@@ -223,6 +331,8 @@ class Cluster:
                                    node, self.elapsed()))
         if pod["spec"].get("schedulerName") == "usher" and node and (old is None or not old["spec"].get("nodeName")):
             self.binds.append((round(self.elapsed(), 2), meta["name"], node, self.lease_holder()))
+            if (meta.get("annotations") or {}).get("usher/hold") == "true":
+                self.notes.append(f"[{self.elapsed():.2f}] {meta['name']} bound to {node} while held in the store")
             if len(self.node_at_bind) < 5000:
                 self.node_at_bind[meta["uid"]] = f"t={self.elapsed():.2f}\n{self.dump_node(node)}"
         self.check_capacity()
@@ -279,6 +389,7 @@ class Cluster:
         async def bind(namespace: str, pod: str, node: str, annotations: dict[str, str] | None = None,
                        uid: str | None = None, may_send: Any = None) -> None:
             held_at_send, sent, outcome = ctrl.elector.holds(), self.elapsed(), "?"  # type: ignore[union-attr]
+            self.check_bind_knowledge(ctrl, namespace, pod, node)
             try:
                 await send(namespace, pod, node, annotations, uid, may_send)
                 outcome = "ok"
@@ -295,6 +406,53 @@ class Cluster:
         self.replicas.append(replica)
         await asyncio.wait_for(ctrl.synced.wait(), 10)
         return replica
+
+    def check_bind_knowledge(self, ctrl: KubeController, namespace: str, pod: str, node: str) -> None:
+        """A bind about to be sent: the sender's own mirror must not show its gang held or its node cordoned."""
+        mirror = ctrl.mirror
+        gang = next((g for g in mirror.gangs.values() if any(v.namespace == namespace and v.name == pod for v in g.pods.values())), None)
+        if gang is not None and any(v.held for v in gang.live()):
+            held = [v.name for v in gang.live() if v.held]
+            self.violate(f"{ctrl.identity} sends bind {pod}->{node} while its mirror shows gang {gang.key} held ({held}); "
+                         f"binding={gang.binding} teardown={gang.teardown}")
+        view = mirror.nodes.get(node)
+        if view is not None and view.unschedulable:
+            self.violate(f"{ctrl.identity} sends bind {pod}->{node} while its mirror shows {node} cordoned; "
+                         f"gang {gang and gang.key} binding={gang and gang.binding}")
+
+    async def add_console(self) -> Replica:
+        """Start the console's controller: it mirrors the cluster and carries out commands, never schedules."""
+        client = await KubeClient.connect(str(self.kubeconfig))
+        ctrl = KubeController(client, identity="console", clock=self.clock.now, schedule=False)
+        self.console = Replica("console", ctrl, asyncio.create_task(ctrl.run()), LeaseGate(client))
+        await asyncio.wait_for(ctrl.synced.wait(), 10)
+        return self.console
+
+    def post(self, target: Replica, cmd: Command, label: str) -> None:
+        """Send an operator command as the console does; its outcome goes to the command log."""
+        sent = self.elapsed()
+        try:
+            reply = target.ctrl.post(cmd)
+        except CommandError as exc:
+            self.command_log.append(f"[{sent:.2f}] {label}: not posted: {exc}")
+            return
+
+        async def outcome() -> None:
+            try:
+                text = await asyncio.wait_for(reply, 20)
+            except CommandError as exc:
+                text = f"refused: {exc}"
+            except TimeoutError:
+                text = "no reply in 20 s" + (" (the replica died)" if target.dead else "")
+                if not target.dead and target.ctrl.commands is not None:
+                    self.violate(f"{label}: no reply in 20 s from a live {target.identity}")
+            except Exception as exc:  # noqa: BLE001 - any other failure is the controller's
+                text = f"raised {exc!r}"
+                self.violate(f"{label}: the reply raised {exc!r}")
+            self.command_log.append(f"[{sent:.2f}-{self.elapsed():.2f}] {label}: {text[:200]}")
+        task = asyncio.create_task(outcome())
+        self.command_tasks.add(task)
+        task.add_done_callback(self.command_tasks.discard)
 
     def leader(self) -> Replica | None:
         return next((r for r in self.replicas if not r.dead and r.ctrl.is_leader), None)
@@ -330,26 +488,38 @@ class Cluster:
         self.server.controllers.step()
 
     def live_gangs(self) -> dict[str, list[dict[str, Any]]]:
-        """Each gang's pods that are neither finished nor being deleted."""
+        """Each chaos job's pods that are neither finished nor being deleted."""
         out: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for p in self.server.store.list("pods").objects():
-            gang = (p["metadata"].get("labels") or {}).get("usher/gang")
+            gang = job_of(p)
             if gang and phase(p) not in DONE_PHASES and not p["metadata"].get("deletionTimestamp"):
                 out[gang].append(p)
         return out
 
     def partial_gangs(self) -> dict[str, str]:
-        counts = {gang: (sum(1 for p in pods if p["spec"].get("nodeName")), len(pods)) for gang, pods in self.live_gangs().items()}
-        return {gang: f"{bound}/{size} bound" for gang, (bound, size) in counts.items() if 0 < bound < size}
+        """The jobs partly bound: a gang with fewer pods bound than it has, an elastic job with
+        fewer than its minimum (unless one of its pods has ended: it may run on with fewer)."""
+        ended = {job_of(p) for p in self.server.store.list("pods").objects() if phase(p) == "Succeeded"}
+        out = {}
+        for gang, pods in self.live_gangs().items():
+            bound = sum(1 for p in pods if p["spec"].get("nodeName"))
+            if gang not in self.minimums and 0 < bound < len(pods):
+                out[gang] = f"{bound}/{len(pods)} bound"
+            elif gang in self.minimums and gang not in ended and 0 < bound < self.minimums[gang]:
+                out[gang] = f"{bound}/{len(pods)} bound, at least {self.minimums[gang]}"
+        return out
 
     def unfinished(self, jobs: list[str]) -> list[str]:
-        """The Jobs among ``jobs`` that still exist and have not completed."""
-        existing = {j["metadata"]["name"]: j for j in self.server.store.list("jobs", "default").objects()}
+        """The jobs among ``jobs`` that still exist and have not completed (a Job Complete, a PyTorchJob Succeeded)."""
+        existing = {j["metadata"]["name"]: (j, "Complete") for j in self.server.store.list("jobs", "default").objects()}
+        existing |= {j["metadata"]["name"]: (j, "Succeeded") for j in self.server.store.list("pytorchjobs", "default").objects()}
         return [name for name in jobs if name in existing and not any(
-            c["type"] == "Complete" and c["status"] == "True" for c in (existing[name].get("status") or {}).get("conditions") or [])]
+            c["type"] == existing[name][1] and c["status"] == "True" for c in (existing[name][0].get("status") or {}).get("conditions") or [])]
 
     async def stop(self) -> None:
-        live = [r for r in self.replicas if not r.dead]
+        for task in list(self.command_tasks):
+            task.cancel()
+        live = [r for r in self.replicas if not r.dead] + ([self.console] if self.console is not None and not self.console.dead else [])
         for r in live:
             r.task.cancel()
         await asyncio.gather(*(r.task for r in live), return_exceptions=True)
@@ -391,7 +561,40 @@ def replica_view(r: Replica, name: str) -> list[str]:
         return [f"  replica {r.identity}: dump failed: {exc!r}"]
 
 
-async def chaos(seed: int, steps: int, stall: bool, faults: bool) -> SeedResult:
+async def operator_step(c: Cluster, rng: random.Random, jobs: dict[str, JobKind], step: int, trace: list[str]) -> None:
+    """One operator command, at the console, the standby or the leader; half the time aimed at
+    a gang the leader is binding right now (its job, or a node it is being bound to)."""
+    leader = c.leader()
+    standby = next((r for r in c.replicas if not r.dead and r is not leader), None)
+    where = rng.choice([OperatorTarget.CONSOLE, OperatorTarget.CONSOLE, OperatorTarget.STANDBY, OperatorTarget.LEADER])
+    target = {OperatorTarget.STANDBY: standby, OperatorTarget.LEADER: leader}.get(where) or c.console
+    assert target is not None
+    action = rng.choices([a for a, _ in OPERATOR_ACTIONS], weights=[w for _, w in OPERATOR_ACTIONS])[0]
+    binding: list[Gang] = [g for g in leader.ctrl.mirror.gangs.values() if g.binding] if leader is not None else []
+    mid_bind = bool(binding) and rng.random() < 0.5
+    gang = rng.choice(binding) if mid_bind else None
+    if action in NODE_ACTIONS:
+        nodes = c.node_names
+        if gang is not None and leader is not None and gang.job is not None and gang.job.current_run is not None:
+            state = leader.ctrl.mirror.state
+            nodes = sorted({state.nodes[p.node_id].name for p in gang.job.current_run.placements}) or nodes
+        cmd = Command(action, node=rng.choice(nodes))
+    elif action is OpAction.SET_QUOTA:
+        cmd = Command(action, queue="research", quota={"gpu": rng.choice([16, 24, 32, 48])})
+    elif gang is not None:
+        cmd = Command(action, job=gang.key)
+    elif jobs:
+        name = rng.choice(sorted(jobs))
+        cmd = Command(action, job=name if jobs[name] is JobKind.BATCH else f"PyTorchJob/{name}")
+    else:
+        return
+    label = (f"{step} {cmd.action} {cmd.node or cmd.job or cmd.quota} at {target.identity} ({where})"
+             + (f" mid-bind of {gang.key}" if gang is not None else ""))
+    trace.append(label)
+    c.post(target, cmd, label)
+
+
+async def chaos(seed: int, options: Options) -> SeedResult:
     """One seed: the chaos, then healing, settling and the check that the Jobs end."""
     started, result, trace, rng = time.monotonic(), SeedResult(seed), [], random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:
@@ -400,28 +603,55 @@ async def chaos(seed: int, steps: int, stall: bool, faults: bool) -> SeedResult:
         identities = (f"usher-{i}" for i in range(100))
         await c.add_replica(next(identities))
         await c.add_replica(next(identities))
-        for rule in API_FAULTS if faults else ():
+        if options.operator:
+            await c.add_console()
+        for rule in API_FAULTS if options.faults else ():
             c.server.inject(**rule)
-        jobs: list[str] = []  # not deleted by the chaos
+        jobs: dict[str, JobKind] = {}  # not deleted by the chaos
         forever: set[str] = set()
         failed: set[str] = set()
         job_numbers = itertools.count(1)
         try:
-            for step in range(steps):
-                action = pick_action(rng.random(), bool(jobs), bool(failed))
+            for step in range(options.steps):
+                action = pick_action(rng.random(), bool(jobs), bool(failed), options.elastic, options.operator)
                 if action is Action.CREATE_JOB:
                     name, size, gpus = f"j{next(job_numbers)}", rng.choice([1, 2, 2, 3, 4]), rng.choice([2, 4, 4, 8])
                     size = min(size, QUOTA // gpus)
                     priority, duration = rng.choice([None, "low", "low", "high"]), rng.choice([None, 60, 120, 300, 600])
                     await c.request("POST", JOBS, gang_job(name, size, gpus, duration, priority))
-                    jobs.append(name)
+                    jobs[name] = JobKind.BATCH
                     if duration is None:
                         forever.add(name)
+                    if options.budgets and rng.random() < 0.35:
+                        limit = rng.choice([{"maxUnavailable": 0}, {"maxUnavailable": 1}, {"minAvailable": size}])
+                        await c.request("POST", BUDGETS, budget(name, "usher/gang", limit))
+                        result.budgets += 1
+                        trace.append(f"{step} budget {name} {limit}")
                     trace.append(f"{step} create {name} {size}x{gpus} prio={priority} dur={duration}")
+                elif action is Action.CREATE_ELASTIC:
+                    name, workers, gpus = f"e{next(job_numbers)}", rng.choice([1, 2, 3]), rng.choice([2, 4, 8])
+                    workers = min(workers, QUOTA // gpus - 1)
+                    minimum = rng.randint(1, workers)
+                    priority, duration = rng.choice([None, "low", "low", "high"]), rng.choice([None, 60, 120, 300, 600])
+                    await c.request("POST", PYTORCHJOBS, elastic_job(name, workers, minimum, gpus, duration, priority))
+                    jobs[name] = JobKind.ELASTIC
+                    c.minimums[name] = 1 + minimum
+                    result.elastic_jobs += 1
+                    if duration is None:
+                        forever.add(name)
+                    if options.budgets and rng.random() < 0.35:
+                        limit = rng.choice([{"minAvailable": 1 + minimum}, {"minAvailable": 1 + minimum}, {"maxUnavailable": 1}, {"maxUnavailable": 0}])
+                        await c.request("POST", BUDGETS, budget(name, "training.kubeflow.org/job-name", limit))
+                        result.budgets += 1
+                        trace.append(f"{step} budget {name} {limit}")
+                    trace.append(f"{step} elastic {name} master+{minimum}..{workers} workers x{gpus} prio={priority} dur={duration}")
+                elif action is Action.OPERATOR:
+                    await operator_step(c, rng, jobs, step, trace)
+                    result.commands += 1
                 elif action is Action.DELETE_JOB:
-                    name = rng.choice(jobs)
-                    jobs.remove(name)
-                    await c.request("DELETE", f"{JOBS}/{name}?propagationPolicy=Background", ok=(404,))
+                    name = rng.choice(list(jobs))
+                    kind = jobs.pop(name)
+                    await c.request("DELETE", f"{JOBS if kind is JobKind.BATCH else PYTORCHJOBS}/{name}?propagationPolicy=Background", ok=(404,))
                     trace.append(f"{step} delete {name}")
                 elif action is Action.FAIL_NODE and len(failed) < 2:
                     node = rng.choice([n for n in c.node_names if n not in failed])
@@ -455,11 +685,11 @@ async def chaos(seed: int, steps: int, stall: bool, faults: bool) -> SeedResult:
                             trace.append(f"{step} heal lease of {r.identity}")
                 c.advance(rng.choice([0, 1, 5, 10, 30, 60]))
                 await asyncio.sleep(rng.choice([0.0, 0.02, 0.1, 0.3]))
-                if stall and rng.random() < 0.1:
+                if options.stall and rng.random() < 0.1:
                     time.sleep(rng.choice([0.3, 0.6, 1.2, 2.5]))  # the whole process stops: every timer runs late
                     result.stalls += 1
                     trace.append(f"{step} stall")
-                for r in c.replicas:
+                for r in [*c.replicas, *([c.console] if c.console is not None else [])]:
                     if not r.dead and r.task.done():
                         c.violate(f"replica {r.identity} loop died: {r.task}")
                         r.dead = True
@@ -469,19 +699,31 @@ async def chaos(seed: int, steps: int, stall: bool, faults: bool) -> SeedResult:
                 r.gate.cut = False
             for node in sorted(failed):
                 await c.set_node_ready(node, True)
+            if options.operator:
+                await heal_operator_state(c)
             await settle(c)
             if partial := c.partial_gangs():
                 c.violate(f"partially running gangs after settling: {partial}")
-            await check_completion(c, jobs, forever)
+            await check_completion(c, list(jobs), forever)
         except Exception as exc:  # noqa: BLE001 - a broken run is a finding too
-            c.violate(f"the run failed: {exc!r}")
+            c.violate(f"the run failed: {exc!r} {traceback.format_exc()[-600:]}")
         finally:
             result.api_requests = len(c.server.requests)
             await c.stop()
-    result.violations, result.seconds = c.violations, time.monotonic() - started
+    result.violations, result.notes, result.seconds = c.violations, c.notes, time.monotonic() - started
     if c.violations:
-        result.report = "\n".join([*trace, *(f"VIOLATION {v}" for v in c.violations), *c.report_dumps()])
+        result.report = "\n".join([*trace, *(f"COMMAND {line}" for line in c.command_log), *(f"NOTE {n}" for n in c.notes),
+                                   *(f"VIOLATION {v}" for v in c.violations), *c.report_dumps()])
     return result
+
+
+async def heal_operator_state(c: Cluster) -> None:
+    """What an operator undoes at the end: every hold taken off, every node uncordoned."""
+    for p in c.server.store.list("pods", "default").objects():
+        if (p["metadata"].get("annotations") or {}).get("usher/hold"):
+            await c.request("PATCH", f"{PODS}/{p['metadata']['name']}", {"metadata": {"annotations": {"usher/hold": None}}}, ok=(404,))
+    for name in c.node_names:
+        await c.request("PATCH", f"/api/v1/nodes/{name}", {"spec": {"unschedulable": False}})
 
 
 async def settle(c: Cluster, wait: float = 60.0) -> None:
@@ -494,10 +736,10 @@ async def settle(c: Cluster, wait: float = 60.0) -> None:
 
 
 async def check_completion(c: Cluster, jobs: list[str], forever: set[str], wait: float = 90.0) -> None:
-    """Restore the quota, delete the never-ending Jobs; every other Job must complete within ``wait`` seconds."""
+    """Restore the quota, delete the never-ending jobs; every other job must complete within ``wait`` seconds."""
     await c.request("PATCH", QUEUES, {"data": {"queues.yaml": queues_yaml(QUOTA)}})
     for name in (j for j in jobs if j in forever):
-        await c.request("DELETE", f"{JOBS}/{name}?propagationPolicy=Background", ok=(404,))
+        await c.request("DELETE", f"{PYTORCHJOBS if name in c.minimums else JOBS}/{name}?propagationPolicy=Background", ok=(404,))
     finite = [j for j in jobs if j not in forever]
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline and c.unfinished(finite):
@@ -512,7 +754,7 @@ async def check_completion(c: Cluster, jobs: list[str], forever: set[str], wait:
                 c.violate(f"  leader {leader.identity} says {g.key}: {g.reason} {g.message}")
 
 
-def run_seed(args: tuple[int, int, bool, bool]) -> SeedResult:
+def run_seed(args: tuple[int, Options]) -> SeedResult:
     """A pool worker's entry: one seed on a fresh event loop, usher's logs off."""
     logging.disable(logging.CRITICAL)
     try:
@@ -524,7 +766,8 @@ def run_seed(args: tuple[int, int, bool, bool]) -> SeedResult:
 def seed_line(r: SeedResult) -> str:
     verdict = "OK" if not r.violations else f"VIOLATION {r.violations[0][:300]}"
     return (f"seed {r.seed:>4}  kills {r.leader_kills:>2}  cuts {r.lease_cuts:>2}  node failures {r.node_failures:>2}  "
-            f"stalls {r.stalls:>2}  requests {r.api_requests:>5}  {r.seconds:5.1f} s  {verdict}")
+            f"stalls {r.stalls:>2}  elastic {r.elastic_jobs:>2}  budgets {r.budgets:>2}  commands {r.commands:>2}  "
+            f"notes {len(r.notes):>2}  requests {r.api_requests:>5}  {r.seconds:5.1f} s  {verdict}")
 
 
 def main(argv: list[str]) -> int:
@@ -533,10 +776,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--steps", type=int, default=120, help="chaos steps per seed (default 120)")
     parser.add_argument("--stall", action="store_true", help="stop the whole process now and then (0.3-2.5 s)")
     parser.add_argument("--faults", action="store_true", help="delay and fail some binds and evictions at the API server")
+    parser.add_argument("--elastic", action="store_true", help="also create elastic PyTorchJobs (grown and shrunk by usher)")
+    parser.add_argument("--operator", action="store_true", help="issue operator commands (console, standby, leader; some mid-bind)")
+    parser.add_argument("--budgets", action="store_true", help="a PodDisruptionBudget on about a third of the new jobs")
     parser.add_argument("--jobs", type=int, default=2, help="seeds run at once, each in its own process (default 2)")
     options = parser.parse_args(argv)
     started, results = time.monotonic(), []
-    work = [(seed, options.steps, options.stall, options.faults) for seed in options.seeds]
+    chosen = Options(options.steps, options.stall, options.faults, options.elastic, options.operator, options.budgets)
+    work = [(seed, chosen) for seed in options.seeds]
     at_once = max(1, min(options.jobs, len(work)))
     with Pool(at_once, maxtasksperchild=1) as pool:
         for r in pool.imap_unordered(run_seed, work):
@@ -546,7 +793,8 @@ def main(argv: list[str]) -> int:
                 print(r.report, flush=True)
     broken = sorted(r.seed for r in results if r.violations)
     mean = sum(r.seconds for r in results) / max(len(results), 1)
-    flags = "".join((", stalls" if options.stall else "", ", API faults" if options.faults else ""))
+    flags = "".join((", stalls" if options.stall else "", ", API faults" if options.faults else "", ", elastic" if options.elastic else "",
+                     ", operator" if options.operator else "", ", budgets" if options.budgets else ""))
     print(f"{len(results)} seeds ({options.steps} steps{flags}): {len(results) - len(broken)} passed, {len(broken)} violated"
           f"{f' {broken}' if broken else ''}; {mean:.1f} s per seed, {time.monotonic() - started:.0f} s in all, {at_once} at once")
     return 1 if broken else 0
