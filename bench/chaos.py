@@ -454,6 +454,34 @@ class Cluster:
         self.command_tasks.add(task)
         task.add_done_callback(self.command_tasks.discard)
 
+    def budget_refuses(self, name: str) -> bool:
+        """Whether the job's PodDisruptionBudget allows no disruption now."""
+        try:
+            pdb = self.server.store.get("poddisruptionbudgets", name, "default")
+        except Exception:  # noqa: BLE001 - no budget
+            return False
+        return not (pdb.get("status") or {}).get("disruptionsAllowed")
+
+    def explain_partial(self, partial: dict[str, str]) -> None:
+        """For each partly bound job: its pods, its budget, and the leader's view of its gang."""
+        leader = self.leader()
+        for name in partial:
+            pods = [p for p in self.server.store.list("pods", "default").objects() if job_of(p) == name]
+            self.violate("  pods of " + name + ": " + "; ".join(
+                f"{p['metadata']['name']} {phase(p)} node={p['spec'].get('nodeName')} del={bool(p['metadata'].get('deletionTimestamp'))}"
+                for p in pods))
+            try:
+                pdb = self.server.store.get("poddisruptionbudgets", name, "default")
+                self.violate(f"  budget {name}: spec={ {k: v for k, v in pdb['spec'].items() if k != 'selector'} } status={pdb.get('status')}")
+            except Exception:  # noqa: BLE001 - no budget
+                pass
+            if leader is None:
+                continue
+            for g in leader.ctrl.mirror.gangs.values():
+                if g.key.rsplit("/", 1)[-1] == name:
+                    self.violate(f"  leader {leader.identity} gang {g.key}: teardown={g.teardown} binding={g.binding} to_bind={g.to_bind} "
+                                 f"reason={g.reason} message={g.message} job={g.job and (g.job.name, g.job.state)}")
+
     def leader(self) -> Replica | None:
         return next((r for r in self.replicas if not r.dead and r.ctrl.is_leader), None)
 
@@ -702,8 +730,13 @@ async def chaos(seed: int, options: Options) -> SeedResult:
             if options.operator:
                 await heal_operator_state(c)
             await settle(c)
-            if partial := c.partial_gangs():
+            partial = c.partial_gangs()
+            if held := {name: how for name, how in partial.items() if c.budget_refuses(name)}:
+                # designed: a teardown a budget refuses is asked again (less and less often) until the budget allows it
+                c.notes.append(f"partly running after settling, its teardown refused by its PodDisruptionBudget: {held}")
+            if partial := {name: how for name, how in partial.items() if name not in held}:
                 c.violate(f"partially running gangs after settling: {partial}")
+                c.explain_partial(partial)
             await check_completion(c, list(jobs), forever)
         except Exception as exc:  # noqa: BLE001 - a broken run is a finding too
             c.violate(f"the run failed: {exc!r} {traceback.format_exc()[-600:]}")
