@@ -118,7 +118,7 @@ ACTION_BOUNDS = ((0.35, Action.CREATE_JOB), (0.45, Action.DELETE_JOB), (0.50, Ac
 
 
 #: the actions of ``--elastic`` and ``--operator``, in the draws that are otherwise no action
-EXTRA_BOUNDS = ((0.83, Action.CREATE_ELASTIC), (0.93, Action.OPERATOR))
+EXTRA_BOUNDS = ((0.83, Action.CREATE_ELASTIC), (0.98, Action.OPERATOR))
 
 
 def pick_action(draw: float, have_jobs: bool, have_failed_nodes: bool, elastic: bool = False, operator: bool = False) -> Action:
@@ -249,6 +249,7 @@ class SeedResult:
     elastic_jobs: int = 0
     budgets: int = 0
     commands: int = 0
+    mid_bind_commands: int = 0
     notes: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     report: str = ""
@@ -285,6 +286,7 @@ class Cluster:
         #: the fewest bound pods a running job may have (an elastic job's minimum), by job name
         self.minimums: dict[str, int] = {}
         self.console: Replica | None = None
+        self.mid_bind_commands = 0
         self.command_log: list[str] = []  # (time, target, command, outcome) of each operator command
         self.command_tasks: set[asyncio.Task[None]] = set()
         self.t0 = time.monotonic()
@@ -598,8 +600,13 @@ async def operator_step(c: Cluster, rng: random.Random, jobs: dict[str, JobKind]
     target = {OperatorTarget.STANDBY: standby, OperatorTarget.LEADER: leader}.get(where) or c.console
     assert target is not None
     action = rng.choices([a for a, _ in OPERATOR_ACTIONS], weights=[w for _, w in OPERATOR_ACTIONS])[0]
-    binding: list[Gang] = [g for g in leader.ctrl.mirror.gangs.values() if g.binding] if leader is not None else []
-    mid_bind = bool(binding) and rng.random() < 0.5
+    binding: list[Gang] = []
+    if leader is not None and rng.random() < 0.5:  # aimed mid-bind: wait up to 0.5 s for a gang to be bound
+        for _ in range(50):
+            if binding := sorted((g for g in leader.ctrl.mirror.gangs.values() if g.binding), key=lambda g: g.key):
+                break
+            await asyncio.sleep(0.01)
+    mid_bind = bool(binding)
     gang = rng.choice(binding) if mid_bind else None
     if action in NODE_ACTIONS:
         nodes = c.node_names
@@ -616,6 +623,7 @@ async def operator_step(c: Cluster, rng: random.Random, jobs: dict[str, JobKind]
         cmd = Command(action, job=name if jobs[name] is JobKind.BATCH else f"PyTorchJob/{name}")
     else:
         return
+    c.mid_bind_commands += mid_bind
     label = (f"{step} {cmd.action} {cmd.node or cmd.job or cmd.quota} at {target.identity} ({where})"
              + (f" mid-bind of {gang.key}" if gang is not None else ""))
     trace.append(label)
@@ -744,6 +752,7 @@ async def chaos(seed: int, options: Options) -> SeedResult:
             result.api_requests = len(c.server.requests)
             await c.stop()
     result.violations, result.notes, result.seconds = c.violations, c.notes, time.monotonic() - started
+    result.mid_bind_commands = c.mid_bind_commands
     if c.violations:
         result.report = "\n".join([*trace, *(f"COMMAND {line}" for line in c.command_log), *(f"NOTE {n}" for n in c.notes),
                                    *(f"VIOLATION {v}" for v in c.violations), *c.report_dumps()])
@@ -799,7 +808,7 @@ def run_seed(args: tuple[int, Options]) -> SeedResult:
 def seed_line(r: SeedResult) -> str:
     verdict = "OK" if not r.violations else f"VIOLATION {r.violations[0][:300]}"
     return (f"seed {r.seed:>4}  kills {r.leader_kills:>2}  cuts {r.lease_cuts:>2}  node failures {r.node_failures:>2}  "
-            f"stalls {r.stalls:>2}  elastic {r.elastic_jobs:>2}  budgets {r.budgets:>2}  commands {r.commands:>2}  "
+            f"stalls {r.stalls:>2}  elastic {r.elastic_jobs:>2}  budgets {r.budgets:>2}  commands {r.commands:>2} ({r.mid_bind_commands:>2} mid-bind)  "
             f"notes {len(r.notes):>2}  requests {r.api_requests:>5}  {r.seconds:5.1f} s  {verdict}")
 
 

@@ -781,6 +781,9 @@ class KubeController:
             jobs = [(view, self.state.nodes[p.node_id].name, p.gpus) for view, p in pairs]
             if not await self._wait_for_evictions({node for _, node, _ in jobs}):
                 failed = {view.name for view, _, _ in jobs}
+            elif (withdrawn := self._withdrawn(gang, {node for _, node, _ in jobs})) is not None:
+                log.info("grow %s called off: %s", gang.key, withdrawn)
+                failed = {view.name for view, _, _ in jobs}
             else:
                 results = await asyncio.gather(*(self._bind_one(gang, *j) for j in jobs))
                 failed = {view.name for (view, _, _), error in zip(jobs, results) if error}
@@ -959,6 +962,10 @@ class KubeController:
                 errors.append("the wait for evicted pods to leave its nodes was cut short")
             elif not self.may_write():
                 errors.append("this replica no longer holds the leader lease")
+            elif gang.called_off is None and (withdrawn := self._withdrawn(gang, {node for _, node, _ in jobs})) is not None:
+                # nothing sent yet: the job goes back to its queue, and is decided again as it is now
+                gang.called_off = withdrawn
+                self.mirror.engine.unbind(decision.job, self.clock(), withdrawn)
             elif gang.called_off is None:
                 # from here on nothing can call the binds off, and the job is no victim until
                 # they are done: what they take cannot be evicted before it is seen bound
@@ -989,6 +996,23 @@ class KubeController:
             self._busy -= 1
             self.mirror.sync(gang, self.clock())
             self.mirror.forget_if_empty(gang)
+
+    def _withdrawn(self, gang: Gang, nodes: set[str]) -> str | None:
+        """Why binds decided for ``gang`` onto ``nodes`` must not be sent after all (None: they
+        may): while they waited for their room (a victim's grace period), an operator held the job,
+        or a node was cordoned (drained), failed or went. The operator was told it is done, and the
+        mirror shows it: a bind now would undo the operator's command."""
+        if any(view.held for view in gang.live()):
+            return "held by an operator while it waited for its room"
+        for name in sorted(nodes, key=natural_key):
+            view = self.mirror.nodes.get(name)
+            if view is None:
+                return f"node {name} went while it waited for its room"
+            if view.unschedulable:
+                return f"node {name} was cordoned while it waited for its room"
+            if not view.ready:
+                return f"node {name} stopped being ready while it waited for its room"
+        return None
 
     async def _bind_one(self, gang: Gang, view: PodView, node: str, gpus: list[int]) -> str | None:
         async with self._bind_slots:
