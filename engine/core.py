@@ -203,7 +203,7 @@ class Engine(Admitter):
 
     def grow(self, now: float, missing: Callable[[Job], list[tuple[int, str]]]) -> CycleResult:
         """Running jobs admitted below their size (``minCount`` < pods) take more of their pods
-        where capacity and quota allow, higher priority first: each becomes a BIND decision that
+        where capacity and quota allow (unless an operator holds them), higher priority first: each becomes a BIND decision that
         does not start work (the job is working already). ``missing(job)`` names the pods it
         may still take, with their group's index. Called by the cluster backend once its cycle
         has nothing else to do; a waiting job that needs room at the same or a higher priority
@@ -219,8 +219,8 @@ class Engine(Admitter):
         placer = Placer(state, scoring=self.policy.scoring)
         for job in sorted(elastic, key=lambda j: (-j.priority, j.admitted_seq)):
             run = job.current_run
-            if run is None or not run.placements or (starved is not None and job.priority <= starved):
-                continue
+            if run is None or not run.placements or job.held or (starved is not None and job.priority <= starved):
+                continue  # (a held job runs on, but starts no more pods until it is released)
             before = len(run.placements)
             queue = state.queues[job.queue]
             for gi, name in missing(job):

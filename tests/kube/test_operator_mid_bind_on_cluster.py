@@ -1,4 +1,4 @@
-"""Operator commands that land while usher is binding a gang (found by ``bench/chaos.py --operator``).
+"""Operator commands that land while usher is binding (or growing) a gang (found by ``bench/chaos.py --operator``).
 
 A preemptor's binds wait until its victims are gone, which takes their whole grace period. An
 operator who cordons (or drains) the node meanwhile, or holds the preemptor, has been told
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from sandboxes import UsherOnSandbox, node, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
 
+from test_workload_gangs import eight_gpu_nodes, gpu_template, running_whole
 from test_preemption_on_cluster import JOBS, PREEMPTING, evictions, job, priority_class, rejected, running, ticks
 
 from usher.engine.controller import Command
-from usher.engine.enums import Action
+from usher.engine.enums import Action, AuditAction
 
 
 async def urgent_waiting_for_its_room(sb: UsherOnSandbox) -> str:
@@ -76,3 +77,29 @@ async def test_a_preemptor_held_while_it_waits_for_its_room_is_not_bound(sb: Ush
     sb.advance(31)
     [urgent] = await sb.until(lambda: running(sb, "urgent"), "urgent runs once released")
     assert urgent["spec"]["nodeName"] == "gpu-0" and rejected(await sb.all_pods()) == []
+
+
+async def test_a_held_elastic_job_runs_on_but_does_not_grow_until_released(sb: UsherOnSandbox) -> None:
+    """An elastic PyTorchJob runs at its minimum (a Master and 1 of 2 Workers) on two nodes; the
+    operator holds it, and a third node comes: it does not grow (nor decide to, again and again),
+    until it is released."""
+    await eight_gpu_nodes(sb, 2)
+    await sb.start_usher(sb.tmp, PREEMPTING)
+    replica = {"restartPolicy": "OnFailure", "template": gpu_template(8)}
+    await sb.create("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs", {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "ft"},
+        "spec": {"elasticPolicy": {"minReplicas": 1, "maxReplicas": 2},
+                 "pytorchReplicaSpecs": {"Master": {**replica, "replicas": 1}, "Worker": {**replica, "replicas": 2}}},
+    })
+    await running_whole(sb, "training.kubeflow.org/job-name=ft", 2)
+    [gang] = [g for g in sb.usher.mirror.gangs.values() if g.key.endswith("/ft")]
+    assert await sb.usher.post(Command(Action.HOLD, job=gang.key)) == "held"
+    await ticks(sb, 1)
+    audit_before = len(sb.usher.state.audit)
+    await eight_gpu_nodes(sb, 1, first=3)
+    await ticks(sb, 3)
+    bound = [p for p in await sb.pods("training.kubeflow.org/job-name=ft") if p["spec"].get("nodeName")]
+    assert len(bound) == 2, "grew although the operator held it"
+    assert [e for e in sb.usher.state.audit[audit_before:] if e.action == AuditAction.GROW] == []
+    assert await sb.usher.post(Command(Action.RELEASE, job=gang.key)) == "released"
+    await running_whole(sb, "training.kubeflow.org/job-name=ft", 3)

@@ -349,6 +349,8 @@ class Mirror:
             job.movable = all(p.movable for p in live)
             job.comes_back = all(p.comes_back for p in live)
         if job is not None and job.current_run is not None:
+            # held or released while it runs: a held job runs on, but grows no more
+            self._refresh_flags(gang, job)
             if gang.binding:
                 return
             if not bound:
