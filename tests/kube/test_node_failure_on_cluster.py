@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
-from sandboxes import UsherOnSandbox, node, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
+from sandboxes import UsherOnSandbox, node, pod, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
 
 from usher.sandbox.objects import unreachable_conditions
 
@@ -166,18 +166,31 @@ async def test_a_gang_whose_node_is_deleted_under_it_is_stopped_and_started_agai
 
 
 async def test_a_teardown_a_budget_refuses_asks_again_less_and_less_often_and_counts_its_event(sb: UsherOnSandbox) -> None:
-    """One pod of a running gang is deleted by hand; a PodDisruptionBudget guards the other, so
-    the teardown's eviction is refused. usher asks again after 10 s, then 20, 40, ... (up to
-    5 minutes), not every 10 s for ever, and its Warning is one Event whose count grows, not a new
-    Event per try. Once the budget goes, the teardown ends and the gang starts again whole."""
-    lost, other = await _train_on_two_of_three(sb)
+    """A gang of two bare pods (nothing makes a lost one anew) runs; one is deleted by hand, and
+    a PodDisruptionBudget guards the other, so the teardown's eviction is refused, and there is
+    no pod to complete the gang with. usher asks again after 10 s, then 20, 40, ... (up to
+    5 minutes), not every 10 s for ever, and its Warning is one Event whose count grows, not a
+    new Event per try. Once the budget goes, the teardown ends."""
+    for i in range(3):
+        await sb.create("/api/v1/nodes", node(f"gpu-{i}"))
+    await sb.start_usher(sb.tmp, QUEUES)
+    for i in range(2):
+        body = pod(f"w-{i}", 8, scheduler="usher")
+        body["metadata"]["labels"] = {"usher/gang": "train", "usher/gang-size": "2"}
+        await sb.create("/api/v1/namespaces/default/pods", body)
+
+    async def both() -> list[dict] | None:
+        pods = await _running(sb, "usher/gang=train")
+        return pods if len(pods) == 2 else None
+
+    await sb.until(both, "train runs")
     await sb.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "train"},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"job-name": "train"}}}})
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"usher/gang": "train"}}}})
     fake = [0.0]
     sb.usher.monotonic = lambda: fake[0]
-    await sb.req("DELETE", f"/api/v1/namespaces/default/pods/{lost['metadata']['name']}")
-    path = f"/api/v1/namespaces/default/pods/{other['metadata']['name']}/eviction"
+    await sb.req("DELETE", "/api/v1/namespaces/default/pods/w-0")
+    path = "/api/v1/namespaces/default/pods/w-1/eviction"
 
     def refused() -> int:
         return sum(1 for r in sb.server.requests if r.path == path and r.status == 429 and not r.query.get("dryRun"))
@@ -189,14 +202,40 @@ async def test_a_teardown_a_budget_refuses_asks_again_less_and_less_often_and_co
         await asyncio.sleep(0.1)
     tries = refused()
     assert 3 <= tries <= 7  # 0, 10, 30, 70, 150, 310 s: not the 60 a fixed 10 s would make
-    warnings = [e for e in await sb.events_of(other["metadata"]["name"]) if e["reason"] == "EvictionBlocked"]
+    warnings = [e for e in await sb.events_of("w-1") if e["reason"] == "EvictionBlocked"]
     assert len(warnings) == 1 and warnings[0]["count"] == tries
 
     await sb.req("DELETE", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/train")
     fake[0] += 300.0
     sb.usher._wake.set()
-    fresh = await _started_again(sb, lost, other)
-    assert len(fresh) == 2
+    await sb.until(lambda: _gone(sb, "w-1"), "the teardown ends once the budget allows it")
+
+
+async def test_a_gang_that_lost_a_member_under_a_budget_is_completed_with_the_pod_made_anew(sb: UsherOnSandbox) -> None:
+    """One pod of a running Job's gang is deleted by hand; the Job makes it anew, and a
+    PodDisruptionBudget (maxUnavailable 0: with a pod missing it allows no disruption, for as long
+    as the rest run) keeps the other from being evicted. Rather than hold the other pod's GPUs
+    for ever with the new pod waiting, usher binds the new pod: the gang runs whole again, and the
+    pod that kept running was never evicted."""
+    lost, other = await _train_on_two_of_three(sb)
+    await sb.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "train"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"job-name": "train"}}}})
+    await sb.req("DELETE", f"/api/v1/namespaces/default/pods/{lost['metadata']['name']}")
+
+    async def whole_again() -> list[dict] | None:
+        pods = await _running(sb, "job-name=train")
+        names = {p["metadata"]["name"] for p in pods}
+        return pods if len(pods) == 2 and lost["metadata"]["name"] not in names else None
+
+    pods = await sb.until(whole_again, "the gang runs whole again")
+    assert other["metadata"]["uid"] in {p["metadata"]["uid"] for p in pods}
+    assert any(e["reason"] == "EvictionBlocked" for e in await sb.events_of(other["metadata"]["name"]))
+    [new] = [p for p in pods if p["metadata"]["uid"] != other["metadata"]["uid"]]
+    scheduled = [e for e in await sb.events_of(new["metadata"]["name"]) if e["reason"] == "Scheduled"]
+    assert scheduled and "PodDisruptionBudget" in scheduled[-1]["message"]
+    gang = next(g for g in sb.usher.mirror.gangs.values() if g.pods.keys() >= {new["metadata"]["name"]})
+    assert gang.teardown is None and not gang.partial
 
 
 async def _async(value: bool) -> bool:

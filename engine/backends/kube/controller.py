@@ -1079,12 +1079,12 @@ class KubeController:
         if errors:
             log.warning("completing %s after its teardown was refused: %s", gang.key, errors[0])
             return False
-        why = ("a leader left it partly bound" if gang.completable else "its first bind failed")
+        why = gang.teardown if gang.completable else "its first bind failed"
         log.info("bind %s: completed where its teardown was refused by a PodDisruptionBudget (%s)", gang.key, why)
         for v, node, _ in todo:
             self._spawn(self._event(_pod_ref(v), EventReason.SCHEDULED,
                                     f"Successfully assigned {v.key} to {node} with gang {gang.title or gang.key} "
-                                    f"({why}, and a PodDisruptionBudget kept the rest of the gang running)"))
+                                    f"(completed: {why}, and a PodDisruptionBudget kept the rest of the gang running)"))
         gang.teardown = None
         gang.to_bind = {}
         gang.complete_at = (-math.inf, 0.0)
@@ -1221,7 +1221,14 @@ class KubeController:
                 self._evict_tried[view.uid] = (now + wait, wait)
                 failure = await self._evict(view, f"gang {gang.key} is being stopped: {gang.teardown}", EventReason.GANG_BROKEN)
                 refused += failure is not None and BUDGET_REFUSED in failure
-            if gang.completable and not gang.to_bind and pods and refused == len(pods) == len(gang.bound()):
+            if gang.to_bind or not pods or not refused == len(pods) == len(gang.bound()):
+                continue  # not every pod on a node is kept there by a budget
+            if not gang.completable and gang.unbound() and self.mirror.take_in_again(gang, self.clock()):
+                # a member lost and the rest kept by a budget (one that allows no disruption with
+                # a pod missing): the pods its owner made anew stand in for the lost ones
+                gang.teardown = f"lost a member, and a PodDisruptionBudget keeps the other {plural(len(pods), 'pod')}"
+                gang.completable = True
+            if gang.completable:
                 self._plan_completion(gang)
 
     # -- why pending ----------------------------------------------------------------------

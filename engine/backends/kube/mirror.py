@@ -91,9 +91,10 @@ class Gang:
     to_bind: dict[str, tuple[str, list[int]]] = field(default_factory=dict)
     #: when the controller may next try to complete it (monotonic seconds), and the wait before
     complete_at: tuple[float, float] = (-math.inf, 0.0)
-    #: torn down because it was found partly bound (a leader died between its binds): its pods
-    #: wait for their peers, so when a budget refuses every eviction the rest are placed and bound
-    #: instead (``Engine.complete``; a lost member's gang is not: its pods lost their peer)
+    #: its teardown found it short of pods (found partly bound: a leader died between its binds;
+    #: or a member lost, with pods made anew waiting): when a budget refuses every eviction, the
+    #: pods it lacks are placed and bound instead (``Engine.complete``), so that the pods kept
+    #: running are not left waiting for their peers for as long as the budget holds
     completable: bool = False
     #: its binds failed: not admitted again before this moment (monotonic seconds), the wait
     #: that led to it (doubled at the next failure), and the first error of the last try
@@ -470,6 +471,20 @@ class Mirror:
         if gone:
             self.engine.shrink(job, gone, now)
         return None
+
+    def take_in_again(self, gang: Gang, now: float) -> bool:
+        """A running gang torn down for a lost member whose bound pods a budget keeps: its run
+        ends, and it is taken in again from its pods as they are (those on nodes, and those its
+        owner made anew waiting), partly bound, to be completed. False when it is not short of
+        pods that way (nothing to complete)."""
+        job = gang.job
+        if job is None or job.current_run is None or gang.binding:
+            return False
+        self.engine.unbind(job, now, None)
+        gang.teardown = None
+        gang.departed.clear()
+        self._adopt(gang, gang.bound(), now)
+        return gang.partial
 
     def half_bound(self) -> list[Gang]:
         """Gangs seen with fewer pods on nodes than they need and no bind of ours under way."""
