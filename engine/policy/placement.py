@@ -404,7 +404,9 @@ class Placer:
     def _least_fragmenting(self, pod: PodGroup, model: FragmentationModel, among: frozenset[int] | None) -> Node | None:
         """Fragmentation-aware choice: the node whose fragment grows least (FGD's score).
 
-        Nodes are visited one shape at a time (model, free CPU, sorted free GPUs, free memory),
+        While the typical pods ask less CPU per GPU than the cluster has (GPUs are the scarcer
+        resource), a GPU pod's score also counts the GPU capacity it strands
+        (``FragmentationModel.stranded``). Nodes are visited one shape at a time (model, free CPU, sorted free GPUs, free memory),
         since nodes of a shape score alike; the score is memoised per shape and demand. When
         some pods of the workload accept only some GPU models, a GPU pod that accepts more than
         one model first avoids the models those pods are expected to need most (``protected_models``)
@@ -437,6 +439,7 @@ class Placer:
             protected = model.protected_models(state.free_by_model)
         balance = pod.gpu_milli > 0 and model.several_gpu_share < BALANCE_SEVERAL_GPU_LIMIT and not model.model_sets
         cpu_per_gpu = state.cpu_per_gpu
+        count_stranded = pod.gpu_milli > 0 and model.cpu_per_gpu < cpu_per_gpu
         wide_hosts = self._wide_hosts(model) if balance else frozenset()
         for shape, members in state.shapes.items():
             gpu_model, cpu_free, free, memory_free = shape
@@ -461,7 +464,7 @@ class Placer:
                     break
             if node is None:
                 continue
-            score = model.best_placement(gpu_model, cpu_free, free, demand, memory_free)[0]
+            score = model.best_placement(gpu_model, cpu_free, free, demand, memory_free, count_stranded)[0]
             if pod.gpu_milli:
                 preferred = int(not (all(f == MILLI for f in free) and cpu_free == node.cpu))
             else:

@@ -159,3 +159,52 @@ def test_a_pod_without_gpus_goes_where_the_least_gpu_is_left_when_scores_tie() -
     state.allocate(state.nodes[1], [0], 0, 4000, 1024)  # n1 runs a one-GPU pod
     cpu_only = PodGroup("cpu", 1, 0, 2000, 1024, None)
     assert Placer(state).choose_node(cpu_only).name == "n1"
+
+
+def test_stranded_is_free_gpu_that_the_pods_sized_for_it_cannot_use_for_cpu_or_memory() -> None:
+    model = FragmentationModel([TypicalPod(PodDemand(11000, 470, 1), 0.5), TypicalPod(PodDemand(3000, 810, 1), 0.5)])
+    assert model.stranded("G2", 5000, (530,)) == 530  # the 470 share needs 11 cores; the 810 is too big
+    assert model.stranded("G2", 12000, (530,)) == 0
+    assert model.stranded("G2", 5000, (1000, 530)) == 530  # the 810 share fits the whole GPU and 5 cores
+    assert model.stranded("G2", 2000, (1000, 530)) == 1530
+    assert model.stranded("G2", 2000, (100,)) == 0  # no pod is sized for it: fragment, but not stranded
+    heavy = FragmentationModel([TypicalPod(PodDemand(4000, 470, 1, None, 46 * 1024), 1.0)])
+    assert heavy.stranded("G2", 64000, (530,), memory_free=20 * 1024) == 530
+
+
+def _stranding_state(cpu_only_pods: int) -> ClusterState:
+    """n0 has GPUs free (1000, 530) beside 14 cores, n1 two whole GPUs beside 64 cores."""
+    state = ClusterState("t", [], {})
+    for i in range(2):
+        state.add_node(Node(id=i, name=f"n{i}", labels={}, gpu_model="G2", gpu_memory=0, gpu_count=2,
+                            islands=[[0, 1]], cpu=64000, memory=1 << 40))
+    state.finish_building()
+    profile = WorkloadProfile(popularity=1.0)
+    profile.observe(PodDemand(4000, 1000, 1), 90)
+    profile.observe(PodDemand(11000, 470, 1), 5)
+    profile.observe(PodDemand(8000, 1000, 2), 5)
+    if cpu_only_pods:
+        profile.observe(PodDemand(64000, 0, 0), cpu_only_pods)
+    state.enable_fragmentation(profile, tie_rank=[0, 1])
+    state.allocate(state.nodes[0], [1], 470, 50000, 1024)
+    return state
+
+
+def test_a_gpu_pod_does_not_take_the_cores_a_half_used_gpu_needs() -> None:
+    # FGD's score puts the pod on n0 (the 530 left is fragment for most pods anyway), leaving
+    # 10 cores: too few for the 470 share, the only typical pod the 530 fits
+    state = _stranding_state(0)
+    model = state.workload.model()
+    assert model.cpu_per_gpu < state.cpu_per_gpu
+    pod = PodGroup("one", 1, 1000, 4000, 1024, None)
+    demand = PodDemand(4000, 1000, 1)
+    n0 = model.best_placement("G2", 14000, (1000, 530), demand, None)[0]
+    n1 = model.best_placement("G2", 64000, (1000, 1000), demand, None)[0]
+    assert n0 > n1
+    assert Placer(state).choose_node(pod).name == "n1"
+
+
+def test_where_cpu_is_the_scarcer_resource_stranded_gpus_are_not_counted() -> None:
+    state = _stranding_state(100)
+    assert state.workload.model().cpu_per_gpu > state.cpu_per_gpu
+    assert Placer(state).choose_node(PodGroup("one", 1, 1000, 4000, 1024, None)).name == "n0"
