@@ -92,6 +92,15 @@ Vec = tuple[int, int, int]
 Extras = tuple[tuple[str, int], ...]
 #: the extra every pod on a cluster takes one of: a node's pod limit (its ``pods`` allocatable)
 PODS = "pods"
+#: extras named so are host ports (``hostport:TCP/29500``): a node has one of each until a pod
+#: takes it, without listing them
+HOST_PORT = "hostport:"
+
+
+def extra_offered(extra: dict[str, int], name: str) -> int:
+    """How much of ``name`` a node with extras ``extra`` (``Node.extra`` or ``extra_free``) has:
+    what it lists; an unlisted host port is free, any other unlisted resource it has none of."""
+    return extra.get(name, 1 if name.startswith(HOST_PORT) else 0)
 #: A quota vector: the same resources; ``inf`` where a queue sets no limit.
 QuotaVec = tuple[float, float, float]
 RESOURCE_NAMES = ("gpu", "cpu", "memory")
@@ -712,7 +721,7 @@ class ClusterState:
         if extra:
             left = node.extra_free
             for name, amount in extra:
-                left[name] = left.get(name, 0) - amount
+                left[name] = extra_offered(left, name) - amount
         if indexed:
             self._reindex(node, whole_before, len(gpus) * take)
             if self.workload is not None:
@@ -735,7 +744,7 @@ class ClusterState:
         if extra:
             left = node.extra_free
             for name, amount in extra:
-                left[name] = left.get(name, 0) + amount
+                left[name] = extra_offered(left, name) + amount
         if indexed:
             self._reindex(node, whole_before, -len(gpus) * give)
             if self.workload is not None:
@@ -801,7 +810,7 @@ class ClusterState:
                 return False
             if any(i >= len(node.gpu_free) or node.gpu_free[i] < milli for i, milli in gpus.items()):
                 return False
-            if any(node.extra_free.get(name, 0) < amount for name, amount in extra.items()):
+            if any(extra_offered(node.extra_free, name) < amount for name, amount in extra.items()):
                 return False
         return True
 

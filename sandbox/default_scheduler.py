@@ -39,12 +39,14 @@ from .nodefit import (
     MEMORY,
     PODS,
     add_usage,
+    host_ports,
     insufficient,
     is_terminal,
     matches_node_selector,
     node_allocatable,
     node_taints,
     pod_requests,
+    port_conflict,
     set_condition,
     untolerated,
 )
@@ -132,6 +134,9 @@ class DefaultScheduler(Part):
         short = insufficient(pod_requests(pod), used.get(name, {}), node_allocatable(node))
         if short:
             return ["Too many pods" if r == PODS else f"Insufficient {r}" for r, *_ in short]
+        wanted = host_ports(pod)
+        if wanted and port_conflict(wanted, (p for other in bound.get(name, []) for p in host_ports(other))) is not None:
+            return ["node(s) didn't have free ports for the requested pod ports"]
         for term in _anti_affinity_terms(pod):
             if self._anti_affinity_violated(pod, term, node, bound):
                 return ["node(s) didn't match pod anti-affinity rules"]

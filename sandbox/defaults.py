@@ -106,12 +106,25 @@ def service_defaults(service: JsonObject, creating: bool) -> None:
                 port.setdefault("targetPort", port["port"])
 
 
+def port_defaults(spec: JsonObject) -> None:
+    """Each container port's ``protocol`` TCP; with ``hostNetwork``, its ``hostPort`` its
+    ``containerPort`` (the pod listens on the node's own address)."""
+    for group in ("containers", "initContainers"):
+        for container in spec.get(group) or []:
+            for port in (container.get("ports") or []) if isinstance(container, dict) else []:
+                if isinstance(port, dict):
+                    port.setdefault("protocol", "TCP")
+                    if spec.get("hostNetwork") and not port.get("hostPort") and port.get("containerPort"):
+                        port["hostPort"] = port["containerPort"]
+
+
 def _pod_template_defaults(template: JsonObject) -> None:
     metadata = template.get("metadata")
     if isinstance(metadata, dict) and "creationTimestamp" in metadata and metadata["creationTimestamp"] is None:
         # a zero time, as kubectl before 1.34 writes it: today's API types omit it when stored
         del metadata["creationTimestamp"]
     spec = template.setdefault("spec", {})
+    port_defaults(spec)
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("schedulerName", "default-scheduler")

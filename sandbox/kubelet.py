@@ -52,11 +52,13 @@ from .kinds import RESOURCE_TYPES, Resource
 from .nodelifecycle import kubelet_unreachable
 from .nodefit import (
     add_usage,
+    host_ports,
     insufficient,
     is_terminal,
     node_allocatable,
     node_ready,
     pod_requests,
+    port_conflict,
     set_condition,
     tolerates,
     toleration_matches,
@@ -266,27 +268,34 @@ class Kubelet(Part):
         pod = stored.obj
         node_name = node["metadata"]["name"]
         used: dict[str, int] = {}
+        ports: set[tuple[str, str, int]] = set()
         for other in self.store.list(PODS, field_selector=f"spec.nodeName={node_name}").items:
             o = other.obj
             if o["metadata"]["uid"] == pod["metadata"]["uid"] or is_terminal(o):
                 continue
             if o["metadata"]["uid"] in self.runs or self.mgr.skip(o) or (o.get("status") or {}).get("phase") == "Running":
                 add_usage(used, pod_requests(o))
+                ports |= host_ports(o)
         short = insufficient(pod_requests(pod), used, node_allocatable(node))
         if short:
             resource, want, have, cap = short[0]
-            new = stored.copy()
-            status = new.setdefault("status", {})
-            status["phase"] = "Failed"
-            status["reason"] = f"OutOf{resource}"
-            status["message"] = (
-                f"Pod was rejected: Node didn't have enough resource: {resource}, "
-                f"requested: {want}, used: {have}, capacity: {cap}"
-            )
-            status.setdefault("startTime", self.store.now())
-            self.store.commit_update(PODS, stored, new)
+            self._reject(stored, f"OutOf{resource}", f"Pod was rejected: Node didn't have enough resource: {resource}, "
+                                                     f"requested: {want}, used: {have}, capacity: {cap}")
+            return
+        if port_conflict(host_ports(pod), ports) is not None:
+            self._reject(stored, "NodePorts", "Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports")
             return
         self._start(stored, node)
+
+    def _reject(self, stored: Stored, reason: str, message: str) -> None:
+        """What the kubelet's admission does with a pod that does not fit: Failed, with why."""
+        new = stored.copy()
+        status = new.setdefault("status", {})
+        status["phase"] = "Failed"
+        status["reason"] = reason
+        status["message"] = message
+        status.setdefault("startTime", self.store.now())
+        self.store.commit_update(PODS, stored, new)
 
     def _addresses(self, node: JsonObject, uid: str) -> tuple[str, str]:
         name = node["metadata"]["name"]

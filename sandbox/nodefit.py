@@ -71,6 +71,32 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
     return {k: v for k, v in total.items() if v}
 
 
+HostPort = tuple[str, str, int]
+"""(protocol, host IP, port); host IP ``0.0.0.0`` for all of them."""
+ANY_IP = "0.0.0.0"
+
+
+def host_ports(pod: Mapping[str, Any]) -> set[HostPort]:
+    """The host ports a pod takes: each ``hostPort`` of its containers and sidecars."""
+    spec = pod.get("spec") or {}
+    containers = [*(spec.get("containers") or []),
+                  *(c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always")]
+    return {
+        (port.get("protocol") or "TCP", port.get("hostIP") or ANY_IP, int(port["hostPort"]))
+        for c in containers for port in c.get("ports") or [] if port.get("hostPort")
+    }
+
+
+def port_conflict(wanted: set[HostPort], taken: Iterable[HostPort]) -> HostPort | None:
+    """The first of ``wanted`` that a port in ``taken`` rules out (same protocol and port, and
+    the same host IP or either on all of them), as the NodePorts check finds it; None if none."""
+    for protocol, ip, port in sorted(wanted):
+        for other_protocol, other_ip, other_port in taken:
+            if (protocol, port) == (other_protocol, other_port) and (ip == other_ip or ANY_IP in (ip, other_ip)):
+                return protocol, ip, port
+    return None
+
+
 def node_allocatable(node: Mapping[str, Any]) -> dict[str, int]:
     status = node.get("status") or {}
     alloc = status.get("allocatable") or status.get("capacity") or {}

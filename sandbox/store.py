@@ -1622,6 +1622,7 @@ def _no_checks(rt: ResourceType, old: JsonObject, new: JsonObject) -> None:
 
 def _pod_defaults(pod: JsonObject, creating: bool) -> None:
     spec = pod.setdefault("spec", {})
+    defaults.port_defaults(spec)
     spec.setdefault("schedulerName", "default-scheduler")
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("dnsPolicy", "ClusterFirst")

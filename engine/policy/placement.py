@@ -32,7 +32,7 @@ from operator import attrgetter
 from typing import Protocol
 
 from ..enums import PendingReason, TopologyMode
-from ..state import MILLI, PODS, ClusterState, Domain, Extras, Job, Node, PodGroup, PodPlacement
+from ..state import HOST_PORT, MILLI, PODS, ClusterState, Domain, Extras, Job, Node, PodGroup, PodPlacement, extra_offered
 from .fragmentation import MEMORY_UNIT, FragmentationModel, PodDemand
 from .registry import Scoring
 
@@ -108,7 +108,7 @@ class Schedulable:
 def extras_fit(node: Node, extra: Extras) -> bool:
     """Whether what is left on ``node`` of each resource beyond GPUs, CPU and memory covers ``extra``."""
     left = node.extra_free
-    return all(left.get(name, 0) >= amount for name, amount in extra)
+    return all(extra_offered(left, name) >= amount for name, amount in extra)
 
 
 def model_allowed(pod: PodGroup, node: Node) -> bool:
@@ -212,11 +212,14 @@ class ExtraFit:
 
     def filter(self, node: Node, pod: PodGroup) -> str | None:
         for name, amount in pod.extra:
-            if node.extra.get(name, 0) < amount:
-                return f"no {name} to offer" if not node.extra.get(name) else f"too little {name} on node"
+            offered = extra_offered(node.extra, name)
+            if offered < amount:
+                return f"no {name} to offer" if not offered else f"too little {name} on node"
         for name, amount in pod.extra:
-            if node.extra_free.get(name, 0) < amount:
-                return "node at its pod limit" if name == PODS else f"not enough free {name}"
+            if extra_offered(node.extra_free, name) < amount:
+                if name == PODS:
+                    return "node at its pod limit"
+                return f"{name.removeprefix(HOST_PORT)} taken" if name.startswith(HOST_PORT) else f"not enough free {name}"
         return None
 
 
@@ -704,7 +707,7 @@ def no_matching_nodes(state: ClusterState, job: Job) -> PodGroup | None:
                 continue
             if pod.whole_gpus > node.gpu_count or (pod.share and node.gpu_count == 0):
                 continue
-            if any(node.extra.get(name, 0) < amount for name, amount in pod.extra):
+            if any(extra_offered(node.extra, name) < amount for name, amount in pod.extra):
                 continue
             ok = True
             break

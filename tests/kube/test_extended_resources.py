@@ -118,3 +118,57 @@ async def test_a_node_at_its_pod_limit_gets_no_pod_of_usher(sb: UsherOnSandbox) 
 async def _async(value: bool) -> bool:
     await asyncio.sleep(0)
     return value
+
+
+def _with_port(body: dict, port: int, host_network: bool = False) -> dict:
+    container = body["spec"]["containers"][0]
+    if host_network:
+        body["spec"]["hostNetwork"] = True
+        container["ports"] = [{"containerPort": port}]
+    else:
+        container["ports"] = [{"containerPort": 8080, "hostPort": port}]
+    return body
+
+
+def test_a_pods_host_ports_are_extras_a_node_has_one_of_each():
+    spec = {"hostNetwork": True,
+            "initContainers": [{"name": "mesh", "restartPolicy": "Always", "ports": [{"containerPort": 15001}]},
+                               {"name": "setup", "ports": [{"containerPort": 9999}]}],
+            "containers": [{"name": "a", "ports": [{"containerPort": 29500}, {"containerPort": 4791, "protocol": "UDP"}]}]}
+    extra = dict(pod_requests(spec).extra)
+    # with hostNetwork every port of the containers and sidecars is a host port; an ordinary init
+    # container's ports are not held while the pod runs
+    assert {k for k in extra if k.startswith("hostport:")} == {"hostport:TCP/29500", "hostport:UDP/4791", "hostport:TCP/15001"}
+    assert "hostport:TCP/8080" not in dict(pod_requests({"containers": [{"ports": [{"containerPort": 8080}]}]}).extra)
+
+
+async def test_pods_taking_one_host_port_never_share_a_node(sb: UsherOnSandbox) -> None:
+    """gpu-a runs an exporter of another scheduler on host port 9400; a gang of two one-GPU pods
+    each on host port 29500 (hostNetwork). Packing would put both pods on gpu-a; the kubelet would
+    refuse the second (NodePorts), and any pod on 9400 there. Each pod goes where its port is free."""
+    for i in range(3):
+        await sb.create("/api/v1/nodes", node(f"gpu-{i}"))
+    await sb.create(PODS, _with_port(pod("exporter", 0, node_name="gpu-0"), 9400))
+    await sb.start_usher(sb.tmp, QUEUES)
+    for i in range(2):
+        body = _with_port(pod(f"w-{i}", 1, scheduler="usher"), 29500, host_network=True)
+        body["metadata"]["labels"] = {"usher/gang": "w", "usher/gang-size": "2"}
+        await sb.create(PODS, body)
+    await sb.create(PODS, _with_port(pod("probe", 1, scheduler="usher"), 9400))
+    placed = {}
+    for name in ("w-0", "w-1", "probe"):
+        p = await sb.pod_where(name, lambda p: p["status"].get("phase") == "Running")
+        placed[name] = p["spec"]["nodeName"]
+    assert placed["w-0"] != placed["w-1"]
+    assert placed["probe"] != "gpu-0"
+
+
+async def test_the_sandboxs_kubelet_refuses_a_pod_whose_host_port_is_taken(sb: UsherOnSandbox) -> None:
+    """As a real kubelet's admission does (NodePorts), for pods bound without a scheduler."""
+    await sb.create("/api/v1/nodes", node("gpu-0"))
+    await sb.create(PODS, _with_port(pod("first", 0, node_name="gpu-0"), 29500))
+    await sb.pod_where("first", lambda p: p["status"].get("phase") == "Running")
+    await sb.create(PODS, _with_port(pod("second", 0, node_name="gpu-0"), 29500, host_network=True))
+    refused = await sb.pod_where("second", lambda p: p["status"].get("phase") == "Failed")
+    assert refused["status"]["reason"] == "NodePorts"
+    assert refused["spec"]["containers"][0]["ports"][0] == {"containerPort": 29500, "hostPort": 29500, "protocol": "TCP"}

@@ -39,7 +39,7 @@ from ...fmt import plural
 from ...policy.placement import pick_whole_gpus
 from ...policy.registry import Policy
 from ...scenario import QueueSpec, Resources, Scenario
-from ...state import MILLI, AuditEntry, ClusterState, Extras, Job, KeptRoom, Node, PodGroup, PodPlacement
+from ...state import MILLI, AuditEntry, ClusterState, Extras, Job, KeptRoom, Node, PodGroup, PodPlacement, extra_offered
 from .constraints import GroupConstraints, NodeConstraints, group_constraints
 from .objects import Holding, NodeView, Phase, PodView, Requests, natural_key
 
@@ -983,7 +983,7 @@ class Mirror:
         gpus = pick_whole_gpus(node, min(want.gpus, node.whole_free)) if want.gpus else []
         cpu, memory = min(want.cpu, max(node.cpu_free, 0)), min(want.memory, max(node.mem_free, 0))
         left = node.extra_free
-        extra = tuple((name, min(amount, max(left.get(name, 0), 0))) for name, amount in want.extra)
+        extra = tuple((name, min(amount, max(extra_offered(left, name), 0))) for name, amount in want.extra)
         state.allocate(node, gpus, 0, cpu, memory, extra)
         state.changed()
         self._taken[key] = (node_id, gpus, cpu, memory, extra)
@@ -1008,7 +1008,7 @@ class Mirror:
             want = holding.requests
             if not ((len(taken[1]) < want.gpus and node.whole_free > 0) or (taken[2] < want.cpu and node.cpu_free > 0)
                     or (taken[3] < want.memory and node.mem_free > 0)
-                    or any(got < amount and node.extra_free.get(name, 0) > 0
+                    or any(got < amount and extra_offered(node.extra_free, name) > 0
                            for (name, got), (_, amount) in zip(taken[4], want.extra))):
                 continue  # no room has freed there: nothing would change
             self._give_back(key)

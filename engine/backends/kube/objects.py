@@ -15,7 +15,8 @@ Conventions (documented for users in the README):
 - requests: ``pod_requests``, kube-scheduler's arithmetic (containers and sidecars, the largest
   init container, ``spec.overhead``), for every resource named, as kube-scheduler's
   NodeResourcesFit checks them: GPUs, CPU and memory, and the rest (extended resources such as
-  ``rdma/ib``, hugepages, ephemeral storage) plus one of the node's ``pods`` as ``extra``; a
+  ``rdma/ib``, hugepages, ephemeral storage) plus one of the node's ``pods`` and its host ports
+  (``host_ports``) as ``extra``; a
   node offers only the extras its allocatable lists (``pods`` without limit when unlisted, as a
   bare test object); ``holding_of`` for the pods usher does not schedule;
 - GPUs: ``nvidia.com/gpu`` requests (or limits); a share of one GPU: annotation
@@ -52,7 +53,7 @@ import yaml
 from ...scenario.limits import CONFIG_LIMITS
 from ...scenario.quantity import parse_cpu, parse_duration, parse_memory
 from ...scenario.yamltree import YamlLimitError, load_bounded
-from ...state import MILLI, PODS, UNLIMITED, Extras
+from ...state import HOST_PORT, MILLI, PODS, UNLIMITED, Extras
 from .constraints import NodeConstraints, Taint, node_taints, parse_constraints
 
 if TYPE_CHECKING:
@@ -301,7 +302,28 @@ def pod_requests(spec: dict[str, Any], problems: list[str] | None = None) -> Req
     total = plus(total, amounts({"resources": {"requests": spec.get("overhead") or {}}}, "spec.overhead"))
     extra = {k: v for k, v in total.items() if k not in _NAMED and v > 0}
     extra[PODS] = extra.get(PODS, 0) + 1
+    for port in host_ports(spec):
+        extra[f"{HOST_PORT}{port}"] = 1
     return Requests(total.get("cpu", 0), total.get("memory", 0), total.get(GPU_RESOURCE, 0), tuple(sorted(extra.items())))
+
+
+def host_ports(spec: dict[str, Any]) -> set[str]:
+    """The host ports a pod takes on its node (``TCP/29500``), as kube-scheduler's NodePorts
+    counts them: the ``hostPort`` of each port of its containers and sidecars (with
+    ``hostNetwork``, every container port is one, as the API server defaults it). Two pods on one
+    node may not take the same protocol and port; usher does not tell host IPs apart (stricter
+    than kube-scheduler only for pods that bind one port to different host addresses)."""
+    containers = [*(spec.get("containers") or []),
+                  *(c for c in spec.get("initContainers") or [] if isinstance(c, dict) and c.get("restartPolicy") == "Always")]
+    found: set[str] = set()
+    for c in containers:
+        for port in (c.get("ports") or []) if isinstance(c, dict) else []:
+            if not isinstance(port, dict):
+                continue
+            number = port.get("hostPort") or (port.get("containerPort") if spec.get("hostNetwork") else None)
+            if isinstance(number, int) and number > 0:
+                found.add(f"{port.get('protocol') or 'TCP'}/{number}")
+    return found
 
 
 def selector_matches(selector: Any, labels: dict[str, str]) -> bool:
