@@ -31,7 +31,7 @@ from .policy.placement import (
     request_of,
 )
 from .scenario.quantity import format_cpu, format_memory
-from .state import INF, MILLI, PODS, RESOURCE_NAMES, ClusterState, Job, PodGroup
+from .state import HOST_PORT, INF, MILLI, PODS, RESOURCE_NAMES, ClusterState, Job, PodGroup, extra_offered
 
 #: a lazy field not worked out yet
 _LATER: Any = object()
@@ -350,7 +350,7 @@ def message(
     cpu_note = ""
     if pod.cpu or pod.memory:
         cpu_note = f", {format_cpu(pod.cpu)} CPU and {format_memory(pod.memory)} per pod"
-    short = _extras_short(job, capacity.extras)
+    short = _extras_short(state, job, capacity.extras)
     if short is not None:
         return f"Asks for {_asks(job)}{cpu_note}; {short} ({fmt.plural(free, 'GPU')} free on schedulable nodes)."
     constrained = _constrained(job)
@@ -365,11 +365,17 @@ def message(
     )
 
 
-def _extras_short(job: Job, extras: dict[str, tuple[int, int, int]]) -> str | None:
+def _extras_short(state: ClusterState, job: Job, extras: dict[str, tuple[int, int, int]]) -> str | None:
     """Words for the first resource beyond GPUs, CPU and memory that a pod of ``job`` asks, that
-    some schedulable node offers enough of and none has free enough of now; None when there is none."""
+    some schedulable node offers enough of and none has free enough of now (a host port: taken on
+    every schedulable node); None when there is none."""
     for g in job.groups:
         for name, amount in g.extra:
+            if name.startswith(HOST_PORT):
+                schedulable = [n for n in state.nodes if n.schedulable]
+                if schedulable and all(extra_offered(n.extra_free, name) < amount for n in schedulable):
+                    return f"each pod also takes host port {name.removeprefix(HOST_PORT)}, which a pod holds on every schedulable node"
+                continue
             top, top_free, count = extras.get(name, (0, 0, 0))
             if top >= amount > top_free:
                 what = "a place among its node's pods" if name == PODS else f"{amount} {name}"

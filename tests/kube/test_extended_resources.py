@@ -61,7 +61,7 @@ async def _pods(sb: UsherOnSandbox, *names: str) -> dict[str, dict]:
 
 
 def _scheduled(p: dict) -> str:
-    return next(c.get("message", "") for c in p["status"].get("conditions", []) if c["type"] == "PodScheduled")
+    return next((c.get("message", "") for c in p["status"].get("conditions", []) if c["type"] == "PodScheduled"), "")
 
 
 def _asking(name: str, gpus: int, rdma: str) -> dict:
@@ -172,3 +172,13 @@ async def test_the_sandboxs_kubelet_refuses_a_pod_whose_host_port_is_taken(sb: U
     refused = await sb.pod_where("second", lambda p: p["status"].get("phase") == "Failed")
     assert refused["status"]["reason"] == "NodePorts"
     assert refused["spec"]["containers"][0]["ports"][0] == {"containerPort": 29500, "hostPort": 29500, "protocol": "TCP"}
+
+
+async def test_a_pod_whose_host_port_is_taken_everywhere_says_so(sb: UsherOnSandbox) -> None:
+    await sb.create("/api/v1/nodes", node("gpu-0"))
+    await sb.create(PODS, _with_port(pod("exporter", 0, node_name="gpu-0"), 9400))
+    await sb.start_usher(sb.tmp, QUEUES)
+    await sb.create(PODS, _with_port(pod("probe", 1, scheduler="usher"), 9400))
+    waiting = await sb.pod_where("probe", lambda p: "9400" in _scheduled(p))
+    assert "host port TCP/9400, which a pod holds on every schedulable node" in _scheduled(waiting)
+    assert waiting["spec"].get("nodeName") is None
