@@ -175,9 +175,7 @@ async def test_a_teardown_a_budget_refuses_asks_again_less_and_less_often_and_co
         await sb.create("/api/v1/nodes", node(f"gpu-{i}"))
     await sb.start_usher(sb.tmp, QUEUES)
     for i in range(2):
-        body = pod(f"w-{i}", 8, scheduler="usher")
-        body["metadata"]["labels"] = {"usher/gang": "train", "usher/gang-size": "2"}
-        await sb.create("/api/v1/namespaces/default/pods", body)
+        await sb.create("/api/v1/namespaces/default/pods", _bare_member(f"w-{i}"))
 
     async def both() -> list[dict] | None:
         pods = await _running(sb, "usher/gang=train")
@@ -209,6 +207,51 @@ async def test_a_teardown_a_budget_refuses_asks_again_less_and_less_often_and_co
     fake[0] += 300.0
     sb.usher._wake.set()
     await sb.until(lambda: _gone(sb, "w-1"), "the teardown ends once the budget allows it")
+
+
+async def test_a_pod_made_anew_after_the_teardown_was_refused_completes_the_gang(sb: UsherOnSandbox) -> None:
+    """As above, but the lost pod is made anew only after the budget refused the teardown (by
+    hand here; an owner's backoff does the same): at the next try, usher completes the gang with it."""
+    for i in range(3):
+        await sb.create("/api/v1/nodes", node(f"gpu-{i}"))
+    await sb.start_usher(sb.tmp, QUEUES)
+    for i in range(2):
+        await sb.create("/api/v1/namespaces/default/pods", _bare_member(f"w-{i}"))
+
+    async def running(n: int) -> list[dict] | None:
+        pods = await _running(sb, "usher/gang=train")
+        return pods if len(pods) == n else None
+
+    await sb.until(lambda: running(2), "train runs")
+    await sb.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "train"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"usher/gang": "train"}}}})
+    fake = [0.0]
+    sb.usher.monotonic = lambda: fake[0]
+    survivor = await sb.get("/api/v1/namespaces/default/pods/w-1")
+    await sb.req("DELETE", "/api/v1/namespaces/default/pods/w-0")
+    await sb.until(lambda: _refused(sb, "w-1"), "the teardown is refused")
+    await sb.create("/api/v1/namespaces/default/pods", _bare_member("w-2"))
+
+    async def whole() -> list[dict] | None:
+        fake[0] += 10.0  # the teardown's retry clock
+        sb.usher._wake.set()
+        return await running(2)
+
+    pods = await sb.until(whole, "the gang runs whole with w-2")
+    assert {p["metadata"]["name"] for p in pods} == {"w-1", "w-2"}
+    assert survivor["metadata"]["uid"] in {p["metadata"]["uid"] for p in pods}
+
+
+def _bare_member(name: str) -> dict:
+    body = pod(name, 8, scheduler="usher")
+    body["metadata"]["labels"] = {"usher/gang": "train", "usher/gang-size": "2"}
+    return body
+
+
+async def _refused(sb: UsherOnSandbox, name: str) -> bool:
+    path = f"/api/v1/namespaces/default/pods/{name}/eviction"
+    return any(r.path == path and r.status == 429 and not r.query.get("dryRun") for r in sb.server.requests)
 
 
 async def test_a_gang_that_lost_a_member_under_a_budget_is_completed_with_the_pod_made_anew(sb: UsherOnSandbox) -> None:

@@ -1101,6 +1101,16 @@ class KubeController:
             return
         short = min(gang.minimum or gang.required, gang.required) - len(gang.bound()) - len(gang.completed)
         missing = self.mirror.unplaced_members(gang)[:max(0, short)]  # an elastic gang: up to its minimum
+        if len(missing) < short and len(gang.unbound()) > len(missing):
+            # pods made since its job was taken in: take it in again with them
+            why = gang.teardown
+            if self.mirror.take_in_again(gang, self.clock()) and gang.job is not None:
+                gang.teardown, gang.completable, job = why, True, gang.job
+                missing = self.mirror.unplaced_members(gang)[:max(0, short)]
+        if len(missing) < short:
+            log.info("teardown %s refused by a PodDisruptionBudget; waiting for its owner to make the %s it lacks",
+                     gang.key, plural(short - len(missing), "pod"))
+            return  # binding fewer would leave it short all the same
         placements = self.mirror.engine.complete(job, missing, self.clock())
         if not placements:
             log.info("teardown %s refused by a PodDisruptionBudget; no room yet to complete it instead", gang.key)
