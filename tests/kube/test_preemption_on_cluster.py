@@ -131,6 +131,47 @@ async def test_a_preemptor_preempted_while_it_waits_for_its_room_never_binds(sb:
     assert evicted.startswith("low-"), "only low's pod was evicted: mid had nothing bound to evict"
 
 
+async def test_a_preemptor_preempted_while_it_waits_goes_back_to_its_queue_at_once(sb: UsherOnSandbox) -> None:
+    """mid preempts low on gpu-0 and waits out low's 30 s grace period; top arrives and preempts
+    mid. mid's waiting bind ends at once and mid is requeued, not once low is gone: when gpu-1
+    frees meanwhile (its job is deleted), mid starts there while low is still going, and nothing
+    of mid is evicted (a bind task still waiting beside the new one used to start mid twice, and
+    the old preemption's teardown evicted the pod that had just started)."""
+    for i in range(2):
+        await sb.create("/api/v1/nodes", node(f"gpu-{i}"))
+    await sb.start_usher(sb.tmp, PREEMPTING)
+    await sb.create(JOBS, job("low", 8, grace=30))
+    await sb.until(lambda: running(sb, "low"), "low runs")
+    kept = job("kept", 8)
+    kept["spec"]["template"]["metadata"]["annotations"]["usher/preemptible"] = "false"
+    await sb.create(JOBS, kept)
+    await sb.until(lambda: running(sb, "kept"), "kept runs")
+    sb.advance(60)
+    await priority_class(sb, "mid", 100)
+    await priority_class(sb, "top", 200)
+    await sb.create(JOBS, job("mid", 8, priority_class="mid"))
+    await sb.until(lambda: _async_value(bool(evictions(sb)) or None), "low is evicted for mid")
+    sb.advance(10)
+    await ticks(sb, 1)
+    await sb.create(JOBS, job("top", 8, priority_class="top"))
+    await ticks(sb, 2)
+    await sb.req("DELETE", f"{JOBS}/kept?propagationPolicy=Background")
+    [started] = await sb.until(lambda: running(sb, "mid"), "mid starts on gpu-1 while low still goes")
+    assert started["spec"]["nodeName"] == "gpu-1"
+    low = [p for p in await sb.pods("job-name=low") if p["metadata"].get("deletionTimestamp")]
+    assert low, "low's pod is still in its grace period"
+    sb.advance(25)  # low is gone
+    [top] = await sb.until(lambda: running(sb, "top"), "top runs once low is gone")
+    assert top["spec"]["nodeName"] == "gpu-0" and rejected(await sb.all_pods()) == []
+    assert [e.split("-")[0] for e in evictions(sb)] == ["low"], "only low's pod was evicted"
+    [mid] = await running(sb, "mid")
+    assert mid["metadata"]["uid"] == started["metadata"]["uid"], "mid runs on, started once"
+
+
+async def _async_value(value):
+    return value
+
+
 async def test_a_victim_whose_binds_are_on_their_way_is_preempted_once_they_land(sb: UsherOnSandbox) -> None:
     """mid's bind is slow to be answered (a busy API server) when top arrives and preempts it:
     the bind cannot be called back, so usher decides again once mid is seen bound, and evicts it

@@ -220,6 +220,9 @@ class KubeController:
         self._written: dict[str, _Written] = {}
         #: pods we evicted and have not yet seen go, by uid: (their node, their key, set when gone)
         self._gone_waiters: dict[str, tuple[str | None, str, asyncio.Event]] = {}
+        #: per gang key, set when the gang's bind task, still waiting for its room, is called off
+        #: (``Gang.called_off``): the task stops waiting at once
+        self._call_offs: dict[str, asyncio.Event] = {}
         #: when a teardown may next ask to evict each pod (monotonic seconds), and the wait it
         #: left before that try, by uid
         self._evict_tried: dict[str, tuple[float, float]] = {}
@@ -821,6 +824,8 @@ class KubeController:
             if gang is not None and gang.binding:
                 # its bind task still waits for its own room: it must not bind now
                 gang.called_off = f"preempted before its binds were sent ({self._why(d)})"
+                if (call_off := self._call_offs.get(gang.key)) is not None:
+                    call_off.set()
         blocked = False
         for d in evictions:
             if d.job.id in self.state.kept_rooms:
@@ -844,8 +849,18 @@ class KubeController:
             return
         for d in binds:
             gang = self.mirror.gang_of_job.get(d.job.id)
-            if gang is not None:
-                self._spawn(self._bind_gang(gang, d))
+            if gang is None:
+                continue
+            if gang.binding:
+                # its bind task of before, called off, has not ended yet: two tasks must never
+                # bind one gang (the old one would send its old decision), so this one is decided
+                # again at the next tick
+                self.mirror.engine.unbind(d.job, now, None)
+                if d.returning is not None:
+                    self.state.keep_room(d.returning, now)
+                self._wake.set()
+                continue
+            self._spawn(self._bind_gang(gang, d))
 
     def _call_off(self, binds: list[Decision], now: float, why: str) -> None:
         """A cycle's evictions did not (all) happen: none of its binds is made (a moved job that
@@ -953,12 +968,13 @@ class KubeController:
         error, a timeout, a lost lease) evicts those that bound and requeues the gang."""
         self._busy += 1
         gang.binding, gang.binds_sent, gang.called_off = True, False, None
+        call_off = self._call_offs[gang.key] = asyncio.Event()
         errors: list[str] = []
         jobs: list[tuple[PodView, str, list[int]]] = []
         try:
             pairs = self.mirror.pods_of(gang, decision.placements)
             jobs = [(view, self.state.nodes[p.node_id].name, p.gpus) for view, p in pairs]
-            if not await self._wait_for_evictions({node for _, node, _ in jobs}):
+            if not await self._wait_for_evictions({node for _, node, _ in jobs}, gang):
                 errors.append("the wait for evicted pods to leave its nodes was cut short")
             elif not self.may_write():
                 errors.append("this replica no longer holds the leader lease")
@@ -992,6 +1008,8 @@ class KubeController:
                 if decision.starts_work:
                     self.metrics.job_started(decision.job.queue, self.clock() - queued_since(decision.job))
         finally:
+            if self._call_offs.get(gang.key) is call_off:
+                del self._call_offs[gang.key]
             _binds_over(gang, decision.job)
             self._busy -= 1
             self.mirror.sync(gang, self.clock())
@@ -1127,17 +1145,28 @@ class KubeController:
         up to ``EVICTION_RETRY_MAX``."""
         return doubled_wait(last or 0.0, self.eviction_retry, EVICTION_RETRY_MAX)
 
-    async def _wait_for_evictions(self, nodes: set[str]) -> bool:
+    async def _wait_for_evictions(self, nodes: set[str], gang: Gang | None = None) -> bool:
         """Wait until the pods usher evicted from ``nodes`` are gone (they hold their GPUs
-        through their grace period); False if this replica stopped leading meanwhile."""
+        through their grace period), or until ``gang``'s binds are called off (its task then
+        ends at once, and the gang goes back to its queue); False if this replica stopped
+        leading meanwhile."""
+        call_off = self._call_offs.get(gang.key) if gang is not None else None
         while True:
+            if (gang is not None and gang.called_off is not None) or (call_off is not None and call_off.is_set()):
+                return self.may_write()
             waits = [ev for node, _, ev in self._gone_waiters.values() if node in nodes and not ev.is_set()]
             if not waits:
                 return self.may_write()
+            watched = [asyncio.ensure_future(asyncio.gather(*(ev.wait() for ev in waits)))]
+            if call_off is not None:
+                watched.append(asyncio.ensure_future(call_off.wait()))
             try:
-                async with asyncio.timeout(EVICTION_WAIT_LOG):
-                    await asyncio.gather(*(ev.wait() for ev in waits))
-            except TimeoutError:
+                done, _ = await asyncio.wait(watched, timeout=EVICTION_WAIT_LOG, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in watched:
+                    task.cancel()
+                await asyncio.gather(*watched, return_exceptions=True)
+            if not done:
                 log.info("still waiting for %d evicted pod(s) to leave %s", len(waits), ", ".join(sorted(nodes)))
             if not self.may_write():
                 return False
