@@ -261,8 +261,8 @@ class Engine(Admitter):
         before = len(run.placements)
         state.age_usage(now)
         with self._resizing(job, run):
-            for placement in placer.taken:
-                group = job.groups[next(gi for gi, name in missing if name == placement.pod)]
+            for (gi, _), placement in zip(missing, placer.taken):  # taken in ``missing``'s order
+                group = job.groups[gi]
                 self.bind_pod(job, placement, (group.gpu_milli, group.cpu, group.memory), now, False, result)
         state.audit.append(AuditEntry(now, "scheduler", AuditAction.COMPLETE, job.name,
                                       f"{before} -> {len(run.placements)} of {job.total_pods} pods: found partly bound, its teardown refused"))

@@ -974,7 +974,7 @@ class KubeController:
         try:
             pairs = self.mirror.pods_of(gang, decision.placements)
             jobs = [(view, self.state.nodes[p.node_id].name, p.gpus) for view, p in pairs]
-            if not await self._wait_for_evictions({node for _, node, _ in jobs}, gang):
+            if not await self._wait_for_evictions({node for _, node, _ in jobs}, call_off):
                 errors.append("the wait for evicted pods to leave its nodes was cut short")
             elif not self.may_write():
                 errors.append("this replica no longer holds the leader lease")
@@ -1112,19 +1112,22 @@ class KubeController:
         return True
 
     def _plan_completion(self, gang: Gang) -> None:
-        """Every eviction of a gang found partly bound was refused by a budget: place the pods it
-        lacks beside those on nodes (``Engine.complete``), for ``_complete`` to bind."""
+        """Every eviction of a gang short of pods (found partly bound, or a member lost) was
+        refused by a budget: place the pods it lacks beside those on nodes (``Engine.complete``),
+        for ``_complete`` to bind."""
         job = gang.job
         if job is None or job.current_run is None:
             return
         short = min(gang.minimum or gang.required, gang.required) - len(gang.bound()) - len(gang.completed)
         missing = self.mirror.unplaced_members(gang)[:max(0, short)]  # an elastic gang: up to its minimum
         if len(missing) < short and len(gang.unbound()) > len(missing):
-            # pods made since its job was taken in: take it in again with them
+            # pods made since its job was taken in (a lost member's, made anew): take it in again with them
             why = gang.teardown
-            if self.mirror.take_in_again(gang, self.clock()) and gang.job is not None:
-                gang.teardown, gang.completable, job = why, True, gang.job
-                missing = self.mirror.unplaced_members(gang)[:max(0, short)]
+            if not self.mirror.take_in_again(gang, self.clock()) or gang.job is None:
+                gang.completable = False  # whole as it is now: nothing to complete
+                return
+            gang.teardown, job = why, gang.job
+            missing = self.mirror.unplaced_members(gang)[:max(0, short)]
         if len(missing) < short:
             log.info("teardown %s refused by a PodDisruptionBudget; waiting for its owner to make the %s it lacks",
                      gang.key, plural(short - len(missing), "pod"))
@@ -1145,14 +1148,13 @@ class KubeController:
         up to ``EVICTION_RETRY_MAX``."""
         return doubled_wait(last or 0.0, self.eviction_retry, EVICTION_RETRY_MAX)
 
-    async def _wait_for_evictions(self, nodes: set[str], gang: Gang | None = None) -> bool:
+    async def _wait_for_evictions(self, nodes: set[str], call_off: asyncio.Event | None = None) -> bool:
         """Wait until the pods usher evicted from ``nodes`` are gone (they hold their GPUs
-        through their grace period), or until ``gang``'s binds are called off (its task then
-        ends at once, and the gang goes back to its queue); False if this replica stopped
-        leading meanwhile."""
-        call_off = self._call_offs.get(gang.key) if gang is not None else None
+        through their grace period), or until ``call_off`` is set (the gang's binds were called
+        off: its task ends at once, and the gang goes back to its queue); False if this replica
+        stopped leading meanwhile."""
         while True:
-            if (gang is not None and gang.called_off is not None) or (call_off is not None and call_off.is_set()):
+            if call_off is not None and call_off.is_set():
                 return self.may_write()
             waits = [ev for node, _, ev in self._gone_waiters.values() if node in nodes and not ev.is_set()]
             if not waits:
@@ -1262,9 +1264,10 @@ class KubeController:
                 refused += failure is not None and BUDGET_REFUSED in failure
             if gang.to_bind or not pods or not refused == len(pods) == len(gang.bound()):
                 continue  # not every pod on a node is kept there by a budget
-            if not gang.completable and gang.unbound() and self.mirror.take_in_again(gang, self.clock()):
+            if not gang.completable and gang.unbound():
                 # a member lost and the rest kept by a budget (one that allows no disruption with
                 # a pod missing): the pods its owner made anew stand in for the lost ones
+                # (``_plan_completion`` takes them in)
                 gang.teardown = f"lost a member, and a PodDisruptionBudget keeps the other {plural(len(pods), 'pod')}"
                 gang.completable = True
             if gang.completable:
