@@ -29,6 +29,7 @@ import heapq
 import itertools
 import json
 import logging
+import ssl
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -125,15 +126,17 @@ class World:
         clock: SimClock,
         time_scale: float = 1.0,
         server: FakeApiServer | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         """``time_scale`` converts scenario seconds to the seconds written on pods (1/speed);
         ``server``: the API server at ``base_url`` when it runs in this process, for the kubelet
-        stand-in's status writes (everything else still goes over HTTP)."""
+        stand-in's status writes (everything else still goes over HTTP); ``verify``: how an
+        HTTPS server's certificate is checked (``FakeApiServer.verify`` trusts the sandbox's CA)."""
         self.scenario = scenario
         self.server = server
         self.clock = clock
         self.scale = time_scale
-        self.http = httpx.AsyncClient(base_url=base_url, timeout=30.0, headers={"User-Agent": "usher-sandbox"})
+        self.http = httpx.AsyncClient(base_url=base_url, timeout=30.0, headers={"User-Agent": "usher-sandbox"}, verify=verify)
         self.jobs = {j.name: j for j in scenario.all_jobs()}
         self.running: dict[str, Running] = {}
         #: (end, seq, name, run) for each pod started with an end, soonest first: ``next_time``

@@ -19,6 +19,9 @@ Interface::
     ...
     await server.stop()
 
+``start(..., tls=context)`` serves HTTPS instead: every connection is TLS, with the certificate
+and key loaded in that server-side ``ssl.SSLContext``; everything below holds as it is.
+
 - :class:`Request` carries ``method`` (upper case), ``path`` (percent-decoded, without the
   query), ``query`` (``dict[str, list[str]]``, blank values kept; ``request.param(name)`` gives
   the first value), ``headers`` (lower-case names; repeated headers joined with ``", "``) and
@@ -59,6 +62,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,6 +79,8 @@ DEFAULT_READ_TIMEOUT = 30.0
 DEFAULT_KEEPALIVE_TIMEOUT = 75.0
 DEFAULT_MAX_CONNECTIONS = 1024
 DEFAULT_GRACE = 5.0
+TLS_SHUTDOWN_TIMEOUT = 1.0
+"""Seconds a closing TLS connection waits for the peer's close_notify (asyncio's default is 30)."""
 
 _FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "connection"})
 """Response headers the transport decides; a handler's values for them are dropped."""
@@ -247,13 +253,16 @@ class HttpServer:
         """How many connections are open."""
         return len(self._connections)
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
-        """Listen on ``host:port`` (0: any free port) and return the bound port."""
+    async def start(self, host: str = "127.0.0.1", port: int = 0, *, tls: ssl.SSLContext | None = None) -> int:
+        """Listen on ``host:port`` (0: any free port) and return the bound port; with ``tls``
+        (a server-side context holding the certificate), over HTTPS."""
         if self._listener is not None:
             raise RuntimeError("the server is already listening")
         self._stopping = False
         self._web = web.Server(self._serve, handler_cancellation=True)
-        self._listener = await asyncio.get_running_loop().create_server(self._accept, host, port)
+        self._listener = await asyncio.get_running_loop().create_server(
+            self._accept, host, port, ssl=tls, ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT if tls else None
+        )
         self.port = self._listener.sockets[0].getsockname()[1]
         return self.port
 
