@@ -285,7 +285,7 @@ class Engine(Admitter):
         """
         state = self.state
         grown = [j for j in self._elastic_running()
-                 if j.preemptible and not j.settling and len(j.current_run.placements) > j.min_count]
+                 if not j.shielded and not j.settling and len(j.current_run.placements) > j.min_count]
         waiting = [j for j in self._waiting_for_room() if j.preempts] if grown else []
         if not waiting:
             return []
@@ -348,10 +348,10 @@ class Engine(Admitter):
     @contextmanager
     def _resizing(self, job: Job, run: Run) -> Iterator[None]:
         """Change a running job's placements with its preemptible totals kept in step."""
-        if job.preemptible:
+        if not job.shielded:
             self.state._count_preemptible(job, run, -1)
         yield
-        if job.preemptible:
+        if not job.shielded:
             self.state._count_preemptible(job, run, +1)
 
     # -- cycles ---------------------------------------------------------------------------

@@ -32,6 +32,9 @@ class PendingReason(StrEnum):
     NO_MATCHING_NODES = "NoMatchingNodes"
     # Only on a cluster, where jobs are pods that can be malformed or arrive one by one:
     UNKNOWN_QUEUE = "UnknownQueue"
+    #: the pod's namespace may not use the queue it names (or lands in): the queue's
+    #: ``namespaces`` and ``namespaceSelector`` do not include it
+    QUEUE_NOT_ALLOWED = "QueueNotAllowed"
     WAITING_FOR_GANG = "WaitingForGangMembers"
     INVALID_REQUEST = "InvalidRequest"
     #: the API server refused to bind one of its pods (an admission webhook, a policy): tried

@@ -263,10 +263,19 @@ class Job:
     priority: int
     duration: float | None
     estimate: float | None
+    #: whether it may be preempted, as asked; "not preemptible" is granted only for what its
+    #: queue owns (``shielded``)
     preemptible: bool
     checkpoint_every: float | None
     min_count: int
     groups: tuple[PodGroup, ...]
+    #: never a victim nor a mover for now, whatever it asked (on a cluster: an eviction of its
+    #: pods was refused by a PodDisruptionBudget a moment ago)
+    spared: bool = False
+    #: while running: kept from preemption and moves. Set when it starts (``mark_running``): it
+    #: is spared, or it asked not to be preemptible and its queue lent it nothing, since a job
+    #: that borrowed runs on quota its lender may always take back (as in Kueue)
+    shielded: bool = False
     #: whether the job may be moved (stopped and started again elsewhere) to make room for a
     #: gang: on a cluster only when something creates its pods again once they are evicted
     movable: bool = True
@@ -868,7 +877,10 @@ class ClusterState:
         if job.min_count < job.total_pods:
             self.elastic_running.add(job.id)
         insort(self.ends, (job.est_end, job.seq, job.id))
-        if job.preemptible:
+        q = self.queues.get(job.queue)
+        borrowed = q is not None and any(job.charged[r] and q.usage[r] > q.nominal[r] for r in range(3))
+        job.shielded = job.spared or (not job.preemptible and not borrowed)
+        if not job.shielded:
             self._count_preemptible(job, run, +1)
             self.preemptible_jobs.setdefault((job.queue, job.priority), set()).add(job.id)
 
@@ -897,7 +909,7 @@ class ClusterState:
         """Undo ``mark_running``; call before the job's charge is dropped."""
         from bisect import bisect_left
 
-        if job.id in self.running and job.preemptible:
+        if job.id in self.running and not job.shielded:
             self._count_preemptible(job, run, -1)
             self.preemptible_jobs.get((job.queue, job.priority), set()).discard(job.id)
         self.stop_counter += 1

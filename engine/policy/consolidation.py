@@ -81,7 +81,7 @@ def _movable(state: ClusterState, job: Job, v: Job, now: float) -> bool:
         v.id != job.id
         and v.id not in state.kept_rooms
         and run is not None
-        and v.preemptible
+        and not v.shielded
         and v.movable
         and v.priority <= job.priority
         and run.start < now  # never a job admitted at this very moment

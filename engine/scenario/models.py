@@ -35,6 +35,7 @@ from ..enums import (
     TopologyMode,
     WithinQueue,
 )
+from ..selectors import SelectorOperator, selects
 from .errors import FieldIssues, Problem
 from .limits import MAX_GPUS_PER_NODE, MAX_NODES, MAX_PODS_PER_JOB, too_large
 from .quantity import parse_cpu, parse_duration, parse_memory
@@ -346,6 +347,33 @@ class Preemption(SchemaModel):
     borrow_within_cohort: BorrowWithinCohortPolicy = BorrowWithinCohortPolicy.NEVER
 
 
+class SelectorTerm(SchemaModel):
+    """One ``matchExpressions`` term of a label selector."""
+
+    key: str = Field(min_length=1)
+    operator: SelectorOperator
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values_fit_the_operator(self) -> SelectorTerm:
+        wants = self.operator in (SelectorOperator.IN, SelectorOperator.NOT_IN)
+        if wants and not self.values:
+            raise ValueError(f"operator {self.operator} needs a non-empty values list")
+        if not wants and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class LabelSelector(SchemaModel):
+    """A Kubernetes label selector; ``{}`` selects everything."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[SelectorTerm] = Field(default_factory=list)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        return selects(self.match_labels, ((t.key, t.operator, t.values) for t in self.match_expressions), labels)
+
+
 class QueueSpec(SchemaModel):
     """A queue (Kueue ClusterQueue + LocalQueue in one)."""
 
@@ -361,8 +389,36 @@ class QueueSpec(SchemaModel):
     approval: Approval = Approval.AUTO
     preemption: Preemption = Field(default_factory=Preemption)
     namespaces: list[str] = Field(default_factory=list)
-    """On a cluster: the namespaces whose pods land in this queue when they name no queue (as
-    Kueue's LocalQueue per namespace); a replay's jobs always name their queue."""
+    """On a cluster: the namespaces whose pods may use this queue, and where those that name no
+    queue land (as Kueue's LocalQueue per namespace); a replay's jobs always name their queue."""
+    namespace_selector: LabelSelector | None = None
+    """On a cluster: namespaces whose labels it selects may use this queue too (Kueue's
+    ClusterQueue ``namespaceSelector``; ``{}`` selects every namespace). With neither this nor
+    ``namespaces``, no namespace may use the queue: a tenant's ``usher/queue`` label only chooses
+    among the queues its namespace is allowed."""
+
+    def admits(self, namespace: str, labels: dict[str, str] | None) -> bool:
+        """Whether pods of ``namespace`` (with these labels; None: not seen) may use the queue."""
+        if namespace in self.namespaces:
+            return True
+        selector = self.namespace_selector
+        if selector is None:
+            return False
+        if not selector.match_labels and not selector.match_expressions:
+            return True  # ``{}``: every namespace, seen or not
+        return labels is not None and selector.matches(labels)
+
+    def who_may_use(self) -> str:
+        """The allowed namespaces in words, for a pod's pending message."""
+        parts = []
+        if self.namespaces:
+            parts.append("namespaces " + ", ".join(self.namespaces))
+        if self.namespace_selector is not None:
+            sel = self.namespace_selector
+            terms = [f"{k}={v}" for k, v in sel.match_labels.items()]
+            terms += [f"{t.key} {t.operator}{' ' + ','.join(t.values) if t.values else ''}" for t in sel.match_expressions]
+            parts.append(f"namespaces labelled {' and '.join(terms)}" if terms else "every namespace")
+        return " and ".join(parts) if parts else "no namespace (it lists no namespaces and no namespaceSelector)"
     usage_half_life: PositiveSeconds | None = None
     """Decayed fair share: the queue's share also counts the GPUs it used lately, an average
     whose weight halves every this long (Slurm's PriorityDecayHalfLife), so a team that used the

@@ -80,7 +80,7 @@ def full_search(
             continue
         for jid in ids:
             v = state.jobs[jid]
-            if v.preemptible and _passes(rule, job, v) and v.runs[-1].start < now:
+            if not v.shielded and _passes(rule, job, v) and v.runs[-1].start < now:
                 cands.append(v)
     if not cands:
         return None

@@ -120,6 +120,25 @@ jobs:
     assert job(r, "urgent")["runs"][0]["start"] == 5 * 3600.0
 
 
+def test_not_preemptible_is_granted_only_for_quota_the_queue_owns_never_for_what_it_borrowed():
+    """A job may ask not to be preempted, but what it borrowed its lender may always take back:
+    a borrower marked ``preemptible: false`` is reclaimed all the same, while its sibling that
+    runs within the queue's own quota keeps running."""
+    r = replay(NODES + """
+queues:
+  - {name: a, cohort: c, quota: {gpu: 16}}
+  - {name: b, cohort: c, quota: {gpu: 16}, preemption: {reclaimWithinCohort: Any}}
+jobs:
+  - {name: own, queue: a, duration: 3h, preemptible: false, pods: [{count: 2, gpu: 8}]}
+  - {name: borrowed, queue: a, submit: 1m, duration: 3h, preemptible: false, pods: [{count: 2, gpu: 8}]}
+  - {name: lender, queue: b, submit: 30m, duration: 1h, pods: [{count: 2, gpu: 8}]}
+""")
+    assert len(job(r, "own")["runs"]) == 1
+    assert job(r, "borrowed")["runs"][0]["endReason"] == "Preempted"
+    assert job(r, "borrowed")["runs"][0]["by"] == "lender"
+    assert job(r, "lender")["runs"][0]["start"] == 1800.0
+
+
 def test_within_queue_never_does_not_preempt():
     r = replay(PRIO + """
 queues:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from usher.engine.backends.kube.decisions import parse_decisions
 from usher.engine.backends.kube.mirror import Mirror
 from usher.engine.backends.kube.objects import node_view, parse_time, pod_view
 from usher.engine.backends.kube.owners import GroupSpec
@@ -14,8 +15,8 @@ from usher.engine.state import MILLI
 CONFIG = """
 topology: {levels: [usher/rack, kubernetes.io/hostname]}
 queues:
-  - {name: team-a, cohort: lab, quota: {gpu: 16}}
-  - {name: team-b, cohort: lab, quota: {gpu: 8}, approval: manual}
+  - {name: team-a, namespaceSelector: {}, cohort: lab, quota: {gpu: 16}}
+  - {name: team-b, namespaceSelector: {}, cohort: lab, quota: {gpu: 8}, approval: manual}
 """
 
 
@@ -293,7 +294,7 @@ def test_a_queue_retired_is_said_once_in_the_audit_not_at_every_rebuild():
     m = mirror_with()
     restart_with(m, *(pod(f"w-{i}", gang="train", size=2, node_name=f"n{i}", phase="Running",
                           annotations={"usher/gpus": "0,1,2,3,4,5,6,7"}) for i in range(2)))
-    m.set_config(parse_queue_config("queues:\n  - {name: team-b, quota: {gpu: 8}}\n"), None)
+    m.set_config(parse_queue_config("queues:\n  - {name: team-b, namespaceSelector: {}, quota: {gpu: 8}}\n"), None)
     for _ in range(4):
         m.dirty = True
         m.rebuild(0.0)
@@ -390,12 +391,34 @@ def test_cordon_and_readiness_change_schedulability_in_place():
     assert m.dirty  # a new node: the indexes are rebuilt before the next cycle
 
 
-def test_approval_and_hold_come_from_annotations():
+def test_approval_and_hold_come_from_the_operators_decisions_not_from_the_pod():
     m = mirror_with()
     add(m, pod("nb", queue="team-b", gpus=1))
     assert m.engine.cycle(0.0).decisions == []
     assert m.gangs["ml/nb"].job.pending_reason == PendingReason.AWAITING_APPROVAL
-    add(m, pod("nb", queue="team-b", gpus=1, annotations={"usher/approved": "true"}))
+    m.set_decisions(parse_decisions("approved: {ml/nb: {by: alice}}", "cm"))
+    assert len(m.engine.cycle(0.0).decisions) == 1
+
+
+def test_a_pod_that_approves_or_holds_itself_is_refused_and_says_who_decides():
+    m = mirror_with()
+    add(m, pod("self-approved", queue="team-b", gpus=1, annotations={"usher/approved": "true"}))
+    add(m, pod("self-held", queue="team-a", gpus=1, annotations={"usher/hold": "true"}))
+    assert m.engine.cycle(0.0).decisions == []
+    for name, annotation in (("self-approved", "usher/approved"), ("self-held", "usher/hold")):
+        gang = m.gangs[f"ml/{name}"]
+        assert gang.reason == PendingReason.INVALID_REQUEST
+        assert f"annotation {annotation} is an operator's decision" in gang.message
+        assert "usher-system/usher-decisions" in gang.message
+
+
+def test_a_hold_in_the_decisions_holds_a_waiting_job_and_its_release_lets_it_start():
+    m = mirror_with()
+    m.set_decisions(parse_decisions("held: {ml/train: {by: bob}}", "cm"))
+    add(m, pod("train", queue="team-a", gpus=1))
+    assert m.engine.cycle(0.0).decisions == []
+    assert m.gangs["ml/train"].job.pending_reason == PendingReason.HELD
+    m.set_decisions(parse_decisions("held: {}", "cm"))
     assert len(m.engine.cycle(0.0).decisions) == 1
 
 
@@ -453,7 +476,7 @@ def test_a_job_bound_by_the_leader_is_one_job_for_a_watching_console():
 
 def test_a_namespace_default_queue_takes_pods_without_a_queue_label():
     m = Mirror("t")
-    m.set_config(parse_queue_config(CONFIG.replace("{name: team-a, cohort: lab,", "{name: team-a, cohort: lab, namespaces: [ml],"), "q"), None)
+    m.set_config(parse_queue_config(CONFIG.replace("{name: team-a, namespaceSelector: {}, cohort: lab,", "{name: team-a, namespaceSelector: {}, cohort: lab, namespaces: [ml],"), "q"), None)
     for name in ("n0", "n1"):
         m.node_changed(node_view(node(name)), name, 0.0)
     m.rebuild(0.0)
@@ -479,7 +502,7 @@ def test_usher_movable_defaults_to_whether_a_controller_owns_the_pod():
 T0 = parse_time("2026-11-21T10:00:00Z")
 MOVES = """
 topology: {levels: [usher/rack, kubernetes.io/hostname]}
-queues: [{name: team-a, quota: {gpu: 64}}]
+queues: [{name: team-a, namespaceSelector: {}, quota: {gpu: 64}}]
 """
 
 
@@ -646,7 +669,7 @@ def test_a_pod_adopted_onto_gpus_still_counted_for_an_ending_run_is_counted_once
 
 PREEMPTING = """
 queues:
-  - {name: team-a, quota: {gpu: 64}, preemption: {withinQueue: LowerPriority}}
+  - {name: team-a, namespaceSelector: {}, quota: {gpu: 64}, preemption: {withinQueue: LowerPriority}}
 """
 
 
@@ -716,7 +739,7 @@ def test_a_pod_that_owed_gpus_and_was_stranded_frees_them_once_gone():
 
 
 def test_a_job_whose_grow_is_on_its_way_gives_nothing_back_to_a_waiting_job():
-    m = mirror_with(nodes=3, config="queues:\n  - {name: team-a, quota: {gpu: 64}}\n")
+    m = mirror_with(nodes=3, config="queues:\n  - {name: team-a, namespaceSelector: {}, quota: {gpu: 64}}\n")
     group = GroupSpec(key="ml/el", kind="Gang", name="el", size=3, minimum=2)
     for i, on in ((0, "n0"), (1, "n1"), (2, None)):
         view = pod_view(pod(f"el-{i}", gpus=8, node_name=on, phase="Running" if on else "Pending"), group)

@@ -36,7 +36,8 @@ import math
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -75,6 +76,7 @@ from .objects import (
     SCHEDULER_NAME,
     Annotation,
     PodView,
+    as_the_kubelet_counts,
     edit_queue_limits,
     holding_of,
     key_of,
@@ -85,7 +87,8 @@ from .objects import (
     selector_matches,
 )
 from .owners import OWNER_RESOURCES, GroupSpec, OwnerKey, OwnerResource, infer_group
-from .rbac import LEADER_LEASE, QUEUES_CONFIG_KEY, QUEUES_CONFIGMAP, USHER_NAMESPACE
+from .decisions import DecisionsError, decide, format_decisions, parse_decisions
+from .rbac import DECISIONS_CONFIG_KEY, DECISIONS_CONFIGMAP, LEADER_LEASE, QUEUES_CONFIG_KEY, QUEUES_CONFIGMAP, USHER_NAMESPACE
 
 log = logging.getLogger("usher.controller")
 
@@ -137,6 +140,10 @@ class Source(StrEnum):
     DECISIONS = "decisions"
     #: PodDisruptionBudgets: how many of a workload's pods may be evicted now
     BUDGETS = "budgets"
+    #: namespaces: their labels, which a queue's namespaceSelector reads
+    NAMESPACES = "namespaces"
+    #: the operators' approvals and holds (ConfigMap usher-decisions)
+    OPERATOR_DECISIONS = "operator-decisions"
 
 
 class EventReason(StrEnum):
@@ -149,6 +156,7 @@ class EventReason(StrEnum):
     GANG_BROKEN = "GangBroken"
     EVICTION_BLOCKED = "EvictionBlocked"
     INVALID_QUEUE_CONFIG = "InvalidQueueConfig"
+    INVALID_OPERATOR_DECISIONS = "InvalidOperatorDecisions"
 
 
 @dataclass(slots=True)
@@ -386,9 +394,9 @@ class KubeController:
             Action.UNCORDON: [("patch", "nodes", "", "", "")],
             Action.DRAIN: [("patch", "nodes", "", "", ""), ("create", "pods", "eviction", "", "")],
             Action.PREEMPT: [("create", "pods", "eviction", "", "")],
-            Action.APPROVE: [("patch", "pods", "", "", "")],
-            Action.HOLD: [("patch", "pods", "", "", "")],
-            Action.RELEASE: [("patch", "pods", "", "", "")],
+            Action.APPROVE: [("update", "configmaps", "", self.namespace, DECISIONS_CONFIGMAP)],
+            Action.HOLD: [("update", "configmaps", "", self.namespace, DECISIONS_CONFIGMAP)],
+            Action.RELEASE: [("update", "configmaps", "", self.namespace, DECISIONS_CONFIGMAP)],
             Action.SET_QUOTA: [("update", "configmaps", "", self.namespace, QUEUES_CONFIGMAP)],
         }
         out: dict[Action, str] = {}
@@ -455,6 +463,13 @@ class KubeController:
                 field_selector=f"metadata.name={QUEUES_CONFIGMAP}",
                 on_event=feed(Source.CONFIG),
             ),
+            Informer(
+                client,
+                f"/api/v1/namespaces/{self.namespace}/configmaps",
+                field_selector=f"metadata.name={DECISIONS_CONFIGMAP}",
+                on_event=feed(Source.OPERATOR_DECISIONS),
+            ),
+            Informer(client, "/api/v1/namespaces", on_event=feed(Source.NAMESPACES)),
             *(inf for informers in self._owner_informers.values() for inf in informers),
             *decisions,
         ]
@@ -604,7 +619,7 @@ class KubeController:
                 mirror.holding_changed(key_of(obj), None if deleted else holding_of(obj))
         elif source == Source.PODS:
             key = key_of(obj)
-            view = None if deleted else pod_view(obj, self._group_of(key, obj))
+            view = None if deleted else as_the_kubelet_counts(pod_view(obj, self._group_of(key, obj)), obj.get("spec") or {})
             if deleted:
                 self._forget_depends(key)
             mirror.pod_changed(view, key, now)
@@ -623,6 +638,10 @@ class KubeController:
         elif source == Source.DECISIONS:
             if not deleted and obj.get("reason") in DECISION_REASONS:
                 self._decision(obj)
+        elif source == Source.NAMESPACES:
+            mirror.namespace_changed(obj["metadata"]["name"], None if deleted else (obj["metadata"].get("labels") or {}))
+        elif source == Source.OPERATOR_DECISIONS:
+            self._load_decisions(None if deleted else obj)
         elif source == Source.BUDGETS:
             if deleted:
                 self._budgets.pop(key_of(obj), None)
@@ -638,7 +657,7 @@ class KubeController:
                     continue
                 group = self._group_of(pod_key, pod)
                 if group != before:  # its gang is another now, or its size, or its owner's annotations
-                    mirror.pod_changed(pod_view(pod, group), pod_key, now)
+                    mirror.pod_changed(as_the_kubelet_counts(pod_view(pod, group), pod.get("spec") or {}), pod_key, now)
         else:
             self._pending_config = (None if deleted else obj,)
 
@@ -704,6 +723,22 @@ class KubeController:
         self.mirror.set_config(config, None)
         self.metrics.config_loaded(True)
         log.info("queue config loaded: %d queues", len(config.queues))
+
+    def _load_decisions(self, obj: dict[str, Any] | None) -> None:
+        """The operators' decisions as ConfigMap usher-decisions holds them now (deleted: none).
+        One that cannot be read keeps the last good decisions (a typo must not release a hold)."""
+        where = f"{self.namespace}/{DECISIONS_CONFIGMAP}[{DECISIONS_CONFIG_KEY}]"
+        try:
+            decisions = parse_decisions(None if obj is None else (obj.get("data") or {}).get(DECISIONS_CONFIG_KEY), where)
+        except DecisionsError as exc:
+            message = f"invalid operator decisions, keeping the last good ones: {exc}"
+            log.error("%s", message)
+            self.state.audit.append(AuditEntry(self.clock(), "controller", "config", DECISIONS_CONFIGMAP, message))
+            if self.is_leader:
+                ref = ObjectRef("ConfigMap", DECISIONS_CONFIGMAP, self.namespace, (obj or {}).get("metadata", {}).get("uid"))
+                self._spawn(self._event(ref, EventReason.INVALID_OPERATOR_DECISIONS, message, warning=True))
+            return
+        self.mirror.set_decisions(decisions)
 
     def _config_error(self, message: str) -> None:
         if self.mirror.config_error == message:
@@ -1020,7 +1055,7 @@ class KubeController:
         may): while they waited for their room (a victim's grace period), an operator held the job,
         or a node was cordoned (drained), failed or went. The operator was told it is done, and the
         mirror shows it: a bind now would undo the operator's command."""
-        if any(view.held for view in gang.live()):
+        if self.mirror.held(gang):
             return "held by an operator while it waited for its room"
         for name in sorted(nodes, key=natural_key):
             view = self.mirror.nodes.get(name)
@@ -1358,7 +1393,7 @@ class KubeController:
             ref = ObjectRef("Node", target)
         elif action in (Action.APPROVE, Action.HOLD, Action.RELEASE, Action.PREEMPT):
             gang = self._gang_named(cmd.job)
-            text = await self._job_command(action, gang)
+            text = await self._job_command(action, gang, cmd.actor)
             target = gang.key
             first = next(iter(gang.pods.values()))
             ref = _pod_ref(first)
@@ -1400,7 +1435,7 @@ class KubeController:
         text = f"drained; requeued {plural(len(stopped), 'job')}" + (f": {', '.join(g.title or g.key for g in stopped)}" if stopped else "")
         return text + (f"; could not evict {plural(len(kept), 'pod')}, the first: {kept[0]}" if kept else "")
 
-    async def _job_command(self, action: Action, gang: Gang) -> str:
+    async def _job_command(self, action: Action, gang: Gang, actor: str) -> str:
         if action == Action.PREEMPT:
             if not gang.bound():
                 return "not running; nothing to preempt"
@@ -1408,29 +1443,53 @@ class KubeController:
             if kept and gang.teardown is None:
                 raise CommandError(f"preempt: no pod of {gang.key} could be evicted: {kept[0]}")
             return "preempted and requeued" + (f"; {plural(len(kept), 'pod')} still to evict ({kept[0]})" if kept else "")
-        if action == Action.RELEASE and not any(view.held for view in gang.live()):
+        if action == Action.RELEASE and not self.mirror.held(gang):
             return "not held; nothing to release"
-        key, value = {
-            Action.APPROVE: (Annotation.APPROVED, "true"),
-            Action.HOLD: (Annotation.HOLD, "true"),
-            Action.RELEASE: (Annotation.HOLD, None),
-        }[action]
-        patch = {"metadata": {"annotations": {str(key): value}}}
-        for view in gang.live():
-            await self.client.patch(f"/api/v1/namespaces/{view.namespace}/pods/{view.name}", patch)
+        where = f"{self.namespace}/{DECISIONS_CONFIGMAP}[{DECISIONS_CONFIG_KEY}]"
+        when = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        known = set(self.mirror.gangs)
+
+        async def edit(text: str) -> str:
+            try:
+                decisions = parse_decisions(text, where)
+            except DecisionsError as exc:
+                raise CommandError(f"{action}: {exc}; fix it first (kubectl edit configmap -n {self.namespace} {DECISIONS_CONFIGMAP})") from None
+            return format_decisions(decide(decisions, gang.key, action, actor, when, known))
+
+        await self._edit_configmap(DECISIONS_CONFIGMAP, DECISIONS_CONFIG_KEY, edit, str(action))
         return {Action.APPROVE: "approved", Action.HOLD: "held", Action.RELEASE: "released"}[action]
 
-    async def _set_quota(self, cmd: Command) -> str:
-        """Merge new limits into the queues ConfigMap; a conflicting writer means read and retry."""
-        path = f"/api/v1/namespaces/{self.namespace}/configmaps/{QUEUES_CONFIGMAP}"
+    async def _edit_configmap(self, name: str, key: str, edit: Callable[[str], Awaitable[str]], what: str) -> None:
+        """Replace ``key`` of ConfigMap ``name`` (in usher's namespace) with ``edit`` of its text,
+        with optimistic concurrency: a conflicting writer means read again, edit again, retry."""
+        path = f"/api/v1/namespaces/{self.namespace}/configmaps/{name}"
         for attempt in range(4):
-            obj = await self.client.get(path)
-            text = (obj.get("data") or {}).get(QUEUES_CONFIG_KEY, "")
-            limits = {
-                field_name: {res: None if v is None else _spec_amount(res, v) for res, v in values.items()}
-                for field_name, values in zip(LIMIT_FIELDS, (cmd.quota, cmd.borrowing_limit, cmd.lending_limit))
-                if values
-            }
+            try:
+                obj = await self.client.get(path)
+            except ApiError as exc:
+                raise CommandError(f"{what}: cannot read {self.namespace}/{name}: {exc}") from None
+            obj.setdefault("data", {})
+            obj["data"] = obj["data"] or {}
+            obj["data"][key] = await edit(obj["data"].get(key, ""))
+            try:
+                await self.client.replace(path, obj)
+            except ApiError as exc:
+                if exc.code == 409 and attempt < 3:
+                    await asyncio.sleep(random.uniform(0.05, 0.2))
+                    continue
+                raise CommandError(f"{what}: {exc}") from None
+            return
+        raise CommandError(f"{what}: {self.namespace}/{name} kept changing under us; try again")
+
+    async def _set_quota(self, cmd: Command) -> str:
+        """Merge new limits into the queues ConfigMap."""
+        limits = {
+            field_name: {res: None if v is None else _spec_amount(res, v) for res, v in values.items()}
+            for field_name, values in zip(LIMIT_FIELDS, (cmd.quota, cmd.borrowing_limit, cmd.lending_limit))
+            if values
+        }
+
+        async def edit(text: str) -> str:
             try:
                 new_text = edit_queue_limits(text, cmd.queue or "", limits)
             except ValueError as exc:
@@ -1441,17 +1500,11 @@ class KubeController:
                 await parse_queue_config_async(new_text, "the edited queue config")
             except ScenarioError as exc:
                 raise CommandError(f"setQuota: the result would be invalid: {exc}") from None
-            obj.setdefault("data", {})[QUEUES_CONFIG_KEY] = new_text
-            try:
-                await self.client.replace(path, obj)
-            except ApiError as exc:
-                if exc.code == 409 and attempt < 3:
-                    await asyncio.sleep(random.uniform(0.05, 0.2))
-                    continue
-                raise CommandError(f"setQuota: {exc}") from None
-            parts = [f"{k}={v}" for k, v in (cmd.quota or {}).items()]
-            return "set quota " + ", ".join(parts) if parts else "set limits"
-        raise CommandError("setQuota: the ConfigMap kept changing under us; try again")
+            return new_text
+
+        await self._edit_configmap(QUEUES_CONFIGMAP, QUEUES_CONFIG_KEY, edit, "setQuota")
+        parts = [f"{k}={v}" for k, v in (cmd.quota or {}).items()]
+        return "set quota " + ", ".join(parts) if parts else "set limits"
 
     # -- metrics and idleness --------------------------------------------------------------
 

@@ -40,6 +40,8 @@ from ...policy.placement import pick_whole_gpus
 from ...policy.registry import Policy
 from ...scenario import QueueSpec, Resources, Scenario
 from ...state import MILLI, AuditEntry, ClusterState, Extras, Job, KeptRoom, Node, PodGroup, PodPlacement, extra_offered
+from .decisions import NONE as NO_DECISIONS
+from .decisions import Decisions
 from .constraints import GroupConstraints, NodeConstraints, group_constraints
 from .objects import Holding, NodeView, Phase, PodView, Requests, natural_key
 
@@ -171,6 +173,10 @@ class Mirror:
         #: new pods came: the finished engine job that holds the room kept for each, by gang key,
         #: which the gang's next job takes (``_carry_room``)
         self.room_of: dict[str, int] = {}
+        #: namespaces' labels by name (a queue's ``namespaceSelector`` reads them)
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        #: the operators' approvals and holds (ConfigMap usher-decisions), by gang key
+        self.decisions: Decisions = NO_DECISIONS
 
     @property
     def state(self) -> ClusterState:
@@ -184,6 +190,30 @@ class Mirror:
         self.dirty = True
 
     # -- deltas ---------------------------------------------------------------------------
+
+    def namespace_changed(self, name: str, labels: dict[str, str] | None) -> None:
+        """A namespace's labels (None: it was deleted); a queue's namespaceSelector may now
+        select it or not."""
+        old = self.namespace_labels.get(name)
+        if labels is None:
+            self.namespace_labels.pop(name, None)
+        else:
+            self.namespace_labels[name] = dict(labels)
+        if old != labels and any(q.namespace_selector is not None for q in self.config.queues):
+            self.dirty = True
+
+    def set_decisions(self, decisions: Decisions) -> None:
+        """The operators' decisions as the ConfigMap holds them now: each gang's job follows."""
+        if decisions == self.decisions:
+            return
+        self.decisions = decisions
+        for gang in self.gangs.values():
+            if gang.job is not None:
+                self._refresh_flags(gang, gang.job)
+
+    def held(self, gang: Gang) -> bool:
+        """Whether an operator holds the gang."""
+        return gang.key in self.decisions.held
 
     def set_config(self, config: Scenario | None, error: str | None) -> None:
         """A new queue config (or, with ``error``, a broken one: the last good one stays)."""
@@ -508,6 +538,15 @@ class Mirror:
                 "give each workload its own usher/gang label."
             )
         queue = self.queue_of(unbound[0])
+        spec = next((q for q in self.config.queues if q.name == queue), None)
+        namespace = unbound[0].namespace
+        if spec is not None and not spec.admits(namespace, self.namespace_labels.get(namespace)):
+            asked = "its usher/queue label names" if unbound[0].queue else "it lands by default in"
+            return False, PendingReason.QUEUE_NOT_ALLOWED, (
+                f"The pod is in namespace {namespace!r} and {asked} queue {queue!r}, which may be used only by "
+                f"{spec.who_may_use()}; use a queue your namespace is allowed, or ask an operator to add it to {queue!r} "
+                f"in usher-system/usher-queues."
+            )
         if queue not in self.state.queues or self.state.queues[queue].retired:
             known = ", ".join(sorted(self.state.queues)) or "none"
             where = f"usher-system/usher-queues (queues: {known})"
@@ -568,8 +607,7 @@ class Mirror:
         return names != sorted((n for g in gang.group_pods for n in g), key=natural_key)
 
     def _refresh_flags(self, gang: Gang, job: Job) -> None:
-        pods = gang.live()
-        self.state.set_operator_flags(job, approved=any(p.approved for p in pods), held=any(p.held for p in pods))
+        self.state.set_operator_flags(job, approved=gang.key in self.decisions.approved, held=gang.key in self.decisions.held)
 
     def refresh_flags(self, gang: Gang) -> None:
         if gang.job is not None:
@@ -635,7 +673,8 @@ class Mirror:
             priority=max(p.priority for p in views),
             duration=None,
             estimate=first.estimate,
-            preemptible=all(p.preemptible for p in views) and gang.spared_until == -math.inf,
+            preemptible=all(p.preemptible for p in views),
+            spared=gang.spared_until != -math.inf,
             preempts=all(p.preempts for p in views),
             movable=all(p.movable for p in views),
             comes_back=all(p.comes_back for p in views),

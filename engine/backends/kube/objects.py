@@ -27,7 +27,10 @@ Conventions (documented for users in the README):
   to start it again elsewhere, in room it keeps until they come back; by default only pods a
   controller owns that it would create again (never a bare pod, nor a batch Job whose
   ``podFailurePolicy`` or ``backoffLimit`` would fail it: ``owners.job_survives_eviction``);
-- operator state: ``usher/approved``, ``usher/hold``; usher writes ``usher/gpus`` at bind time.
+- operator decisions (approve, hold) are not read from pods: they live in ConfigMap
+  ``usher-system/usher-decisions`` (``decisions``), where tenants cannot write; a pod or owner
+  that carries ``usher/approved`` or ``usher/hold`` is refused with a problem saying so. usher
+  writes ``usher/gpus`` at bind time.
 - node constraints (``constraints``): ``spec.nodeSelector``, required and preferred node affinity
   and ``spec.tolerations``, against nodes' labels and ``spec.taints``, as kube-scheduler reads
   them; pod affinity, pod anti-affinity and topology spread constraints are refused (a problem).
@@ -53,6 +56,7 @@ import yaml
 from ...scenario.limits import CONFIG_LIMITS
 from ...scenario.quantity import parse_cpu, parse_duration, parse_memory
 from ...scenario.yamltree import YamlLimitError, load_bounded
+from ...selectors import SelectorOperator, selects
 from ...state import HOST_PORT, MILLI, PODS, UNLIMITED, Extras
 from .constraints import NodeConstraints, Taint, node_taints, parse_constraints
 
@@ -195,9 +199,9 @@ class PodView:
     topology_preferred: str | None
     estimate: float | None
     checkpoint_every: float | None
+    #: what the pod asks (``usher/preemptible``): the engine grants "not preemptible" only for
+    #: quota its queue owns (``Job.shielded``), never for what it borrowed
     preemptible: bool
-    approved: bool
-    held: bool
     gpus: list[int] = field(default_factory=list)
     conditions: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     problem: str | None = None
@@ -327,31 +331,17 @@ def host_ports(spec: dict[str, Any]) -> set[str]:
 
 
 def selector_matches(selector: Any, labels: dict[str, str]) -> bool:
-    """Whether a label selector (``matchLabels`` and ``matchExpressions``: In, NotIn, Exists,
-    DoesNotExist) selects ``labels``. An empty selector selects everything, a missing one
-    nothing (a policy/v1 PodDisruptionBudget's rule); one usher cannot read selects nothing."""
+    """Whether a raw label selector (an API object's) selects ``labels`` (``selectors.selects``).
+    An empty selector selects everything, a missing one nothing (a policy/v1
+    PodDisruptionBudget's rule); one usher cannot read selects nothing."""
     if not isinstance(selector, dict) or not isinstance(selector.get("matchLabels") or {}, dict):
         return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
+    terms: list[tuple[str, SelectorOperator, list[str]]] = []
     for expr in selector.get("matchExpressions") or []:
-        if not isinstance(expr, dict):
+        if not isinstance(expr, dict) or expr.get("operator") not in set(SelectorOperator):
             return False
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In":
-            ok = key in labels and labels[key] in values
-        elif op == "NotIn":
-            ok = key not in labels or labels[key] not in values
-        elif op == "Exists":
-            ok = key in labels
-        elif op == "DoesNotExist":
-            ok = key not in labels
-        else:
-            return False
-        if not ok:
-            return False
-    return True
+        terms.append((expr.get("key"), SelectorOperator(expr["operator"]), expr.get("values") or []))
+    return selects(selector.get("matchLabels") or {}, terms, labels)
 
 
 def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
@@ -387,8 +377,20 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
 
     cpu, memory, whole, extra = pod_requests(spec, problems)
     fraction = parse(f"annotation {Annotation.GPU_FRACTION}", ann.get(Annotation.GPU_FRACTION), _fraction)
-    if fraction is not None and whole > 1:
-        problems.append(f"annotation {Annotation.GPU_FRACTION} asks for a share of one GPU but the pod requests {whole} GPUs")
+    if fraction is not None and whole:
+        # the kubelet counts the whole GPUs and knows nothing of the share: counting the share
+        # would let usher bind onto GPUs the kubelet sees as taken (and it would refuse the pod)
+        problems.append(
+            f"annotation {Annotation.GPU_FRACTION} asks for a share of one GPU but the pod also requests "
+            f"{GPU_RESOURCE}: {whole}, which the kubelet counts as {whole} whole GPU{'s' if whole > 1 else ''}; "
+            f"ask for one or the other"
+        )
+    for decision in (Annotation.APPROVED, Annotation.HOLD):
+        if decision in ann:
+            problems.append(
+                f"annotation {decision} is an operator's decision, which usher does not take from a pod or its owner; "
+                f"remove it and ask an operator (the console's approve and hold, kept in ConfigMap usher-system/usher-decisions)"
+            )
     gpu_milli = round(fraction * MILLI) if fraction is not None else whole * MILLI
 
     constraints, constraint_problems = parse_constraints(spec)
@@ -428,9 +430,7 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
         topology_preferred=ann.get(Annotation.TOPOLOGY_PREFERRED),
         estimate=parse(f"annotation {Annotation.ESTIMATE}", ann.get(Annotation.ESTIMATE), parse_duration),
         checkpoint_every=parse(f"annotation {Annotation.CHECKPOINT_EVERY}", ann.get(Annotation.CHECKPOINT_EVERY), parse_duration),
-        preemptible=ann.get(Annotation.PREEMPTIBLE, "true").lower() in TRUE_WORDS,
-        approved=ann.get(Annotation.APPROVED, "").lower() in TRUE_WORDS,
-        held=ann.get(Annotation.HOLD, "").lower() in TRUE_WORDS,
+        preemptible=parse(f"annotation {Annotation.PREEMPTIBLE}", ann.get(Annotation.PREEMPTIBLE), _flag, True),
         gpus=parse(f"annotation {Annotation.GPUS}", gpus_text, _index_list, []) if gpus_text else [],
         conditions={
             c.get("type", ""): (c.get("status", ""), c.get("reason", ""), c.get("message", ""))
@@ -636,3 +636,18 @@ def holding_of(obj: dict[str, Any]) -> Holding | None:
     if not node or (obj.get("status") or {}).get("phase") in TERMINAL:
         return None
     return Holding(node, pod_requests(spec))
+
+
+def as_the_kubelet_counts(view: PodView, spec: dict[str, Any]) -> PodView:
+    """``view`` holding on its node at least the whole GPUs the kubelet counts for ``spec``.
+
+    The kubelet knows nothing of ``usher/gpu-fraction``: a pod that asks for ``nvidia.com/gpu: 1``
+    and a share of one holds a whole GPU as far as admission goes, whatever usher made of the
+    share. Such a pod is refused as written (a problem), so usher never binds one; but one found
+    bound (by an older usher, or before its annotation was read) must be counted as the kubelet
+    counts it, or usher sees GPUs free that the kubelet refuses pods for (``OutOfnvidia.com/gpu``).
+    """
+    whole = pod_requests(spec).gpus * MILLI
+    if whole > view.gpu_milli:
+        view.gpu_milli = whole
+    return view

@@ -1,0 +1,121 @@
+"""Operator decisions on a cluster: which jobs an operator approved, and which it holds.
+
+A tenant writes its own pods and the owners they are made from, so whatever usher reads there
+is a request, never an entitlement: a pod that said ``usher/approved: "true"`` used to approve
+itself. Operator decisions therefore live where only operators write: one ConfigMap in usher's
+own namespace (``usher-system/usher-decisions``, key ``decisions.yaml``; ``deploy/`` ships it
+empty), which the ``usher-operator`` role may update and the controller only reads. A ConfigMap
+and not a custom resource, because it needs no CRD installed before usher can start, RBAC limits
+it by name, and ``kubectl edit`` shows an operator the whole record at once.
+
+The document names jobs by their gang key (``research/PyTorchJob/llama-ft``, as the console's
+Jobs view and the Events show it), with who decided and when::
+
+    approved:
+      research/PyTorchJob/llama-ft: {by: alice, at: "2026-11-27T21:40:00Z"}
+    held:
+      research/Job/sweep-7: {by: bob, at: "2026-11-27T22:05:12Z"}
+
+A console writes it with optimistic concurrency (a conflicting writer: read again, merge, retry)
+and drops the entries of jobs no longer on the cluster, so the record stays the size of what
+runs and waits. A job deleted and made again under the same name keeps its entries until the
+next write drops them (usher does not tell two incarnations of a name apart here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import yaml
+
+from ...enums import Action
+from ...scenario.limits import CONFIG_LIMITS
+from ...scenario.yamltree import YamlLimitError, load_bounded
+
+
+class Ruling(StrEnum):
+    """The kinds of decision the document holds (its top-level keys)."""
+
+    APPROVED = "approved"
+    HELD = "held"
+
+
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    """The operators' decisions, by gang key (who decided and when, as written)."""
+
+    approved: dict[str, dict[str, str]] = field(default_factory=dict)
+    held: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def of(self, ruling: Ruling) -> dict[str, dict[str, str]]:
+        return self.approved if ruling == Ruling.APPROVED else self.held
+
+
+NONE = Decisions()
+
+
+class DecisionsError(ValueError):
+    """The decisions document cannot be read; the message names the place."""
+
+
+def parse_decisions(text: str | None, where: str) -> Decisions:
+    """The decisions in ``text`` (empty or absent: none). Raises :class:`DecisionsError` naming
+    ``where`` and the field for anything it cannot read: a typo must not drop a hold."""
+    if text is None or not text.strip():
+        return NONE
+    try:
+        doc = load_bounded(text, CONFIG_LIMITS)
+    except (YamlLimitError, yaml.YAMLError) as exc:
+        raise DecisionsError(f"{where}: {str(exc).splitlines()[0]}") from None
+    if doc is None:
+        return NONE
+    if not isinstance(doc, dict):
+        raise DecisionsError(f"{where}: expected a mapping with keys {', '.join(Ruling)}")
+    unknown = sorted(str(k) for k in doc if k not in set(Ruling))
+    if unknown:
+        raise DecisionsError(f"{where}: {unknown[0]}: unknown key (expected {', '.join(Ruling)})")
+    out: dict[Ruling, dict[str, dict[str, str]]] = {}
+    for ruling in Ruling:
+        entries = doc.get(str(ruling)) or {}
+        if not isinstance(entries, dict):
+            raise DecisionsError(f"{where}: {ruling}: expected a mapping of job keys")
+        kept: dict[str, dict[str, str]] = {}
+        for key, note in entries.items():
+            if not isinstance(key, str) or key.count("/") < 1:
+                raise DecisionsError(f"{where}: {ruling}.{key}: not a job key (namespace/name or namespace/Kind/name)")
+            if note is not None and not isinstance(note, dict):
+                raise DecisionsError(f"{where}: {ruling}.{key}: expected a mapping such as {{by: alice, at: ...}}")
+            kept[key] = {str(k): str(v) for k, v in (note or {}).items()}
+        out[ruling] = kept
+    return Decisions(approved=out[Ruling.APPROVED], held=out[Ruling.HELD])
+
+
+def format_decisions(decisions: Decisions) -> str:
+    """The document for ``decisions`` (keys sorted, so a diff shows what changed)."""
+    doc = {str(r): {k: decisions.of(r)[k] for k in sorted(decisions.of(r))} for r in Ruling}
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+
+
+def decide(decisions: Decisions, gang: str, action: Action, actor: str, when: str, known: Collection[str]) -> Decisions:
+    """``decisions`` after ``actor`` took ``action`` (approve, hold or release) on ``gang`` at
+    ``when``; entries of jobs not in ``known`` (gone from the cluster) are dropped."""
+    keep = set(known) | {gang}
+    approved = {k: v for k, v in decisions.approved.items() if k in keep}
+    held = {k: v for k, v in decisions.held.items() if k in keep}
+    note = {"by": actor, "at": when}
+    if action == Action.APPROVE:
+        approved[gang] = note
+    elif action == Action.HOLD:
+        held[gang] = note
+    elif action == Action.RELEASE:
+        held.pop(gang, None)
+    else:
+        raise ValueError(f"{action} is not an operator decision")
+    return Decisions(approved=approved, held=held)
+
+
+def as_dict(decisions: Decisions) -> dict[str, Any]:
+    return {str(r): dict(decisions.of(r)) for r in Ruling}
