@@ -27,7 +27,7 @@ from usher.sandbox.world import ManualClock
 TWO_NODES = parse_scenario(
     "name: t\n"
     "nodes: [{name: gpu-1, gpus: 8, cpu: 64, memory: 512Gi}, {name: gpu-2, gpus: 8, cpu: 64, memory: 512Gi}]\n"
-    "queues: [{name: research, quota: {gpu: 16}}]\njobs: []\n"
+    "queues: [{name: research, namespaceSelector: {}, quota: {gpu: 16}}]\njobs: []\n"
 )
 
 
@@ -127,8 +127,8 @@ class Sandbox:
 
 USHER_QUEUES = """
 queues:
-  - {name: research, quota: {gpu: 32}}
-  - {name: small, quota: {gpu: 4}}
+  - {name: research, namespaceSelector: {}, quota: {gpu: 32}}
+  - {name: small, namespaceSelector: {}, quota: {gpu: 4}}
 """
 
 

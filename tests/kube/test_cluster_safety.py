@@ -349,7 +349,7 @@ async def test_a_failed_node_reports_ready_unknown_and_keeps_its_other_condition
     c = Cluster(scenario_of("""
         name: node-failure
         nodes: [{name: n1, gpus: 8}]
-        queues: [{name: q, quota: {gpu: 8}}]
+        queues: [{name: q, namespaceSelector: {}, quota: {gpu: 8}}]
         jobs: []
         events: [{at: 10, action: fail, node: n1}, {at: 20, action: recover, node: n1}]
     """), tmp_path)

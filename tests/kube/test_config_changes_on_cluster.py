@@ -31,10 +31,10 @@ async def _set_config(sb: UsherOnSandbox, text: str) -> None:
 async def test_a_queue_taken_out_while_its_gang_runs_keeps_that_gangs_capacity_and_scheduling_goes_on(sb: UsherOnSandbox) -> None:
     for i in range(2):
         await sb.create("/api/v1/nodes", node(f"gpu-{i}"))
-    await sb.start_usher(sb.tmp, "queues:\n  - {name: research, quota: {gpu: 64}}\n  - {name: other, quota: {gpu: 64}}\n")
+    await sb.start_usher(sb.tmp, "queues:\n  - {name: research, namespaceSelector: {}, quota: {gpu: 64}}\n  - {name: other, namespaceSelector: {}, quota: {gpu: 64}}\n")
     await sb.create(PODS, _pod("a", 8, "research"))
     held = (await _running(sb, "a"))["spec"]["nodeName"]
-    await _set_config(sb, "queues:\n  - {name: other, quota: {gpu: 64}}\n")
+    await _set_config(sb, "queues:\n  - {name: other, namespaceSelector: {}, quota: {gpu: 64}}\n")
     await sb.until(lambda: _async("other" in sb.usher.state.queues and sb.usher.state.queues["research"].retired),
                    "the config is read and research retired")
     await sb.create(PODS, _pod("b", 8, "other"))
@@ -63,7 +63,7 @@ async def test_usher_starting_beside_a_running_pod_of_a_queue_no_longer_configur
     left["spec"]["nodeName"] = "gpu-0"  # bound by a leader that ran with another config
     await sb.create(PODS, left)
     await _running(sb, "left")
-    await sb.start_usher(sb.tmp, "queues:\n  - {name: other, quota: {gpu: 64}}\n")
+    await sb.start_usher(sb.tmp, "queues:\n  - {name: other, namespaceSelector: {}, quota: {gpu: 64}}\n")
     await sb.create(PODS, _pod("new", 8, "other"))
     assert (await _running(sb, "new"))["spec"]["nodeName"] == "gpu-1"
     assert sb.usher.state.queues["gone"].retired
@@ -72,14 +72,14 @@ async def test_usher_starting_beside_a_running_pod_of_a_queue_no_longer_configur
 async def test_a_topology_level_taken_out_while_a_gang_that_requires_it_runs_breaks_nothing(sb: UsherOnSandbox) -> None:
     for i in range(2):
         await sb.create("/api/v1/nodes", node(f"gpu-{i}", labels={"usher/rack": "r1"}))
-    await sb.start_usher(sb.tmp, "topology: {levels: [usher/rack, kubernetes.io/hostname]}\nqueues:\n  - {name: research, quota: {gpu: 64}}\n")
+    await sb.start_usher(sb.tmp, "topology: {levels: [usher/rack, kubernetes.io/hostname]}\nqueues:\n  - {name: research, namespaceSelector: {}, quota: {gpu: 64}}\n")
     racked = [_pod(f"t-{i}", 8, "research", **{"usher/gang": "t", "usher/gang-size": "2"}) for i in range(2)]
     for body in racked:
         body["metadata"]["annotations"] = {"usher/topology-required": "usher/rack"}
         await sb.create(PODS, body)
     for i in range(2):
         await _running(sb, f"t-{i}")
-    await _set_config(sb, "queues:\n  - {name: research, quota: {gpu: 64}}\n")
+    await _set_config(sb, "queues:\n  - {name: research, namespaceSelector: {}, quota: {gpu: 64}}\n")
     await sb.until(lambda: _async(sb.usher.state.levels == []), "the config without levels is read")
     await sb.create(PODS, _pod("next", 1, "research"))
     gang = await sb.until(lambda: _async(sb.usher.mirror.gangs.get("default/next")), "next is seen")

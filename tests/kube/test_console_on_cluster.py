@@ -97,8 +97,8 @@ name: verdicts
 nodeGroups:
   - {prefix: n, count: 2, template: {gpus: 8, cpu: 64, memory: 512Gi}}
 queues:
-  - {name: research, quota: {gpu: 8}}
-  - {name: product, quota: {gpu: 8}, approval: manual}
+  - {name: research, namespaceSelector: {}, quota: {gpu: 8}}
+  - {name: product, namespaceSelector: {}, quota: {gpu: 8}, approval: manual}
 jobs:
   - {name: train, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 2, gpu: 4}]}
   - {name: more, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 1, gpu: 4}]}

@@ -24,7 +24,7 @@ topology: {levels: [usher/rack, kubernetes.io/hostname]}
 nodeGroups:
   - {prefix: n, count: 2, layout: {usher/rack: 2}, template: {gpus: 8, cpu: 64, memory: 512Gi}}
 queues:
-  - {name: research, quota: {gpu: 16}}
+  - {name: research, namespaceSelector: {}, quota: {gpu: 16}}
 jobs:
   - {name: train, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 2, gpu: 4}]}
   - {name: late, queue: research, submit: 5000, duration: 100, pods: [{gpu: 1}]}
@@ -75,7 +75,7 @@ async def test_console_shows_a_lost_api_server_and_resyncs_when_it_is_back(clust
 
             # the API server comes back with an empty store; the cluster is set up again and a
             # job is submitted before the console has reconnected
-            server = FakeApiServer(Store(clock=c.clock.now))
+            server = FakeApiServer(Store(clock=c.clock.now), tls=c.server.ca)  # the cluster's CA, as before
             server.too_large_wait = 0.1
             await server.start(port=port)
             c.server = server

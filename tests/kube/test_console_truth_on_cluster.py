@@ -24,7 +24,7 @@ priorityClasses: {low: 10, high: 1000}
 nodeGroups:
   - {prefix: n, count: 2, template: {gpus: 8, cpu: 64, memory: 512Gi}}
 queues:
-  - {name: research, quota: {gpu: 16}, preemption: {withinQueue: LowerPriority}}
+  - {name: research, namespaceSelector: {}, quota: {gpu: 16}, preemption: {withinQueue: LowerPriority}}
 jobs:
   - {name: low, queue: research, submit: 0, priority: low, duration: 3000, pods: [{name: w, count: 2, gpu: 8}]}
   - {name: urgent, queue: research, submit: 600, priority: high, duration: 600, pods: [{name: w, count: 1, gpu: 8}]}

@@ -25,8 +25,8 @@ nodeGroups:
     layout: {usher/rack: 2}
     template: {gpus: 8, cpu: 64, memory: 512Gi}
 queues:
-  - {name: research, cohort: lab, quota: {gpu: 24}}
-  - {name: product, cohort: lab, quota: {gpu: 8}, approval: manual}
+  - {name: research, namespaceSelector: {}, cohort: lab, quota: {gpu: 24}}
+  - {name: product, namespaceSelector: {}, cohort: lab, quota: {gpu: 8}, approval: manual}
 jobs:
   - {name: pretrain, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 2, gpu: 8, topology: {required: usher/rack}}]}
   - {name: sweep-1, queue: research, submit: 5, duration: 300, pods: [{name: w, count: 4, gpu: 2}]}
@@ -242,7 +242,7 @@ async def test_a_broken_queue_config_keeps_the_last_good_one_and_says_so(cluster
     c = await cluster()
     ctrl = await c.controller()
     cm = c.server.store.get("configmaps", "usher-queues", "usher-system")
-    cm["data"]["queues.yaml"] = "queues:\n  - {name: research, quota: {gpu: lots}}\n"
+    cm["data"]["queues.yaml"] = "queues:\n  - {name: research, namespaceSelector: {}, quota: {gpu: lots}}\n"
     c.server.store.update("configmaps", cm, "usher-system")
     await c.play()
     assert len(c.world.finished) == sum(p.count for j in c.scenario.jobs for p in j.pods)
@@ -321,7 +321,7 @@ nodes:
   - {name: n3, gpus: 8, labels: {usher/rack: b}}
   - {name: n4, gpus: 8, labels: {usher/rack: b}}
   - {name: n5, gpus: 4, labels: {usher/rack: c}}
-queues: [{name: research, quota: {gpu: 40}, preemption: {withinQueue: LowerPriority}}]
+queues: [{name: research, namespaceSelector: {}, quota: {gpu: 40}, preemption: {withinQueue: LowerPriority}}]
 jobs:
   - {name: sweep, queue: research, submit: 0, priority: low, duration: 900, pods: [{name: t, count: 4, gpu: 2}]}
   - {name: side, queue: research, submit: 0, priority: low, duration: 900, pods: [{name: s, count: 1, gpu: 8}]}
@@ -356,7 +356,7 @@ name: big
 nodeGroups:
   - {prefix: n, count: 1, template: {gpus: 8, cpu: 64, memory: 512Gi}}
 queues:
-  - {name: research, quota: {gpu: 64}}
+  - {name: research, namespaceSelector: {}, quota: {gpu: 64}}
 jobs:
   - {name: first, queue: research, submit: 0, duration: 6000, pods: [{name: w, count: 1, gpu: 8}]}
   - {name: huge, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 4, gpu: 2}]}

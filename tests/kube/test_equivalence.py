@@ -16,8 +16,8 @@ nodeGroups:
     layout: {usher/rack: 2}
     template: {gpus: 8, gpuModel: H100, cpu: 64, memory: 512Gi, nvlink: [[0,1,2,3],[4,5,6,7]]}
 queues:
-  - {name: research, cohort: lab, quota: {gpu: 24}}
-  - {name: product, cohort: lab, quota: {gpu: 8}}
+  - {name: research, namespaceSelector: {}, cohort: lab, quota: {gpu: 24}}
+  - {name: product, namespaceSelector: {}, cohort: lab, quota: {gpu: 8}}
 jobs:
   - {name: pretrain, queue: research, submit: 0, duration: 3000, pods: [{name: worker, count: 2, gpu: 8, topology: {required: usher/rack}}]}
   - {name: small-1, queue: product, submit: 10, duration: 600, pods: [{gpu: 4}]}

@@ -68,8 +68,8 @@ SCENARIO = """
 name: metrics
 nodes: [{name: n1, gpus: 8, cpu: 64, memory: 512Gi}]
 queues:
-  - {name: vision, cohort: lab, quota: {gpu: 2, cpu: 16, memory: 64Gi}}
-  - {name: language, cohort: lab, quota: {gpu: 6}}
+  - {name: vision, namespaceSelector: {}, cohort: lab, quota: {gpu: 2, cpu: 16, memory: 64Gi}}
+  - {name: language, namespaceSelector: {}, cohort: lab, quota: {gpu: 6}}
   - {name: heroes, approval: manual}
 jobs:
   - {name: big, queue: vision, submit: 0, duration: 100, pods: [{gpu: 4, cpu: 8, memory: 32Gi}]}
@@ -252,7 +252,7 @@ def test_a_queue_removed_from_the_config_loses_every_series_and_starts_afresh_if
     metrics.job_preempted("language")
     assert "language" in queues_in(scrape_of(metrics))
     # the config loses language (the controller rebuilds its engine from the new config)
-    without = SCENARIO.replace("  - {name: language, cohort: lab, quota: {gpu: 6}}\n", "").replace(
+    without = SCENARIO.replace("  - {name: language, namespaceSelector: {}, cohort: lab, quota: {gpu: 6}}\n", "").replace(
         "  - {name: share, queue: language, submit: 5, duration: 100, pods: [{gpu: 0.5}]}\n", ""
     )
     without = without.replace("cohort: lab, ", "")

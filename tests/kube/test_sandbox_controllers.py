@@ -413,7 +413,7 @@ nodeGroups:
     layout: {usher/rack: 4}
     template: {gpus: 8, gpuModel: H100, cpu: 96, memory: 1Ti}
 queues:
-  - {name: research-vision, quota: {gpu: 32}}
+  - {name: research-vision, namespaceSelector: {}, quota: {gpu: 32}}
 jobs: []
 """
 

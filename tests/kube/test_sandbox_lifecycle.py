@@ -132,7 +132,7 @@ async def test_an_apply_never_replaces_the_scenarios_queues_but_an_edit_does(cli
     from usher.sandbox.objects import queue_configmap
 
     scenario = parse_scenario(
-        "name: demo\nnodes: [{name: n1, gpus: 8}]\nqueues: [{name: research, quota: {gpu: 8}}]\njobs: []\n"
+        "name: demo\nnodes: [{name: n1, gpus: 8}]\nqueues: [{name: research, namespaceSelector: {}, quota: {gpu: 8}}]\njobs: []\n"
     )
     await client.post("/api/v1/namespaces", json={"metadata": {"name": "usher-system"}})
     path = "/api/v1/namespaces/usher-system/configmaps"
