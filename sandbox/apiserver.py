@@ -27,6 +27,8 @@ controllers (:mod:`.controllers`). The storage semantics are those of
   when an eviction would violate one; ``dryRun=All`` checks without evicting). PDB status is
   kept current, as the disruption controller does, whenever pods or budgets change;
 - optional bearer-token authentication (``tokens``, changeable at any time);
+- HTTPS (``tls=True``), with a CA made at start (:mod:`.tls`) that :meth:`FakeApiServer.kubeconfig`
+  hands to clients as ``certificate-authority-data``: kubectl sends a bearer token only over TLS;
 - fault injection (:meth:`FakeApiServer.inject`) and a request log (:attr:`FakeApiServer.requests`)
   for tests.
 
@@ -53,6 +55,7 @@ import json
 import logging
 import math
 import random
+import ssl
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -78,6 +81,7 @@ from usher.sandbox.auth import (
 )
 from usher.sandbox.controllers import Controllers
 from usher.sandbox.podlogs import int_param, pod_log
+from usher.sandbox.tls import CertificateAuthority
 from usher.sandbox.store import (
     RESOURCE_TYPES,
     ApiError,
@@ -725,8 +729,15 @@ class FakeApiServer:
         authorization: bool = False,
         admin_token: str = "sandbox",
         controllers: bool = False,
+        tls: bool | CertificateAuthority = False,
     ) -> None:
+        """``tls``: serve HTTPS with a certificate signed by a CA made now (``True``) or by the
+        one given (a restarted server that its clients' kubeconfigs still trust); ``False``:
+        plain HTTP, for tests whose clients speak to it directly (``usher sandbox`` always
+        serves HTTPS, as every cluster does)."""
         self.store = store if store is not None else Store()
+        self.ca: CertificateAuthority | None = CertificateAuthority() if tls is True else (tls or None)
+        """The CA whose certificate the server presents; ``None``: plain HTTP."""
         self.controllers: Controllers | None = Controllers(self.store) if controllers else None
         """The kubelet, default scheduler and workload controllers (:mod:`usher.sandbox.controllers`), when enabled."""
         self.tokens: set[str] | None = set(tokens) if tokens is not None else None
@@ -752,7 +763,8 @@ class FakeApiServer:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         """Listen (``port`` 0: any free port) and return the bound port; :attr:`url` is the base URL."""
         self._host = host
-        port = await self._http.start(host, port)
+        tls = self.ca.serving_context([host]) if self.ca is not None else None
+        port = await self._http.start(host, port, tls=tls)
         if self.controllers is not None:
             await self.controllers.start()
         return port
@@ -765,17 +777,28 @@ class FakeApiServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self._host}:{self._http.port}"
+        scheme = "https" if self.ca is not None else "http"
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"{scheme}://{host}:{self._http.port}"
+
+    @property
+    def verify(self) -> ssl.SSLContext | bool:
+        """What a test's own HTTP client (httpx ``verify=``) needs to trust this server."""
+        return self.ca.client_context() if self.ca is not None else True
 
     def kubeconfig(self, token: str | None = None, namespace: str = "default") -> JsonObject:
-        """A kubeconfig for this server (``token``: the bearer token to present)."""
+        """A kubeconfig for this server (``token``: the bearer token to present); over HTTPS
+        its cluster carries the CA (``certificate-authority-data``), so clients verify the server."""
         name = "usher-sandbox"
+        cluster: JsonObject = {"server": self.url}
+        if self.ca is not None:
+            cluster["certificate-authority-data"] = self.ca.data
         return {
             "apiVersion": "v1",
             "kind": "Config",
             "current-context": name,
             "preferences": {},
-            "clusters": [{"name": name, "cluster": {"server": self.url}}],
+            "clusters": [{"name": name, "cluster": cluster}],
             "users": [{"name": name, "user": {"token": token} if token else {}}],
             "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}],
         }

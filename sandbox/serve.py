@@ -1,7 +1,8 @@
 """``usher sandbox FILE``: a scenario's cluster served as a Kubernetes API on 127.0.0.1.
 
-It starts the fake API server, creates the scenario's nodes and queue config, writes a kubeconfig
-that points at it, and plays the scenario in wall time (``--speed`` scenario seconds per second):
+It starts the fake API server over HTTPS (with a CA made at start, :mod:`usher.sandbox.tls`),
+creates the scenario's nodes and queue config, writes a kubeconfig that points at it and carries
+the CA, and plays the scenario in wall time (``--speed`` scenario seconds per second):
 pods appear at their submit times, bound pods run for their duration and succeed, the events
 happen. The cluster's own controllers run beside (:mod:`usher.sandbox.controllers`): a kubelet on
 every node, the taint manager, the default scheduler, the Job, ReplicaSet/Deployment, DaemonSet
@@ -29,36 +30,29 @@ from usher.signals import cancel_on_signals
 from .apiserver import FakeApiServer
 from .world import WallClock, World
 
-CONTEXT = "usher-sandbox"
 
-
-def kubeconfig(url: str) -> str:
-    """A kubeconfig for the sandbox: plain HTTP on loopback; the token is the admin's (with ``--rbac``)."""
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": CONTEXT, "cluster": {"server": url}}],
-        "users": [{"name": CONTEXT, "user": {"token": "sandbox"}}],
-        "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": "default"}}],
-        "current-context": CONTEXT,
-    }
-    return yaml.safe_dump(doc, sort_keys=False)
+def kubeconfig(server: FakeApiServer) -> str:
+    """A kubeconfig for the sandbox, as YAML: its URL and (over HTTPS) its CA, and the admin's
+    token (which matters with ``--rbac``)."""
+    return yaml.safe_dump(server.kubeconfig(token=server.admin_token), sort_keys=False)
 
 
 async def serve(scenario: Scenario, port: int, kubeconfig_out: Path, speed: float, rbac: bool = False) -> int:
     """``rbac``: authenticate and authorize as a real cluster (see :mod:`usher.sandbox.auth`); the
-    kubeconfig then holds the admin's token, and ServiceAccounts get theirs with a TokenRequest."""
-    server = FakeApiServer(authorization=rbac, controllers=True)
-    bound = await server.start(host="127.0.0.1", port=port)
-    url = f"http://127.0.0.1:{bound}"
-    kubeconfig_out.write_text(kubeconfig(url))
-    world = World(scenario, url, WallClock(speed), time_scale=1.0 / speed, server=server)
+    kubeconfig then holds the admin's token, and ServiceAccounts get theirs with a TokenRequest.
+    Always HTTPS, with a CA made now (:mod:`usher.sandbox.tls`), carried in the kubeconfig:
+    kubectl sends no bearer token over plain HTTP, so ``--rbac`` needs TLS to tell users apart."""
+    server = FakeApiServer(authorization=rbac, controllers=True, tls=True)
+    await server.start(host="127.0.0.1", port=port)
+    url = server.url
+    kubeconfig_out.write_text(kubeconfig(server))
+    world = World(scenario, url, WallClock(speed), time_scale=1.0 / speed, server=server, verify=server.verify)
     world.http.headers["Authorization"] = f"Bearer {server.admin_token}"
     await world.setup()
     nodes = scenario.all_nodes()
     print(
         f"usher sandbox: {scenario.name}: {len(nodes)} nodes, {sum(n.gpus for n in nodes)} GPUs, "
-        f"{len(scenario.all_jobs())} jobs at {speed:g}x, serving {url}\n"
+        f"{len(scenario.all_jobs())} jobs at {speed:g}x, serving {url} (TLS, the CA in the kubeconfig)\n"
         f"kubeconfig: {kubeconfig_out}\n"
         f"  usher --no-ui --kubeconfig {kubeconfig_out}     # schedule it (another terminal)\n"
         f"  usher --kubeconfig {kubeconfig_out}             # the console\n"

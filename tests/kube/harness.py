@@ -1,6 +1,7 @@
 """Run usher's kube controller against the sandbox's fake API server, in lockstep with a scenario.
 
-``Cluster`` starts the fake API server on loopback, sets the scenario's cluster up through the
+``Cluster`` starts the fake API server on loopback (over HTTPS, its CA in the kubeconfig, as
+``usher sandbox`` serves it), sets the scenario's cluster up through the
 API, connects a real ``KubeClient`` (from a kubeconfig file, as a user would) and runs the
 ``KubeController`` and the kubelet stand-in. Time is a ``ManualClock`` shared by the API server
 (creation timestamps), the controller and the kubelet; ``play`` steps it from one moment of the
@@ -42,12 +43,14 @@ class Cluster:
     async def start(self, *, world_in_process: bool = False, **server_options: Any) -> None:
         """``world_in_process``: the kubelet stand-in watches and writes pod status on the
         server's store directly, as in ``usher sandbox`` (else over HTTP, as any client)."""
+        server_options.setdefault("tls", True)
         self.server = FakeApiServer(Store(clock=self.clock.now), **server_options)
-        port = await self.server.start(port=0)
-        self.url = f"http://127.0.0.1:{port}"
+        await self.server.start(port=0)
+        self.url = self.server.url
         self.kubeconfig = self.tmp / "kubeconfig"
-        self.kubeconfig.write_text(kubeconfig(self.url))
-        self.world = World(self.scenario, self.url, self.clock, server=self.server if world_in_process else None)
+        self.kubeconfig.write_text(kubeconfig(self.server))
+        self.world = World(self.scenario, self.url, self.clock, server=self.server if world_in_process else None,
+                           verify=self.server.verify)
         await self.world.setup()
         self.tasks.append(asyncio.create_task(self.world.kubelet()))
 

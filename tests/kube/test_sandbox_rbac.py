@@ -352,7 +352,7 @@ async def _start(tmp: Path) -> tuple[Cluster, httpx.AsyncClient]:
     assert r.status_code == 201, r.text
     c.kubeconfig = tmp / "usher.kubeconfig"
     c.kubeconfig.write_text(yaml.safe_dump(c.server.kubeconfig(r.json()["status"]["token"], "usher-system")))
-    (tmp / "admin.kubeconfig").write_text(kubeconfig(c.url))
+    (tmp / "admin.kubeconfig").write_text(kubeconfig(c.server))
     return c, admin
 
 

@@ -22,7 +22,8 @@ sets a hook for it too, but the hook never changes it) is read once a minute ins
 once (rebuilding the HTTP sessions if the address, TLS identity or proxy changed) and repeats the request.
 Anything that means "there is no usable cluster" is a :class:`ClusterAccessError` whose message is
 one line for the user; when :meth:`KubeClient.connect` finds no usable cluster, it ends with a
-pointer to ``usher demo``.
+pointer to ``usher demo``. A server whose certificate does not verify (a kubeconfig without the
+cluster's CA, or a server that is not the one it names) is :class:`ServerNotTrusted`, at once.
 
 Failures the server reports arrive as Kubernetes ``Status`` bodies and become :class:`ApiError`
 (code, reason, message, retry_after), with subclasses for the codes callers act on.
@@ -110,6 +111,12 @@ class KubeConfigError(ClusterAccessError):
 
 class ClusterUnreachable(ClusterAccessError):
     """The API server cannot be reached (after retries), or the connection broke."""
+
+
+class ServerNotTrusted(ClusterUnreachable):
+    """The API server's certificate does not verify against the CA usher was given (the
+    kubeconfig's ``certificate-authority``/``-data``, else the system's) or not for its name:
+    nothing was sent, and nothing is retried, since a repeat meets the same certificate."""
 
 
 class NotSent(KubeError):
@@ -585,6 +592,8 @@ _TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError)
 #: failures before the request left: no connection could be made (refused, no such host, TLS
 #: handshake, proxy) or none in time; a POST may be repeated after these
 _NEVER_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+#: the server's certificate did not verify (one of the never-sent failures, but not worth a repeat)
+_UNTRUSTED = aiohttp.ClientConnectorCertificateError
 
 
 class KubeClient:
@@ -946,7 +955,7 @@ class KubeClient:
             try:
                 response = await self._send(method, path, params=params, body=body, content_type=content_type)
             except _TRANSPORT_ERRORS as exc:
-                may_repeat = retry_ambiguous or isinstance(exc, _NEVER_SENT)
+                may_repeat = (retry_ambiguous or isinstance(exc, _NEVER_SENT)) and not isinstance(exc, _UNTRUSTED)
                 if not may_repeat or attempt >= self._retry.attempts:
                     raise self._unreachable(exc) from exc
                 delay = self._retry.backoff.delay(attempt)
@@ -1075,14 +1084,29 @@ class KubeClient:
         return session
 
     def _unreachable(self, error: BaseException) -> ClusterUnreachable:
+        if isinstance(error, _UNTRUSTED):
+            return self._untrusted(error)
         return ClusterUnreachable(
             f"cannot reach the Kubernetes API at {self.host} ({self._credentials.describe()}): {_one_line(error)}"
+        )
+
+    def _untrusted(self, error: aiohttp.ClientConnectorCertificateError) -> ServerNotTrusted:
+        cause = error.certificate_error
+        why = (getattr(cause, "verify_message", None) or _one_line(cause)).rstrip(".")
+        source = self._credentials.describe()
+        against = f"the CA of {source}" if self._credentials.config.ssl_ca_cert else f"the system's CAs ({source} gives no CA)"
+        return ServerNotTrusted(
+            f"the API server at {self.host} presented a certificate that does not verify: {why} "
+            f"(checked with {against}); give the cluster's CA in the kubeconfig (certificate-authority-data "
+            "or certificate-authority, and tls-server-name if the server is known by another name)"
         )
 
     async def _probe(self) -> None:
         """Check, with a single request, that the server answers and accepts the credentials."""
         try:
             response = await self._send("GET", "/version")
+        except _UNTRUSTED as exc:
+            raise ServerNotTrusted(f"{self._untrusted(exc)}; {DEMO_HINT}") from exc
         except _TRANSPORT_ERRORS as exc:
             raise ClusterUnreachable(f"{self._unreachable(exc)}; check the cluster and the network, {DEMO_HINT}") from exc
         if response.status == 401:
