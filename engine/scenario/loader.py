@@ -186,6 +186,9 @@ def _checked(scenario: Scenario, file: str, base_dir: Path | None, locator: Loca
 QUEUE_CONFIG_KEYS = ("topology", "priorityClasses", "queues")
 
 
+NEEDS_A_QUEUE = "a queue config needs `queues:` with at least one queue (without one, every pod waits as UnknownQueue)"
+
+
 def parse_queue_config(text: str, file: str = "<queues>", name: str = "cluster") -> Scenario:
     """Check a cluster's queue configuration: a scenario's ``topology`` and ``queues`` only.
 
@@ -194,15 +197,25 @@ def parse_queue_config(text: str, file: str = "<queues>", name: str = "cluster")
     must be within `limits.CONFIG_LIMITS` (1 MiB, nesting, aliases): a hostile edit of the
     ConfigMap is refused as a problem, in bounded time and memory.
 
+    A config without a queue (an empty text, only comments, no ``queues`` or an empty list) is
+    refused like any other mistake: accepted, it would leave every pod waiting as UnknownQueue.
+
     It takes a while for a large config (up to ~1 s for 1 MiB); in a coroutine, call
     `parse_queue_config_async`, which runs it off the event loop.
     """
     doc = read_yaml(text, CONFIG_LIMITS)
     problems = [Problem(file, format_path(issue.path), issue.line, issue.message) for issue in doc.issues]
+    if doc.data is None and not problems:
+        # nothing at all (an empty key, only comments): not a config without queues, which
+        # would leave every pod waiting as UnknownQueue, but a mistake to refuse
+        raise ScenarioError([Problem(file, "", None, f"the queue config is empty; {NEEDS_A_QUEUE}")])
     data = doc.data if doc.data is not None else {}
     if not isinstance(data, dict):
         problems.append(Problem(file, "", doc.line_of(()), "the top level must be a mapping with `queues:`"))
         raise ScenarioError(problems)
+    if not problems and not data.get("queues"):
+        line = doc.line_of(("queues",)) if "queues" in data else doc.line_of(())
+        problems.append(Problem(file, "queues", line, f"{'empty' if 'queues' in data else 'missing'}; {NEEDS_A_QUEUE}"))
     for key in data:
         if key not in QUEUE_CONFIG_KEYS:
             allowed = ", ".join(QUEUE_CONFIG_KEYS)
@@ -217,16 +230,6 @@ def parse_queue_config(text: str, file: str = "<queues>", name: str = "cluster")
     too_large = size_problems(scenario, None, locator.problem)
     if too_large:
         raise ScenarioError(_ordered(too_large, file))
-    claimed: dict[str, str] = {}
-    for i, queue in enumerate(scenario.queues):
-        for j, namespace in enumerate(queue.namespaces):
-            if namespace in claimed:
-                path = ("queues", i, "namespaces", j)
-                message = f"namespace {namespace!r} is already the default of queue {claimed[namespace]!r}"
-                problems.append(Problem(file, format_path(path), doc.line_of(path), message))
-            claimed.setdefault(namespace, queue.name)
-    if problems:
-        raise ScenarioError(_ordered(problems, file))
     checked = check_scenario(scenario, TraceImport(), locator)
     if checked.errors:
         raise ScenarioError(_ordered(checked.errors, file))

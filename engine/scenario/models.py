@@ -389,8 +389,9 @@ class QueueSpec(SchemaModel):
     approval: Approval = Approval.AUTO
     preemption: Preemption = Field(default_factory=Preemption)
     namespaces: list[str] = Field(default_factory=list)
-    """On a cluster: the namespaces whose pods may use this queue, and where those that name no
-    queue land (as Kueue's LocalQueue per namespace); a replay's jobs always name their queue."""
+    """On a cluster: the namespaces whose pods may use this queue (as Kueue's LocalQueues, one
+    per namespace); their pods that name no queue land in the first queue that lists their
+    namespace. A replay's jobs always name their queue."""
     namespace_selector: LabelSelector | None = None
     """On a cluster: namespaces whose labels it selects may use this queue too (Kueue's
     ClusterQueue ``namespaceSelector``; ``{}`` selects every namespace). With neither this nor

@@ -1,0 +1,273 @@
+"""A shared cluster's boundaries, probed as a tenant would probe them.
+
+The sandbox runs with RBAC on and over HTTPS, deploy/'s manifests applied as the cluster's
+admin, and usher's controller with the ``usher`` ServiceAccount's token. Each team is a
+namespace whose ServiceAccount ``tenant`` is that namespace's admin (every verb on every
+resource in it, nothing cluster-wide): what a platform team hands an ML team. The tenant then
+does what it may (create pods, with any labels and annotations it likes) and tries what it may
+not (another team's queue, approving or holding itself, buying immunity from reclaim, writing
+the operators' decisions), and the tests look at what usher did: which pods it bound, why the
+others wait, whom it evicted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from usher.engine.backends.kube.client import KubeClient
+from usher.engine.backends.kube.controller import KubeController
+from usher.sandbox import crds
+from usher.sandbox.apiserver import FakeApiServer
+from usher.sandbox.objects import node_object
+from usher.sandbox.store import Store
+from usher.sandbox.world import ManualClock
+from usher.engine.scenario import parse_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = [d for p in sorted((ROOT / "deploy").glob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d]
+
+NODES = parse_scenario("name: t\nnodes: [{name: n1, gpus: 8, cpu: 64, memory: 512Gi}, {name: n2, gpus: 8, cpu: 64, memory: 512Gi}]\n")
+
+QUEUES = """
+queues:
+  - {name: team-a, cohort: lab, namespaces: [team-a], quota: {gpu: 8},
+     preemption: {withinQueue: LowerPriority, reclaimWithinCohort: Any}}
+  - {name: team-b, cohort: lab, namespaces: [team-b], quota: {gpu: 8}}
+  - {name: gated, namespaces: [team-b], quota: {gpu: 16}, approval: manual}
+"""
+
+PODS_SCHEDULED = "PodScheduled"
+
+
+class Tenancy:
+    """The sandbox, the controller, and a client per actor (admin, each team's tenant)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.clock = ManualClock(1_000_000.0)
+        self.server = FakeApiServer(Store(clock=self.clock.now), authorization=True, controllers=True, tls=True)
+        self.tenants: dict[str, httpx.AsyncClient] = {}
+
+    async def start(self) -> None:
+        await self.server.start(port=0)
+        self.admin = self._client(self.server.admin_token)
+        for doc in MANIFESTS:  # kubectl apply -f deploy/, as the admin
+            await self.admin_create(_collection(self.server, doc), doc)
+        crds.install(self.server.store)
+        for spec in NODES.all_nodes():
+            await self.admin_create("/api/v1/nodes", node_object(spec))
+        for name, value in (("low", 1), ("high", 1000)):
+            await self.admin_create("/apis/scheduling.k8s.io/v1/priorityclasses", {
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value})
+        path = "/api/v1/namespaces/usher-system/configmaps/usher-queues"
+        cm = (await self.admin.get(path)).json()
+        cm["data"] = {"queues.yaml": QUEUES}
+        assert (await self.admin.put(path, json=cm)).status_code == 200
+        for team in ("team-a", "team-b"):
+            self.tenants[team] = await self._namespace_admin(team)
+        token = await self._token("usher-system", "usher")
+        path = self.tmp / "usher.kubeconfig"
+        path.write_text(yaml.safe_dump(self.server.kubeconfig(token, "usher-system")))
+        self.usher = KubeController(await KubeClient.connect(str(path)), identity="usher-0", clock=self.clock.now,
+                                    elect=False, status_interval=0.0)
+        self.task = asyncio.create_task(self.usher.run())
+        await asyncio.wait_for(self.usher.synced.wait(), 10)
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        await self.usher.client.aclose()
+        for client in (self.admin, *self.tenants.values()):
+            await client.aclose()
+        await self.server.stop()
+
+    def _client(self, token: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.server.url, verify=self.server.verify, timeout=30,
+                                 headers={"Authorization": f"Bearer {token}"})
+
+    async def admin_create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        r = await self.admin.post(path, json=body)
+        assert r.status_code == 201, (path, r.text)
+        return r.json()
+
+    async def _token(self, namespace: str, name: str) -> str:
+        r = await self.admin.post(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+                                  json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})
+        assert r.status_code == 201, r.text
+        return r.json()["status"]["token"]
+
+    async def _namespace_admin(self, team: str) -> httpx.AsyncClient:
+        """Namespace ``team``, and a client for its ServiceAccount ``tenant``: every verb on
+        every resource of the namespace, nothing outside it."""
+        rbac = "/apis/rbac.authorization.k8s.io/v1"
+        await self.admin_create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": team}})
+        await self.admin_create(f"/api/v1/namespaces/{team}/serviceaccounts",
+                                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "tenant"}})
+        await self.admin_create(f"{rbac}/namespaces/{team}/roles", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "namespace-admin"},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})
+        await self.admin_create(f"{rbac}/namespaces/{team}/rolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "tenant"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "namespace-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": team}]})
+        return self._client(await self._token(team, "tenant"))
+
+    async def submit(self, team: str, name: str, gpus: int | None = None, *, queue: str | None = None,
+                     priority: str | None = None, annotations: dict[str, str] | None = None,
+                     requests: dict[str, str] | None = None) -> None:
+        """The tenant of ``team`` creates a bare pod for usher, as it likes it."""
+        resources = requests if requests is not None else {"nvidia.com/gpu": str(gpus)}
+        spec: dict[str, Any] = {
+            "schedulerName": "usher", "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"requests": resources, "limits": resources}}],
+        }
+        if priority:
+            spec["priorityClassName"] = priority
+        body = {"apiVersion": "v1", "kind": "Pod", "spec": spec, "metadata": {
+            "name": name, "labels": {"usher/queue": queue} if queue else {}, "annotations": annotations or {}}}
+        r = await self.tenants[team].post(f"/api/v1/namespaces/{team}/pods", json=body)
+        assert r.status_code == 201, r.text
+
+    def pod(self, team: str, name: str) -> dict[str, Any]:
+        return self.server.store.get("pods", name, team)
+
+    def node_of(self, team: str, name: str) -> str | None:
+        return self.pod(team, name)["spec"].get("nodeName")
+
+    def waiting(self, team: str, name: str) -> tuple[str, str]:
+        """The reason and message of the pod's PodScheduled=False condition."""
+        cond = next(c for c in self.pod(team, name)["status"].get("conditions") or [] if c["type"] == PODS_SCHEDULED)
+        assert cond["status"] == "False", cond
+        return cond["reason"], cond["message"]
+
+    async def settle(self) -> None:
+        for _ in range(6):
+            self.server.controllers.step()
+            await asyncio.wait_for(self.usher.wait_idle(), 20)
+            await asyncio.sleep(0.02)
+
+    async def until(self, check, what: str) -> None:
+        """Wait for ``check()``, a second of the cluster's time passing at each look (a job
+        just started is no victim at that very moment, and evicted pods take a while to go)."""
+        for _ in range(500):
+            self.clock.t += 1.0
+            self.server.controllers.step()
+            if check():
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"never happened: {what}")
+
+
+def _collection(server: FakeApiServer, doc: dict[str, Any]) -> str:
+    rt = next(t for t in server.store.catalogue.versions().get(doc["apiVersion"], []) if t.kind == doc["kind"])
+    base = "/api/v1" if doc["apiVersion"] == "v1" else f"/apis/{doc['apiVersion']}"
+    namespace = doc["metadata"].get("namespace")
+    return base + (f"/namespaces/{namespace}" if rt.namespaced else "") + f"/{rt.resource}"
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Tenancy]:
+    c = Tenancy(tmp_path)
+    await c.start()
+    try:
+        yield c
+    finally:
+        await c.stop()
+
+
+def _has_condition(c: Tenancy, team: str, name: str) -> bool:
+    return any(x["type"] == PODS_SCHEDULED for x in c.pod(team, name)["status"].get("conditions") or [])
+
+
+async def test_a_tenant_cannot_use_another_namespaces_queue_nor_preempt_in_it(cluster: Tenancy) -> None:
+    c = cluster
+    await c.submit("team-a", "a1", 8, queue="team-a", priority="low")
+    await c.until(lambda: c.node_of("team-a", "a1") is not None, "team-a's pod runs")
+    # team-b names team-a's queue, with a higher priority that would preempt a1 in that queue
+    await c.submit("team-b", "intruder", 8, queue="team-a", priority="high")
+    await c.until(lambda: _has_condition(c, "team-b", "intruder"), "the intruder is told why it waits")
+    await c.settle()
+    reason, message = c.waiting("team-b", "intruder")
+    assert reason == "QueueNotAllowed"
+    assert "queue 'team-a'" in message and "namespaces team-a" in message and "'team-b'" in message
+    assert c.node_of("team-b", "intruder") is None
+    assert c.pod("team-a", "a1")["spec"]["nodeName"] and not c.pod("team-a", "a1")["metadata"].get("deletionTimestamp")
+    assert c.usher.state.queues["team-a"].usage[0] == 8000  # a1 alone is charged to team-a
+    # the same pod in its own queue runs (there is room: n2 is free)
+    await c.submit("team-b", "honest", 8, queue="team-b", priority="high")
+    await c.until(lambda: c.node_of("team-b", "honest") is not None, "team-b's own queue admits it")
+
+
+async def test_a_tenant_cannot_approve_itself_and_an_operators_approval_starts_it(cluster: Tenancy) -> None:
+    c = cluster
+    await c.submit("team-b", "self-approved", 1, queue="gated", annotations={"usher/approved": "true"})
+    await c.submit("team-b", "honest", 1, queue="gated")
+    await c.until(lambda: _has_condition(c, "team-b", "self-approved") and _has_condition(c, "team-b", "honest"),
+                  "both are told why they wait")
+    await c.settle()
+    assert c.node_of("team-b", "self-approved") is None and c.node_of("team-b", "honest") is None
+    reason, message = c.waiting("team-b", "self-approved")
+    assert reason == "InvalidRequest" and "usher/approved is an operator's decision" in message
+    assert c.waiting("team-b", "honest")[0] == "AwaitingApproval"
+    # the operators' decisions are out of the tenant's reach: it may not write them, nor make its own
+    path = "/api/v1/namespaces/usher-system/configmaps/usher-decisions"
+    tenant = c.tenants["team-b"]
+    assert (await tenant.get(path)).status_code == 403
+    forged = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "usher-decisions", "namespace": "usher-system"},
+              "data": {"decisions.yaml": "approved: {team-b/honest: {by: me}}"}}
+    assert (await tenant.put(path, json=forged)).status_code == 403
+    own = await tenant.post("/api/v1/namespaces/team-b/configmaps", json={**forged, "metadata": {"name": "usher-decisions"}})
+    assert own.status_code == 201  # its own namespace is its own, and usher does not read it there
+    await c.settle()
+    assert c.node_of("team-b", "honest") is None
+    # an operator approves (as the console does: an entry in usher-system/usher-decisions)
+    cm = (await c.admin.get(path)).json()
+    cm["data"] = {"decisions.yaml": "approved:\n  team-b/honest: {by: alice}\n"}
+    assert (await c.admin.put(path, json=cm)).status_code == 200
+    await c.until(lambda: c.node_of("team-b", "honest") is not None, "the approved pod runs")
+    assert c.node_of("team-b", "self-approved") is None
+
+
+async def test_a_tenant_cannot_hold_its_own_job(cluster: Tenancy) -> None:
+    c = cluster
+    await c.submit("team-b", "held", 1, queue="team-b", annotations={"usher/hold": "true"})
+    await c.until(lambda: _has_condition(c, "team-b", "held"), "told why it waits")
+    reason, message = c.waiting("team-b", "held")
+    assert reason == "InvalidRequest" and "usher/hold is an operator's decision" in message
+
+
+async def test_a_borrower_that_asks_not_to_be_preempted_is_reclaimed_all_the_same(cluster: Tenancy) -> None:
+    c = cluster
+    # team-b runs 16 GPUs on a quota of 8: 8 of them borrowed from team-a, each pod "not preemptible"
+    for name in ("b1", "b2"):
+        await c.submit("team-b", name, 8, queue="team-b", annotations={"usher/preemptible": "false"})
+    await c.until(lambda: c.node_of("team-b", "b1") and c.node_of("team-b", "b2"), "team-b borrows")
+    # team-a wants its own quota back
+    await c.submit("team-a", "a1", 8, queue="team-a")
+    await c.until(lambda: c.node_of("team-a", "a1") is not None, "the lender gets its quota back")
+    kept = [n for n in ("b1", "b2") if c.server.store.exists("pods", n, "team-b")
+            and not c.pod("team-b", n)["metadata"].get("deletionTimestamp")]
+    assert kept == ["b1"]  # the one admitted on borrowed quota; b1 runs within team-b's own quota
+
+
+async def test_an_unreadable_preemptible_value_is_refused_not_guessed(cluster: Tenancy) -> None:
+    c = cluster
+    await c.submit("team-b", "maybe", 1, queue="team-b", annotations={"usher/preemptible": "maybe"})
+    await c.until(lambda: _has_condition(c, "team-b", "maybe"), "told why it waits")
+    reason, message = c.waiting("team-b", "maybe")
+    assert reason == "InvalidRequest" and "usher/preemptible" in message and "'maybe'" in message
+
+
+async def test_a_whole_gpu_with_a_fraction_is_refused_as_contradictory(cluster: Tenancy) -> None:
+    c = cluster
+    await c.submit("team-b", "both", 1, queue="team-b", annotations={"usher/gpu-fraction": "0.5"})
+    await c.until(lambda: _has_condition(c, "team-b", "both"), "told why it waits")
+    reason, message = c.waiting("team-b", "both")
+    assert reason == "InvalidRequest" and "usher/gpu-fraction" in message and "nvidia.com/gpu: 1" in message
+    assert c.node_of("team-b", "both") is None
