@@ -67,12 +67,14 @@ from usher.engine.controller import Command
 from usher.engine.core import CommandError
 from usher.engine.enums import Action as OpAction
 from usher.engine.backends.kube.controller import KubeController
+from usher.engine.backends.kube.decisions import Decisions, format_decisions, parse_decisions
 from usher.engine.backends.kube.objects import GPU_RESOURCE
+from usher.engine.backends.kube.rbac import DECISIONS_CONFIG_KEY, DECISIONS_CONFIGMAP
 from usher.engine.scenario.models import NodeSpec
 from usher.fgd.command import parse_seeds
 from usher.sandbox.apiserver import FakeApiServer, FaultKind
 from usher.sandbox.nodefit import pod_requests
-from usher.sandbox.objects import node_conditions, node_object, unreachable_conditions
+from usher.sandbox.objects import decisions_configmap, node_conditions, node_object, unreachable_conditions
 from usher.sandbox.store import Change, Store, rfc3339
 from usher.sandbox.world import ManualClock
 
@@ -298,6 +300,7 @@ class Cluster:
         await self.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "usher-system"}})
         await self.request("POST", "/api/v1/namespaces/usher-system/configmaps", {
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "usher-queues"}, "data": {"queues.yaml": queues_yaml(QUOTA)}})
+        await self.request("POST", "/api/v1/namespaces/usher-system/configmaps", decisions_configmap())
         for name, value in (("low", 10), ("high", 1000)):
             await self.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
                 "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value})
@@ -333,11 +336,18 @@ class Cluster:
                                    node, self.elapsed()))
         if pod["spec"].get("schedulerName") == "usher" and node and (old is None or not old["spec"].get("nodeName")):
             self.binds.append((round(self.elapsed(), 2), meta["name"], node, self.lease_holder()))
-            if (meta.get("annotations") or {}).get("usher/hold") == "true":
+            if f"{meta.get('namespace')}/{(meta.get('labels') or {}).get('usher/gang', meta['name'])}" in self.held_in_store():
                 self.notes.append(f"[{self.elapsed():.2f}] {meta['name']} bound to {node} while held in the store")
             if len(self.node_at_bind) < 5000:
                 self.node_at_bind[meta["uid"]] = f"t={self.elapsed():.2f}\n{self.dump_node(node)}"
         self.check_capacity()
+
+    def held_in_store(self) -> set[str]:
+        """The gangs the operators' decisions (ConfigMap usher-decisions) hold now."""
+        if not self.server.store.exists("configmaps", DECISIONS_CONFIGMAP, "usher-system"):
+            return set()
+        data = self.server.store.get("configmaps", DECISIONS_CONFIGMAP, "usher-system").get("data") or {}
+        return set(parse_decisions(data.get(DECISIONS_CONFIG_KEY), DECISIONS_CONFIGMAP).held)
 
     def check_capacity(self) -> None:
         running = [p for p in self.server.store.list("pods").objects() if p["spec"].get("nodeName") and phase(p) not in DONE_PHASES]
@@ -761,9 +771,11 @@ async def chaos(seed: int, options: Options) -> SeedResult:
 
 async def heal_operator_state(c: Cluster) -> None:
     """What an operator undoes at the end: every hold taken off, every node uncordoned."""
-    for p in c.server.store.list("pods", "default").objects():
-        if (p["metadata"].get("annotations") or {}).get("usher/hold"):
-            await c.request("PATCH", f"{PODS}/{p['metadata']['name']}", {"metadata": {"annotations": {"usher/hold": None}}}, ok=(404,))
+    path = f"/api/v1/namespaces/usher-system/configmaps/{DECISIONS_CONFIGMAP}"
+    cm = c.server.store.get("configmaps", DECISIONS_CONFIGMAP, "usher-system")
+    decisions = parse_decisions((cm.get("data") or {}).get(DECISIONS_CONFIG_KEY), path)
+    cm["data"] = {DECISIONS_CONFIG_KEY: format_decisions(Decisions(approved=decisions.approved))}
+    await c.request("PUT", path, cm)
     for name in c.node_names:
         await c.request("PATCH", f"/api/v1/nodes/{name}", {"spec": {"unschedulable": False}})
 

@@ -303,7 +303,8 @@ async def test_posted_commands_answer_and_rbac_denials_are_known_before_trying(c
     ctrl.client._reviews.clear()
     before = c.server.count("POST", "*/eviction")
     forbidden = await ctrl.forbidden_actions()
-    assert set(forbidden) == {Action.PREEMPT, Action.DRAIN, Action.SET_QUOTA}
+    # approve, hold and release write the operators' decisions, a ConfigMap too
+    assert set(forbidden) == {Action.PREEMPT, Action.DRAIN, Action.SET_QUOTA, Action.APPROVE, Action.HOLD, Action.RELEASE}
     assert "pods/eviction" in forbidden[Action.PREEMPT]
     assert c.server.count("POST", "*/eviction") == before
     # and the server refuses what it says it refuses: a blind attempt fails with 403

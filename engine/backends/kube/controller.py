@@ -128,6 +128,10 @@ def doubled_wait(last: float, base: float, cap: float) -> float:
     return min(max(2 * last, base), max(cap, base))
 
 
+NO_GOOD_CONFIG_YET = "no good queue config has been loaded yet, so every pod waits (UnknownQueue) until it is fixed"
+"""What a queue config error adds when there is no last good config to keep (at start)."""
+
+
 class Source(StrEnum):
     NODES = "nodes"
     PODS = "pods"
@@ -486,6 +490,8 @@ class KubeController:
         try:
             await asyncio.gather(*(inf.has_synced.wait() for inf in self.informers))
             self._drain()
+            if self._pending_config is None:
+                self._pending_config = (None,)  # no queue ConfigMap at all: say so from the start
             await self._load_config()
             try:
                 self.mirror.rebuild(self.clock())
@@ -708,17 +714,20 @@ class KubeController:
             return
         (obj,), self._pending_config = self._pending_config, None
         where = f"{self.namespace}/{QUEUES_CONFIGMAP}"
+        # a good config has a queue (parse_queue_config refuses one without): none, none loaded yet
+        loaded = bool(self.mirror.config.queues)
+        keeping = "keeping the last good queue config" if loaded else NO_GOOD_CONFIG_YET
         if obj is None:
-            self._config_error(f"{where} was deleted; keeping the last good queue config")
+            self._config_error(f"{where} {'was deleted' if loaded else 'does not exist'}; {keeping}")
             return
         text = (obj.get("data") or {}).get(QUEUES_CONFIG_KEY)
         if text is None:
-            self._config_error(f"{where} has no {QUEUES_CONFIG_KEY!r} key; keeping the last good queue config")
+            self._config_error(f"{where} has no {QUEUES_CONFIG_KEY!r} key; {keeping}")
             return
         try:
             config = await parse_queue_config_async(text, f"{where}[{QUEUES_CONFIG_KEY}]", self.mirror.name)
         except ScenarioError as exc:
-            self._config_error(f"invalid queue config, keeping the last good one:\n{exc}")
+            self._config_error(f"invalid queue config in {where}; {keeping}:\n{exc}")
             return
         self.mirror.set_config(config, None)
         self.metrics.config_loaded(True)
@@ -1467,6 +1476,9 @@ class KubeController:
             try:
                 obj = await self.client.get(path)
             except ApiError as exc:
+                if exc.code == 404:
+                    raise CommandError(f"{what}: ConfigMap {self.namespace}/{name} does not exist; an admin creates it "
+                                       "once (deploy/ ships it), since operators may only update it") from None
                 raise CommandError(f"{what}: cannot read {self.namespace}/{name}: {exc}") from None
             obj.setdefault("data", {})
             obj["data"] = obj["data"] or {}
