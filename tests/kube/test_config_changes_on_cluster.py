@@ -90,3 +90,42 @@ async def test_a_topology_level_taken_out_while_a_gang_that_requires_it_runs_bre
 
 async def _async(value):
     return value
+
+
+async def test_an_emptied_queue_config_is_refused_and_the_last_good_one_keeps_scheduling(sb: UsherOnSandbox) -> None:
+    """An admin empties the key by mistake (or applies a file whose queues are commented out):
+    taken as a config with no queue, every new pod would wait as UnknownQueue."""
+    await sb.create("/api/v1/nodes", node("gpu-0"))
+    good = "queues:\n  - {name: research, namespaceSelector: {}, quota: {gpu: 64}}\n"
+    await sb.start_usher(sb.tmp, good)
+    for n, text in enumerate(("", "# queues:\n#   - {name: research}\n", "queues: []\n")):
+        await _set_config(sb, text)
+        events = await sb.until(lambda n=n: _events_past(sb, n), f"the refusal of config {text!r}")
+        said = ": the queue config is empty" if n < 2 else ":1: queues: empty"
+        assert any(m.startswith("invalid queue config in usher-system/usher-queues; keeping the last good queue config")
+                   and f"usher-system/usher-queues[queues.yaml]{said}" in m for m in events), events
+        assert 'usher_config_valid 0.0' in sb.usher.metrics.render().decode()
+        await sb.create(PODS, _pod(f"after-{n}", 1, "research"))
+        await _running(sb, f"after-{n}")  # the last good config still places pods
+        await _set_config(sb, good)
+        await sb.until(lambda: _async('usher_config_valid 1.0' in sb.usher.metrics.render().decode()), "the good config back")
+    assert "research" in sb.usher.state.queues and not sb.usher.state.queues["research"].retired
+
+
+async def test_usher_starting_on_an_empty_queue_config_says_it_has_none_and_schedules_once_it_is_fixed(sb: UsherOnSandbox) -> None:
+    await sb.create("/api/v1/nodes", node("gpu-0"))
+    await sb.start_usher(sb.tmp, "")
+    events = await sb.until(lambda: _events_past(sb, 0), "the refusal of the empty config")
+    assert events[-1].startswith("invalid queue config in usher-system/usher-queues; no good queue config has been loaded yet"), events[-1]
+    assert "usher-system/usher-queues[queues.yaml]: the queue config is empty" in events[-1]
+    await _set_config(sb, "queues:\n  - {name: research, namespaceSelector: {}, quota: {gpu: 64}}\n")
+    await sb.create(PODS, _pod("first", 1, "research"))
+    await _running(sb, "first")
+    assert 'usher_config_valid 1.0' in sb.usher.metrics.render().decode()
+
+
+async def _events_past(sb: UsherOnSandbox, seen: int) -> list[str] | None:
+    """The ConfigMap's refusal Events once there are more than ``seen`` of them (their count included)."""
+    items = (await sb.req("GET", "/api/v1/namespaces/usher-system/events"))["items"]
+    refusals = [e for e in items if e["involvedObject"]["name"] == "usher-queues" and e["reason"] == "InvalidQueueConfig"]
+    return [e["message"] for e in refusals] if sum(e.get("count", 1) for e in refusals) > seen else None
