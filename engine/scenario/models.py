@@ -374,10 +374,23 @@ class LabelSelector(SchemaModel):
         return selects(self.match_labels, ((t.key, t.operator, t.values) for t in self.match_expressions), labels)
 
 
+#: a Kubernetes label value: what a pod's ``usher/queue`` label can name
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
 class QueueSpec(SchemaModel):
     """A queue (Kueue ClusterQueue + LocalQueue in one)."""
 
     name: str
+
+    @field_validator("name")
+    @classmethod
+    def _a_label_value(cls, name: str) -> str:
+        if not _LABEL_VALUE.fullmatch(name):
+            raise ValueError(
+                f"{name!r} cannot be a queue's name: pods name their queue in the label usher/queue, whose value is at "
+                "most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit")
+        return name
     cohort: str | None = None
     quota: Resources = Field(default_factory=Resources)
     """Nominal quota; an absent resource is unlimited."""

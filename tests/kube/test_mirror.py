@@ -781,3 +781,42 @@ def test_a_gang_found_half_bound_is_completed_whole_or_not_at_all():
     assert m.engine.complete(gang.job, m.unplaced_members(gang), 5.0) == []
     assert m.state.node("n3").whole_free == 8 and len(gang.job.current_run.placements) == 1
     assert m.state.queues["team-a"].usage[0] == 8_000
+
+
+FENCED = """
+queues:
+  - {name: team-a, namespaces: [team-a], quota: {gpu: 8}}
+  - {name: team-b, namespaceSelector: {matchLabels: {team: b}}, quota: {gpu: 8}}
+"""
+
+
+def test_a_pod_placed_on_a_node_in_a_queue_its_namespace_may_not_use_holds_its_node_but_no_quota():
+    """A tenant may create a pod with spec.nodeName set (no scheduler is asked): it runs, so it
+    holds its GPUs, but it is charged to no team's quota."""
+    m = mirror_with(config=FENCED)
+    add(m, pod("squatter", queue="team-a", node_name="n0", phase="Running"))  # namespace ml names team-a
+    m.rebuild(0.0)
+    assert m.state.queues["team-a"].usage[0] == 0
+    assert m.state.queues["not-allowed/ml"].usage[0] == 8000
+    assert m.state.node("n0").whole_free == 0
+    add(m, pod("honest", queue="team-a", gpus=8))
+    assert m.gangs["ml/honest"].reason == PendingReason.QUEUE_NOT_ALLOWED
+
+
+def test_a_namespace_selector_follows_the_namespaces_labels():
+    m = mirror_with(config=FENCED)
+    m.namespace_changed("ml", {"team": "a"})
+    m.rebuild(0.0)  # as the controller does at its next tick once the mirror is dirty
+    add(m, pod("w", queue="team-b", gpus=8))
+    assert m.gangs["ml/w"].reason == PendingReason.QUEUE_NOT_ALLOWED
+    assert "namespaces labelled team=b" in m.gangs["ml/w"].message
+    m.namespace_changed("ml", {"team": "b"})
+    m.rebuild(0.0)
+    assert [d.kind for d in m.engine.cycle(0.0).decisions] == [DecisionKind.BIND]
+
+
+def test_a_queue_name_that_no_pod_label_could_hold_is_refused():
+    import pytest
+    from usher.engine.scenario import ScenarioError
+    with pytest.raises(ScenarioError, match="cannot be a queue's name"):
+        parse_queue_config("queues:\n  - {name: not-allowed/ml, quota: {gpu: 8}}\n", "q")

@@ -56,6 +56,12 @@ AUDIT_KEPT = 10_000
 FINISHED_JOBS_KEPT = 10_000
 
 
+#: the retired queue that holds, for each namespace, its pods found running in a queue that
+#: namespace may not use (``not-allowed/<namespace>``: no queue config may name it, a queue name
+#: having no ``/``)
+NOT_ALLOWED_PREFIX = "not-allowed/"
+
+
 @dataclass(slots=True)
 class Gang:
     """The pods of one job, and the engine job standing for them."""
@@ -618,15 +624,19 @@ class Mirror:
         or before a restart): the queue is kept, *retired*, so its running jobs hold their
         capacity and are counted; nothing new is admitted into it (``_readiness``), and it goes
         once its last job ends (``_end``)."""
-        queue = queue_from_spec(QueueSpec(name=name, quota=Resources(gpu=0, cpu=0, memory=0)))
+        # built, not validated: a retired name comes from a pod or from usher, not from the config
+        queue = queue_from_spec(QueueSpec.model_construct(name=name, quota=Resources(gpu=0, cpu=0, memory=0)))
         queue.retired = True
         self.state.queues[name] = queue
         if name in self.retired:
             return  # said once, not again at each rebuild
         self.retired.add(name)
-        self.state.audit.append(AuditEntry(
-            now, "scheduler", AuditAction.RETIRE_QUEUE, name,
-            "not in the queue config any more: its running jobs keep their capacity until they end; nothing new is admitted"))
+        if name.startswith(NOT_ALLOWED_PREFIX):
+            message = ("pods running in a queue their namespace may not use (placed without usher): they keep "
+                       "their nodes and are charged to no team's quota")
+        else:
+            message = "not in the queue config any more: its running jobs keep their capacity until they end; nothing new is admitted"
+        self.state.audit.append(AuditEntry(now, "scheduler", AuditAction.RETIRE_QUEUE, name, message))
 
     def _constraints_of(self, constraints: NodeConstraints | None) -> GroupConstraints:
         """``group_constraints`` on the engine's nodes, remembered per constraints until the next
@@ -663,6 +673,11 @@ class Mirror:
             )
         first = views[0]
         queue = self.queue_of(first)
+        spec = next((q for q in self.config.queues if q.name == queue), None)
+        if spec is not None and not spec.admits(first.namespace, self.namespace_labels.get(first.namespace)):
+            # found running in a queue its namespace may not use (bound by someone else, or
+            # created on a node): it holds its nodes, but is never charged to that queue
+            queue = f"{NOT_ALLOWED_PREFIX}{first.namespace}"
         if queue not in state.queues:
             self._retire(queue, now)
         job = Job(
