@@ -15,7 +15,13 @@ from typing import Any
 import yaml
 
 from usher.engine.backends.kube.client import format_time, utcnow
-from usher.engine.backends.kube.rbac import QUEUES_CONFIGMAP, QUEUES_CONFIG_KEY, USHER_NAMESPACE
+from usher.engine.backends.kube.rbac import (
+    DECISIONS_CONFIG_KEY,
+    DECISIONS_CONFIGMAP,
+    QUEUES_CONFIG_KEY,
+    QUEUES_CONFIGMAP,
+    USHER_NAMESPACE,
+)
 from usher.engine.backends.kube.objects import (
     GPU_RESOURCE,
     SCHEDULER_NAME,
@@ -121,9 +127,24 @@ def unreachable_conditions(now: str) -> list[dict[str, Any]]:
 
 
 def queue_config_text(scenario: Scenario) -> str:
-    """The scenario's ``topology`` and ``queues`` as the ConfigMap's YAML."""
+    """The scenario's ``topology`` and ``queues`` as the ConfigMap's YAML. A scenario's jobs name
+    their queues and all run in ``JOB_NAMESPACE``; on a cluster a queue admits only the
+    namespaces it names, so a queue that names none admits that one, as its operator would write."""
     doc = scenario.model_dump(mode="json", by_alias=True, exclude_none=True, include={"topology", "queues"})
+    for queue in doc.get("queues") or []:
+        if not queue.get("namespaces") and "namespaceSelector" not in queue:
+            queue["namespaces"] = [JOB_NAMESPACE]
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+def decisions_configmap() -> dict[str, Any]:
+    """The operators' decisions, empty at first (``deploy/`` ships it so)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": DECISIONS_CONFIGMAP, "namespace": USHER_NAMESPACE},
+        "data": {DECISIONS_CONFIG_KEY: ""},
+    }
 
 
 def queue_configmap(scenario: Scenario) -> dict[str, Any]:

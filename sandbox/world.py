@@ -44,7 +44,10 @@ from usher.engine.backends.kube.objects import (
     Phase,
     edit_queue_limits,
 )
+from usher.engine.backends.kube.decisions import decide, format_decisions, parse_decisions
 from usher.engine.backends.kube.rbac import (
+    DECISIONS_CONFIG_KEY,
+    DECISIONS_CONFIGMAP,
     QUEUES_CONFIG_KEY,
     QUEUES_CONFIGMAP,
     USHER_NAMESPACE,
@@ -61,6 +64,7 @@ from .objects import (
     node_object,
     pod_objects,
     priority_class_objects,
+    decisions_configmap,
     queue_configmap,
     seconds,
     unreachable_conditions,
@@ -198,6 +202,7 @@ class World:
         for pc in priority_class_objects(self.scenario):
             await self._req("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", pc, ok=(409,))
         await self._req("POST", f"/api/v1/namespaces/{USHER_NAMESPACE}/configmaps", queue_configmap(self.scenario), ok=(409,))
+        await self._req("POST", f"/api/v1/namespaces/{USHER_NAMESPACE}/configmaps", decisions_configmap(), ok=(409,))
 
     # -- the timeline ---------------------------------------------------------------------
 
@@ -310,10 +315,7 @@ class World:
                 for name in self._pods_on(ev.node):
                     await self._lose(name)
         elif action in (Action.APPROVE, Action.HOLD, Action.RELEASE):
-            key, value = {Action.APPROVE: (Annotation.APPROVED, "true"), Action.HOLD: (Annotation.HOLD, "true"), Action.RELEASE: (Annotation.HOLD, None)}[action]
-            for name in await self._pods_of(ev.job or ""):
-                patch = {"metadata": {"annotations": {str(key): value}}}
-                await self._req("PATCH", self._pod_path(name), patch, "application/merge-patch+json", ok=(404,))
+            await self._decide(action, ev.job or "")
         elif action == Action.PREEMPT:
             for name in [n for n in self.running if self._job_of(n) == ev.job]:
                 await self._evict(name)
@@ -337,6 +339,21 @@ class World:
     async def _lose(self, name: str) -> None:
         """The pod died with its node: gone at once (as the node lifecycle controller force-deletes)."""
         await self._req("DELETE", self._pod_path(name) + "?gracePeriodSeconds=0", ok=(404,))
+
+    async def _decide(self, action: Action, job: str) -> None:
+        """An operator approves, holds or releases a job: an entry in ConfigMap usher-decisions
+        (the scenario's pods carry usher/gang: the job's gang key is ``<namespace>/<job>``)."""
+        path = f"/api/v1/namespaces/{USHER_NAMESPACE}/configmaps/{DECISIONS_CONFIGMAP}"
+        when = format_time(utcnow())
+        for _ in range(5):
+            cm = await self._req("GET", path)
+            data = cm.get("data") or {}
+            decisions = parse_decisions(data.get(DECISIONS_CONFIG_KEY), path)
+            gang = f"{JOB_NAMESPACE}/{job}"
+            cm["data"] = {**data, DECISIONS_CONFIG_KEY: format_decisions(decide(decisions, gang, action, "scenario", when, [*decisions.approved, *decisions.held]))}
+            r = await self.http.put(path, content=json.dumps(cm), headers={"Content-Type": "application/json"})
+            if r.status_code != 409:
+                return
 
     async def _set_quota(self, ev: EventSpec) -> None:
         path = f"/api/v1/namespaces/{USHER_NAMESPACE}/configmaps/{QUEUES_CONFIGMAP}"

@@ -34,6 +34,13 @@ QUEUES_CONFIGMAP = "usher-queues"
 
 QUEUES_CONFIG_KEY = "queues.yaml"
 
+DECISIONS_CONFIGMAP = "usher-decisions"
+"""The ConfigMap that holds the operators' decisions, approve and hold (key ``DECISIONS_CONFIG_KEY``):
+written by consoles (the ``usher-operator`` role), only read by the controller; shipped empty by
+``deploy/31-configmap-decisions.yaml``, never created by usher."""
+
+DECISIONS_CONFIG_KEY = "decisions.yaml"
+
 LEADER_LEASE = "usher-controller"
 """The coordination.k8s.io Lease the controller replicas elect their leader on."""
 
@@ -89,10 +96,13 @@ _OWNER_RESOURCES = tuple(dict.fromkeys((r.group, r.plural) for r in OWNER_RESOUR
 _LIST_WATCH = (Verb.LIST, Verb.WATCH)
 
 CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
-    # Nodes: capacity, labels, NVLink annotation (informer: list and watch only); cordon for drain.
-    *_grants("", "nodes", (*_LIST_WATCH, Verb.PATCH), Scope.CLUSTER),
-    # Pods: the queue's jobs and what runs; annotations such as usher/gpus.
-    *_grants("", "pods", (*_READ, Verb.PATCH), Scope.CLUSTER),
+    # Nodes: capacity, labels, NVLink and GPU-health annotations (informer: list and watch only).
+    *_grants("", "nodes", _LIST_WATCH, Scope.CLUSTER),
+    # Namespaces (informer: list and watch only): the queues that select namespaces by label.
+    *_grants("", "namespaces", _LIST_WATCH, Scope.CLUSTER),
+    # Pods: the queue's jobs and what runs (informers); get to read a pod back after an
+    # ambiguous bind. Never patched: what usher writes on a pod is its binding and its status.
+    *_grants("", "pods", _READ, Scope.CLUSTER),
     *_grants("", "pods/binding", (Verb.CREATE,), Scope.CLUSTER),
     *_grants("", "pods/eviction", (Verb.CREATE,), Scope.CLUSTER),
     *_grants("", "pods/status", (Verb.PATCH,), Scope.CLUSTER),
@@ -105,26 +115,35 @@ CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
     # The workloads that own pods (Job, JobSet, PyTorchJob, RayCluster, LeaderWorkerSet, ...) and
     # PodGroups: a gang's size and minimum (informers: list and watch only, never written).
     *(p for group, plural in _OWNER_RESOURCES for p in _grants(group, plural, _LIST_WATCH, Scope.CLUSTER)),
-    # The queue config, read and (for setQuota) written back; never created.
-    *_grants("", "configmaps", (*_READ, Verb.UPDATE), Scope.NAMESPACE, (QUEUES_CONFIGMAP,)),
+    # The queue config, read only (an informer on the one object: list and watch by name);
+    # operators change it, with their own credentials (OPERATOR_PERMISSIONS).
+    *_grants("", "configmaps", _LIST_WATCH, Scope.NAMESPACE, (QUEUES_CONFIGMAP,)),
+    # The operators' decisions (approve, hold), read only, the same way; consoles write them.
+    *_grants("", "configmaps", _LIST_WATCH, Scope.NAMESPACE, (DECISIONS_CONFIGMAP,)),
     # Leader election.
     *_grants(_COORDINATION, "leases", (Verb.GET, Verb.UPDATE), Scope.NAMESPACE, (LEADER_LEASE,)),
     *_grants(_COORDINATION, "leases", (Verb.CREATE,), Scope.NAMESPACE),
 )
-"""Every API call the controller (``usher --no-ui``) makes must be allowed by one of these."""
+"""Every API call the headless controller (``usher --no-ui``) makes must be allowed by one of
+these, and each is used by it (``tests/kube/test_sandbox_rbac.py`` runs it as deployed and fails
+on a grant it never uses). Operator commands are not the controller's: a console carries them
+out with its operator's own credentials (``OPERATOR_PERMISSIONS``)."""
 
 OPERATOR_PERMISSIONS: tuple[Permission, ...] = (
     # Read what the controller reads (the Lease: to show which replica leads).
     *_grants("", "nodes", _READ, Scope.CLUSTER),
     *_grants("", "pods", _READ, Scope.CLUSTER),
+    *_grants("", "namespaces", _LIST_WATCH, Scope.CLUSTER),
     *(p for group, plural in _OWNER_RESOURCES for p in _grants(group, plural, _LIST_WATCH, Scope.CLUSTER)),
     *_grants("", "configmaps", _READ, Scope.CLUSTER, (QUEUES_CONFIGMAP,)),
+    *_grants("", "configmaps", _READ, Scope.CLUSTER, (DECISIONS_CONFIGMAP,)),
     *_grants(_COORDINATION, "leases", _READ, Scope.CLUSTER, (LEADER_LEASE,)),
-    # Act: cordon/drain nodes, approve/hold pods, evict (preempt), set quotas, record why.
+    # Act: cordon/drain nodes, evict (preempt, drain), set quotas, approve and hold (the
+    # decisions ConfigMap, updated with optimistic concurrency), record why.
     *_grants("", "nodes", (Verb.PATCH,), Scope.CLUSTER),
-    *_grants("", "pods", (Verb.PATCH,), Scope.CLUSTER),
     *_grants("", "pods/eviction", (Verb.CREATE,), Scope.CLUSTER),
     *_grants("", "configmaps", (Verb.UPDATE,), Scope.CLUSTER, (QUEUES_CONFIGMAP,)),
+    *_grants("", "configmaps", (Verb.UPDATE,), Scope.CLUSTER, (DECISIONS_CONFIGMAP,)),
     *_grants("", "events", (Verb.CREATE, Verb.PATCH, *_LIST_WATCH), Scope.CLUSTER),
     # The console asks the API server which actions the user may take (to grey out the rest).
     *_grants("authorization.k8s.io", "selfsubjectaccessreviews", (Verb.CREATE,), Scope.CLUSTER),
@@ -132,7 +151,9 @@ OPERATOR_PERMISSIONS: tuple[Permission, ...] = (
 """What the ``usher-operator`` ClusterRole grants to people who run the console.
 
 All of it is cluster scope, one ClusterRole: the ConfigMap and Lease rules are limited by name
-(``usher-queues``, ``usher-controller``), which exist only in ``USHER_NAMESPACE``.
+(``usher-queues``, ``usher-decisions``, ``usher-controller``), which exist only in
+``USHER_NAMESPACE``. Pods are never patched: an operator's approve and hold live in the
+decisions ConfigMap, where a tenant cannot write them.
 """
 
 AGENT_PERMISSIONS: tuple[Permission, ...] = (
