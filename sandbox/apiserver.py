@@ -27,6 +27,8 @@ controllers (:mod:`.controllers`). The storage semantics are those of
   when an eviction would violate one; ``dryRun=All`` checks without evicting). PDB status is
   kept current, as the disruption controller does, whenever pods or budgets change;
 - optional bearer-token authentication (``tokens``, changeable at any time);
+- ValidatingAdmissionPolicies with CEL on every write, whoever sends it (:mod:`.admission_policy`;
+  the store validates objects first, :mod:`.object_validation`);
 - HTTPS (``tls=True``), with a CA made at start (:mod:`.tls`) that :meth:`FakeApiServer.kubeconfig`
   hands to clients as ``certificate-authority-data``: kubectl sends a bearer token only over TLS;
 - fault injection (:meth:`FakeApiServer.inject`) and a request log (:attr:`FakeApiServer.requests`)
@@ -71,7 +73,9 @@ from usher.engine.backends.http_server import (
 )
 from usher.sandbox import openapi, validation
 from usher.sandbox.admission import check_scenario_write
+from usher.sandbox.admission_policy import PolicyEvaluator, acting_as
 from usher.sandbox.auth import (
+    ANONYMOUS_USER,
     Attributes,
     Auth,
     Decision,
@@ -102,6 +106,8 @@ from usher.sandbox.store import (
     WatchEvent,
     parse_resource_version,
 )
+from usher.sandbox.store import Attempt as AdmissionAttempt
+from usher.sandbox.store import Operation as AdmissionOperation
 from usher.sandbox.store import _check_preconditions as check_preconditions
 from usher.sandbox.tables import IncludeObject, table
 
@@ -750,6 +756,8 @@ class FakeApiServer:
         """(verb, resource, subresource) triples denied with 403; see :meth:`forbid`."""
         self.requests: deque[RequestRecord] = deque(maxlen=request_log)
         self.disruption = DisruptionController(self.store)
+        self.policies = PolicyEvaluator(self.store)
+        """ValidatingAdmissionPolicies, evaluated on every write (:mod:`usher.sandbox.admission_policy`)."""
         self._seed = seed
         self._http = HttpServer(self.handle)
         self._host = "127.0.0.1"
@@ -913,7 +921,9 @@ class FakeApiServer:
             what = f"{resource}/{sub}" if sub else resource
             raise ApiError(403, Reason.FORBIDDEN, f'{what} is forbidden: cannot {str(target.verb).lower()} resource "{what}"')
         drop_after = fault.after_events if fault is not None else None
-        return await self._dispatch(request, target, drop_after)
+        with acting_as(self._writer(request)) as context:
+            response = await self._dispatch(request, target, drop_after)
+        return _warned(response, context.warnings)
 
     def _access_review(self, request: Request) -> Response:
         """A SelfSubjectAccessReview: is the caller allowed ``spec.resourceAttributes``? With
@@ -966,6 +976,14 @@ class FakeApiServer:
         user = self._user(request)
         attrs = request_attributes(request.method, request.path, request.query)
         self.auth.check(user, attrs, self._forbid_layer(user, attrs))
+
+    def _writer(self, request: Request) -> UserInfo:
+        """Who a request is, for admission: as authenticated, or anonymous where the server
+        checks no tokens (its admission still sees every request)."""
+        try:
+            return self._user(request)
+        except ApiError:
+            return ANONYMOUS_USER
 
     def _user(self, request: Request) -> UserInfo:
         self.auth.authn.static_tokens = self.tokens
@@ -1085,6 +1103,8 @@ class FakeApiServer:
 
     def _delete(self, request: Request, rt: ResourceType, target: Route) -> Response:
         options = _delete_options(request)
+        current = self.store.get_stored(rt, str(target.name), target.namespace)
+        self.store.admit(AdmissionAttempt(AdmissionOperation.DELETE, rt, str(target.name), target.namespace, None, current.obj))
         deleted = self.store.delete_stored(
             rt,
             str(target.name),
@@ -1243,6 +1263,9 @@ class FakeApiServer:
         if not name or not node:
             raise ApiError.invalid(pods, name or "", "target.name", "FieldValueRequired", "Required value")
         pod = self.store.get_stored(Resource.PODS, name, target.namespace)
+        sent = {**binding, "apiVersion": "v1", "kind": "Binding"}
+        self.store.admit(AdmissionAttempt(AdmissionOperation.CREATE, pods, name, target.namespace, sent, None, "binding",
+                                          ("", "v1", "Binding")))
         if (uid := meta.get("uid")) and uid != pod.obj["metadata"]["uid"]:
             raise ApiError.conflict(
                 pods, name, f"the UID in the binding ({uid}) does not match the pod's", subresource="binding"
@@ -1284,6 +1307,9 @@ class FakeApiServer:
         pod = self.store.get_stored(Resource.PODS, str(target.name), target.namespace)
         options = eviction.get("deleteOptions") or {}
         dry_run = _eviction_dry_run(request.query.get("dryRun") or [], options.get("dryRun") or [])
+        sent = {**eviction, "apiVersion": "policy/v1", "kind": "Eviction"}
+        self.store.admit(AdmissionAttempt(AdmissionOperation.CREATE, RESOURCE_TYPES[Resource.PODS], str(target.name),
+                                          target.namespace, sent, None, "eviction", ("policy", "v1", "Eviction"), dry_run))
         if pod.obj.get("status", {}).get("phase") == "Running" and not pod.obj["metadata"].get("deletionTimestamp"):
             self._check_budgets(pod.obj)  # a pod already being deleted (or not running) takes nothing from a budget
         pods = RESOURCE_TYPES[Resource.PODS]

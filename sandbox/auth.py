@@ -74,19 +74,31 @@ class UserInfo:
     name: str
     groups: tuple[str, ...] = ()
     uid: str = ""
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``user.Info.GetExtra()``: for a pod's token, ``authentication.kubernetes.io/node-name`` and the like."""
 
     def to_json(self) -> JsonObject:
-        return {"username": self.name, "uid": self.uid, "groups": list(self.groups)}
+        extra = {"extra": {k: list(v) for k, v in self.extra}} if self.extra else {}
+        return {"username": self.name, "uid": self.uid, "groups": list(self.groups), **extra}
 
 
 ADMIN = UserInfo(ADMIN_USER, (MASTERS, AUTHENTICATED))
 ANONYMOUS_USER = UserInfo(ANONYMOUS, (UNAUTHENTICATED,))
 
 
-def service_account_user(namespace: str, name: str, uid: str = "") -> UserInfo:
+def service_account_user(
+    namespace: str, name: str, uid: str = "", extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+) -> UserInfo:
     return UserInfo(
-        f"{SA_PREFIX}{namespace}:{name}", (SA_GROUP, f"{SA_GROUP}:{namespace}", AUTHENTICATED), uid
+        f"{SA_PREFIX}{namespace}:{name}", (SA_GROUP, f"{SA_GROUP}:{namespace}", AUTHENTICATED), uid, extra
     )
+
+
+EXTRA_PREFIX = "authentication.kubernetes.io/"
+"""The user-info extras a ServiceAccount token carries (kube-apiserver 1.30 and later): the
+token's ``credential-id``, and for a token bound to a pod ``pod-name``, ``pod-uid`` and the
+``node-name`` and ``node-uid`` of the node the pod runs on (what NodeRestriction-like policies
+read)."""
 
 
 def parse_service_account(username: str) -> tuple[str, str] | None:
@@ -103,6 +115,7 @@ class _IssuedToken:
     name: str
     uid: str
     expires: float | None
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 class Authenticator:
@@ -137,18 +150,41 @@ class Authenticator:
             raise unauthorized() from None
         if issued.uid and sa.obj["metadata"].get("uid") != issued.uid:
             raise unauthorized()  # the ServiceAccount was deleted and created again
-        return service_account_user(issued.namespace, issued.name, issued.uid)
+        return service_account_user(issued.namespace, issued.name, issued.uid, issued.extra)
 
-    def token_for(self, namespace: str, name: str, expiration_seconds: int | None = None) -> str:
-        """A token for an existing ServiceAccount (``None``: it never expires); ``404`` if there is none."""
-        return self._issue(namespace, name, expiration_seconds)[0]
+    def token_for(self, namespace: str, name: str, expiration_seconds: int | None = None, pod: str | None = None) -> str:
+        """A token for an existing ServiceAccount (``None``: it never expires); ``404`` if there is none.
+        ``pod``: bound to that pod of the namespace, as the kubelet's projected token is (its user
+        info then names the pod and its node)."""
+        bound = {"kind": "Pod", "name": pod} if pod is not None else None
+        return self._issue(namespace, name, expiration_seconds, bound)[0]
 
-    def _issue(self, namespace: str, name: str, expiration_seconds: int | None) -> tuple[str, float | None]:
+    def _bound_extra(self, namespace: str, bound: JsonObject | None) -> list[tuple[str, tuple[str, ...]]]:
+        """The extras of a token bound to a Pod (``404`` if the pod is not there, ``409`` if its uid differs)."""
+        if not isinstance(bound, dict) or bound.get("kind") != "Pod":
+            return []
+        pod = self.store.get_stored(Resource.PODS, str(bound.get("name") or ""), namespace).obj
+        meta = pod["metadata"]
+        if bound.get("uid") and bound["uid"] != meta.get("uid"):
+            raise ApiError(409, Reason.CONFLICT, f'the UID in the bound object reference ({bound["uid"]}) does not match the UID in record. The object might have been deleted and then recreated')
+        extra = [(EXTRA_PREFIX + "pod-name", (meta["name"],)), (EXTRA_PREFIX + "pod-uid", (meta.get("uid", ""),))]
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            extra.append((EXTRA_PREFIX + "node-name", (node,)))
+            if self.store.exists(Resource.NODES, node):
+                extra.append((EXTRA_PREFIX + "node-uid", (self.store.get_stored(Resource.NODES, node).obj["metadata"].get("uid", ""),)))
+        return extra
+
+    def _issue(
+        self, namespace: str, name: str, expiration_seconds: int | None, bound: JsonObject | None = None
+    ) -> tuple[str, float | None]:
         sa = self.store.get_stored(Resource.SERVICEACCOUNTS, name, namespace)
         uid = sa.obj["metadata"].get("uid", "")
         now = self.store.clock()
         expires = None if expiration_seconds is None else now + expiration_seconds
+        extra = self._bound_extra(namespace, bound)
         self._serial += 1
+        extra.append((EXTRA_PREFIX + "credential-id", (f"JTI={self._serial}",)))
         claims = {
             "iss": "https://kubernetes.default.svc.cluster.local",
             "sub": f"{SA_PREFIX}{namespace}:{name}",
@@ -166,7 +202,7 @@ class Authenticator:
                 hashlib.sha256(f"{self._serial}/{namespace}/{name}/{uid}".encode()).digest(),
             )
         )
-        self._issued[token] = _IssuedToken(namespace, name, uid, expires)
+        self._issued[token] = _IssuedToken(namespace, name, uid, expires, tuple(sorted(extra)))
         return token, expires
 
     def token_request(self, namespace: str, name: str, body: JsonObject) -> JsonObject:
@@ -180,7 +216,7 @@ class Authenticator:
                 f'TokenRequest.authentication.k8s.io "{name}" is invalid: spec.expirationSeconds: '
                 "Invalid value: may not specify a duration less than 10 minutes",
             )
-        token, expires = self._issue(namespace, name, seconds)
+        token, expires = self._issue(namespace, name, seconds, spec.get("boundObjectRef"))
         assert expires is not None
         return {
             "kind": "TokenRequest",

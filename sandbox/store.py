@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Self
 
-from . import defaults, smp
+from . import defaults, object_validation, smp
 from .kinds import (
     RESOURCE_TYPES,
     Catalogue,
@@ -829,6 +829,39 @@ class Subresource(StrEnum):
     STATUS = "status"
 
 
+class Operation(StrEnum):
+    """The admission operation of a write (``admission.Operation``)."""
+
+    CREATE = "CREATE"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    CONNECT = "CONNECT"
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """A write as validating admission sees it, just before it is committed (``admission.Attributes``).
+
+    ``obj`` is the object as it would be stored (``None`` for a delete), ``old`` the one stored
+    now (``None`` for a create). For a subresource ``obj`` is what was sent to it (a Binding, an
+    Eviction) unless the subresource writes the object itself (``status``); ``kind`` is then the
+    sent object's (group, version, kind) when it differs from the resource's."""
+
+    operation: Operation
+    rt: ResourceType
+    name: str
+    namespace: str | None
+    obj: JsonObject | None
+    old: JsonObject | None
+    subresource: str = ""
+    kind: tuple[str, str, str] | None = None
+    dry_run: bool = False
+
+
+AdmissionHook = Callable[[Attempt], None]
+"""A validating admission step: raises :class:`ApiError` to refuse the write."""
+
+
 DEFAULT_TOLERATION_SECONDS = 300
 """kube-apiserver's ``--default-not-ready-toleration-seconds`` and ``--default-unreachable-toleration-seconds``."""
 
@@ -887,12 +920,20 @@ class Store:
         """Owner uid -> the (table, key) of every object that names it in ``ownerReferences``."""
         self._listeners.append(self._index_owners)
         self._listeners.append(self._on_crd_change)
+        self.admission: list[AdmissionHook] = []
+        """Validating admission, run on every create and update through the store (and on the
+        API server's deletes, bindings and evictions) after validation, before the commit."""
         for name in namespaces:
             self.create(Resource.NAMESPACES, {"metadata": {"name": name}})
         for name, value, description in SYSTEM_PRIORITY_CLASSES:
             self.create(Resource.PRIORITYCLASSES, {
                 "metadata": {"name": name}, "value": value, "preemptionPolicy": "PreemptLowerPriority", "description": description,
             })
+
+    def admit(self, attempt: Attempt) -> None:
+        """Run the validating admission hooks on a write about to be committed."""
+        for hook in self.admission:
+            hook(attempt)
 
     # ------------------------------------------------------------------ custom resources
 
@@ -1116,6 +1157,8 @@ class Store:
         elif rt.resource is Resource.PRIORITYCLASSES:
             self._admit_priority_class(rt, obj)
         _DEFAULTERS.get(rt.key, _no_defaults)(obj, True)
+        _validate(rt, obj)
+        self.admit(Attempt(Operation.CREATE, rt, meta["name"], meta.get("namespace"), obj, None))
         return self._commit(EventType.ADDED, rt, key, obj, None)
 
     def _admit_priority_class(self, rt: ResourceType, pc: JsonObject) -> None:
@@ -1238,6 +1281,8 @@ class Store:
         if precondition and parse_resource_version(precondition) != old.rv:
             raise ApiError.stale(rt, meta["name"])
         new = self._merge_update(rt, old, obj, subresource)
+        self.admit(Attempt(Operation.UPDATE, rt, meta["name"], namespace if rt.namespaced else None, new, old.obj,
+                           str(subresource or "")))
         stored = self.commit_update(rt, old, new)
         self._release_if_done(rt, stored)
         return stored
@@ -1282,6 +1327,7 @@ class Store:
                 if field in old_spec and spec.get(field) is None:
                     spec[field] = old_spec[field]
         _DEFAULTERS.get(rt.key, _no_defaults)(new, False)
+        _validate(rt, new)
         _CHECKS.get(rt.key, _no_checks)(rt, old, new)
         if rt.tracks_generation and new.get("spec") != old.get("spec"):
             meta["generation"] = old["metadata"].get("generation", 0) + 1
@@ -1612,6 +1658,19 @@ def _check_preconditions(rt: ResourceType, stored: Stored, preconditions: Mappin
 # ------------------------------------------------------------ per-resource defaulting and validation
 
 
+def _validate(rt: ResourceType, obj: JsonObject) -> None:
+    """kube-apiserver's validation of the object (:mod:`.object_validation`): ``422`` with every
+    problem found, ``400`` for a value that would not decode."""
+    try:
+        errors = object_validation.validate(rt, obj)
+    except object_validation.DecodeError as error:
+        raise ApiError.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error}') from None
+    if errors:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        message, details = object_validation.invalid(rt, name, errors)
+        raise ApiError(422, Reason.INVALID, message, details)
+
+
 def _no_defaults(obj: JsonObject, creating: bool) -> None:
     """Most resources have no server-side defaults here."""
 
@@ -1623,6 +1682,7 @@ def _no_checks(rt: ResourceType, old: JsonObject, new: JsonObject) -> None:
 def _pod_defaults(pod: JsonObject, creating: bool) -> None:
     spec = pod.setdefault("spec", {})
     defaults.port_defaults(spec)
+    object_validation.default_pod_requests(spec)
     spec.setdefault("schedulerName", "default-scheduler")
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("dnsPolicy", "ClusterFirst")
