@@ -41,6 +41,8 @@ from usher.engine.backends.kube.rbac import (
     AGENT_PERMISSIONS,
     AGENT_SERVICE_ACCOUNT,
     CONTROLLER_PERMISSIONS,
+    DECISIONS_CONFIG_KEY,
+    DECISIONS_CONFIGMAP,
     LEADER_LEASE,
     OPERATOR_PERMISSIONS,
     QUEUES_CONFIG_KEY,
@@ -238,7 +240,12 @@ def test_permission_lists_are_least_privilege(role: str) -> None:
         assert p.verb not in (Verb.DELETE, Verb.DELETE_COLLECTION), p
         assert not (p.resource == "pods" and p.verb == Verb.CREATE), p
         if p.resource == "configmaps" and p.verb in (Verb.CREATE, Verb.UPDATE, Verb.PATCH):
-            assert p.verb == Verb.UPDATE and p.names == (QUEUES_CONFIGMAP,), p
+            assert p.verb == Verb.UPDATE and p.names in ((QUEUES_CONFIGMAP,), (DECISIONS_CONFIGMAP,)), p
+            assert role == "operator", f"{p}: only operators change the queue config and the decisions"
+        if role == "controller":
+            # the controller acts for its own decisions only: binds, evictions, pod status,
+            # Events and its Lease; operator commands run with the operator's own credentials
+            assert p.resource not in ("pods", "nodes") or p.verb in (Verb.GET, Verb.LIST, Verb.WATCH), p
         if p.resource in ("configmaps", "leases"):
             assert p.names or p.verb == Verb.CREATE, f"{p} could be limited to one object by name"
             assert p.resource != "configmaps" or p.verb != Verb.CREATE, "usher never creates its config"
@@ -284,6 +291,16 @@ def test_queue_config_parses_with_the_scenario_models() -> None:
     assert topology.levels and topology.levels[-1] == HOSTNAME_LABEL, topology.levels
     names = [q.name for q in queues]
     assert len(set(names)) == len(names), names
+
+
+def test_the_decisions_configmap_ships_empty_so_nobody_needs_create() -> None:
+    """Consoles only update it and the controller only reads it: it must exist, holding no decision."""
+    configmap = _the("ConfigMap", DECISIONS_CONFIGMAP)
+    assert configmap["metadata"]["namespace"] == USHER_NAMESPACE
+    assert set(configmap["data"]) == {DECISIONS_CONFIG_KEY}
+    assert not yaml.safe_load(configmap["data"][DECISIONS_CONFIG_KEY]), "shipped with decisions in it"
+    for permissions in (CONTROLLER_PERMISSIONS, OPERATOR_PERMISSIONS):
+        assert not any(p.resource == "configmaps" and p.verb == Verb.CREATE for p in permissions)
 
 
 def test_queue_cohorts_and_limits_make_sense() -> None:

@@ -35,7 +35,6 @@ from usher.sandbox.apiserver import (
 )
 from usher.sandbox.auth import Access, granted_by, service_account_user
 from usher.sandbox.objects import queue_configmap
-from usher.sandbox.serve import kubeconfig
 from usher.sandbox.store import Store
 from usher.sandbox.world import World
 
@@ -290,22 +289,29 @@ def test_token_request_through_the_kubernetes_client(sandbox):
 SCENARIO = """
 name: rbac
 topology: {levels: [usher/rack, kubernetes.io/hostname]}
+priorityClasses: {low: 10, high: 1000}
 nodeGroups:
   - prefix: n
     count: 4
     layout: {usher/rack: 2}
     template: {gpus: 8, cpu: 64, memory: 512Gi}
 queues:
-  - {name: research, cohort: lab, quota: {gpu: 24}}
-  - {name: product, cohort: lab, quota: {gpu: 8}, approval: manual}
+  - {name: research, namespaceSelector: {}, quota: {gpu: 24}, preemption: {withinQueue: LowerPriority}}
+  - {name: product, namespaceSelector: {}, quota: {gpu: 8}, approval: manual}
 jobs:
-  - {name: pretrain, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 2, gpu: 8, topology: {required: usher/rack}}]}
-  - {name: sweep, queue: research, submit: 5, duration: 300, pods: [{name: w, count: 4, gpu: 2}]}
-  - {name: eval, queue: research, submit: 20, duration: 200, pods: [{gpu: 8}]}
+  - {name: pretrain, queue: research, submit: 0, duration: 600, priority: low, pods: [{name: w, count: 2, gpu: 8, topology: {required: usher/rack}}]}
+  - {name: sweep, queue: research, submit: 5, duration: 300, priority: low, pods: [{name: w, count: 4, gpu: 2}]}
+  - {name: eval, queue: research, submit: 20, duration: 200, priority: high, pods: [{gpu: 8}]}
   - {name: nb, queue: product, submit: 40, duration: 100, pods: [{gpu: 0.5}]}
 """
+"""A realistic run for the controller alone: gangs bound (one bind ambiguous), a high-priority job
+that must preempt a lower one to fit its queue's quota, a job that waits for approval (a pending
+reason on its pod), and the leader Lease."""
 
 USHER = service_account_user("usher-system", "usher")
+OPERATOR_NAMESPACE = "ops"
+OPERATOR = service_account_user(OPERATOR_NAMESPACE, "alice")
+"""Someone who runs the console: bound to the ``usher-operator`` ClusterRole of deploy/, nothing else."""
 
 
 def _path(server: FakeApiServer, doc: dict[str, Any]) -> str:
@@ -313,6 +319,49 @@ def _path(server: FakeApiServer, doc: dict[str, Any]) -> str:
     base = "/api/v1" if doc["apiVersion"] == "v1" else f"/apis/{doc['apiVersion']}"
     namespace = doc["metadata"].get("namespace")
     return base + (f"/namespaces/{namespace}" if rt.namespaced else "") + f"/{rt.resource}"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One verb of one rule that deploy/ grants a user: on a resource, in a namespace (``""``: a
+    ClusterRoleBinding, every namespace and the cluster scope), on one named object (``""``: any)."""
+
+    group: str
+    resource: str
+    verb: str
+    namespace: str = ""
+    name: str = ""
+
+    def allows(self, access: Access) -> bool:
+        return ((access.group, access.resource, access.verb) == (self.group, self.resource, self.verb)
+                and self.namespace in ("", access.namespace) and self.name in ("", access.name))
+
+    def __str__(self) -> str:
+        where = f" in {self.namespace}" if self.namespace else ""
+        return f"{self.verb} {self.resource}{'.' + self.group if self.group else ''}{' ' + self.name if self.name else ''}{where}"
+
+
+def _grants(user: Any) -> set[Grant]:
+    """Every grant of deploy/ to ``user``, one per verb and per resourceName (what RBAC can tell apart)."""
+    roles = {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d for d in MANIFESTS
+             if d["kind"] in ("Role", "ClusterRole")}
+    out: set[Grant] = set()
+    for binding in MANIFESTS:
+        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        if not any(s.get("name") == user.name.rsplit(":", 1)[-1]
+                   and s.get("namespace") == user.name.split(":")[2] for s in binding["subjects"]):
+            continue
+        namespace = binding["metadata"].get("namespace", "") if binding["kind"] == "RoleBinding" else ""
+        ref = binding["roleRef"]
+        role = roles[(ref["kind"], namespace if ref["kind"] == "Role" else "", ref["name"])]
+        for rule in role["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    for verb in rule["verbs"]:
+                        for name in rule.get("resourceNames") or [""]:
+                            out.add(Grant(group, resource, verb, namespace, name))
+    return out
 
 
 @dataclass
@@ -347,16 +396,21 @@ async def _start(tmp: Path) -> tuple[Cluster, httpx.AsyncClient]:
     assert (await admin.put(path, json=cm)).status_code == 200
     c.tasks.append(asyncio.create_task(c.world.kubelet()))
     # the controller's credentials: the usher ServiceAccount's token, as `kubectl create token` makes it
-    r = await admin.post("/api/v1/namespaces/usher-system/serviceaccounts/usher/token",
-                         json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})
-    assert r.status_code == 201, r.text
     c.kubeconfig = tmp / "usher.kubeconfig"
-    c.kubeconfig.write_text(yaml.safe_dump(c.server.kubeconfig(r.json()["status"]["token"], "usher-system")))
-    (tmp / "admin.kubeconfig").write_text(kubeconfig(c.server))
+    c.kubeconfig.write_text(yaml.safe_dump(c.server.kubeconfig(await _token(admin, "usher-system", "usher"), "usher-system")))
     return c, admin
 
 
+async def _token(admin: httpx.AsyncClient, namespace: str, name: str) -> str:
+    r = await admin.post(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+                         json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})
+    assert r.status_code == 201, r.text
+    return r.json()["status"]["token"]
+
+
 async def _run_usher(tmp: Path) -> UsherRun:
+    """``usher --no-ui`` as deployed: the usher ServiceAccount's token on deploy/'s RBAC, headless,
+    electing its leader, through the scenario to its end; nobody sends it a command."""
     if "run" in _RUN:
         return _RUN["run"]
     c, admin = await _start(tmp)
@@ -377,27 +431,24 @@ async def _run_usher(tmp: Path) -> UsherRun:
         )
         nb = c.server.store.get("pods", "nb-pod-0", "default")
         results["nb_condition"] = next(x for x in nb["status"]["conditions"] if x["type"] == "PodScheduled")
-        results["approve"] = await asyncio.wait_for(ctrl.post(Command(Action.APPROVE, job="nb")), 10)
-        results["quota"] = await asyncio.wait_for(
-            ctrl.post(Command(Action.SET_QUOTA, queue="research", quota={"gpu": 16_000})), 10)
-        results["cordon"] = await asyncio.wait_for(ctrl.post(Command(Action.CORDON, node="n-04")), 10)
-        # the same action again: its Event is counted on the first (a patch), not copied
-        await asyncio.wait_for(ctrl.post(Command(Action.CORDON, node="n-04")), 10)
-        results["cordon_events"] = [e.get("count") for e in c.server.store.list("events").objects() if e["reason"] == "UsherCordon"]
-        await c.settle()
-        results["preempt"] = await asyncio.wait_for(ctrl.post(Command(Action.PREEMPT, job="eval")), 10)
-        await c.settle()
-        node = next(p["spec"]["nodeName"] for p in c.server.store.list("pods", "default").objects()
-                    if p["metadata"]["name"].startswith("sweep") and p["spec"].get("nodeName"))
-        results["drain"] = await asyncio.wait_for(ctrl.post(Command(Action.DRAIN, node=node)), 10)
-        await c.settle()
+        # an admin applies a broken queue config, puts the good one back, then makes the same
+        # mistake again: the controller refuses it twice, the second time counted on the first Event
+        path = "/api/v1/namespaces/usher-system/configmaps/usher-queues"
+        good = (await admin.get(path)).json()["data"]
+        for data in ({"queues.yaml": "queues: [{name: research, quota: {gpu: lots}}]\n"}, good) * 2:
+            cm = (await admin.get(path)).json()
+            cm["data"] = data
+            assert (await admin.put(path, json=cm)).status_code == 200
+            await c.settle()
+        results["config_events"] = [e.get("count") for e in c.server.store.list("events", "usher-system").objects()
+                                     if e["reason"] == "InvalidQueueConfig"]
         await c.play()
-        results["finished"] = len(c.world.finished)
+        results["evicted"] = sorted({r.path.split("/")[-2].rsplit("-", 2)[0] for r in c.server.requests
+                                     if r.method == "POST" and r.path.endswith("/eviction") and "dryRun" not in r.query
+                                     and r.status == 201})
         results["events"] = sorted({e["reason"] for e in c.server.store.list("events").objects()})
         results["lease"] = c.server.store.get("leases", "usher-controller", "usher-system")["spec"]["holderIdentity"]
-        results["node_cordoned"] = c.server.store.get("nodes", "n-04")["spec"].get("unschedulable")
-        results["configmap"] = yaml.safe_load(
-            c.server.store.get("configmaps", "usher-queues", "usher-system")["data"]["queues.yaml"])
+        results["eval_ran"] = any(s[0] == "eval" for s in c.world.starts)
         results["binds"] = ctrl.stats.binds
     finally:
         await admin.aclose()
@@ -415,30 +466,110 @@ async def test_usher_does_its_whole_job_with_the_rbac_of_deploy(tmp_path):
     assert r["leader"] and r["lease"] == "usher-0"
     assert {"pretrain-w-0", "pretrain-w-1"} <= set(r["bound"]) and r["binds"] > 0
     assert r["nb_condition"]["reason"] == "AwaitingApproval"
-    assert r["configmap"]["queues"][0]["quota"]["gpu"] == 16
-    assert r["node_cordoned"] is True
-    assert {"AwaitingApproval", "UsherCordon", "UsherSetQuota"} <= set(r["events"]), r["events"]
-    assert r["cordon_events"] == [2]
-    assert r["finished"] == sum(p.count for j in scenario_of(SCENARIO).jobs for p in j.pods)
-    used = {(a.group, a.resource, a.verb) for a in run.accesses}
-    for must in [("", "pods/binding", "create"), ("", "pods/eviction", "create"), ("", "pods/status", "patch"),
-                 ("coordination.k8s.io", "leases", "update"), ("", "configmaps", "update"), ("", "nodes", "patch"),
-                 ("", "events", "create")]:
-        assert must in used, (must, sorted(used))
-
-
-def _unused(run: UsherRun) -> list[tuple[str, str, str]]:
-    granted = granted_by(MANIFESTS, USHER)
-    used = {(a.group, a.resource, a.verb) for a in run.accesses}
-    return sorted(granted - used)
+    assert "sweep" in r["evicted"] and r["eval_ran"], "eval (high) preempts the sweep (low) to fit research's quota"
+    assert {"AwaitingApproval", "Preempted"} <= set(r["events"]), r["events"]
+    assert r["config_events"] == [2], "a broken queue config refused twice: one Event, counted twice"
 
 
 async def test_every_grant_of_deploy_to_the_usher_service_account_is_used(tmp_path):
-    unused = _unused(await _run_usher(tmp_path))
-    assert not unused, "granted to usher by deploy/ and never used: " + ", ".join(
-        f"{verb} {resource}{'.' + group if group else ''}" for group, resource, verb in unused)
-
-
-async def test_the_controller_knows_it_may_do_every_operator_action(tmp_path):
+    """Least privilege, proven: the controller as deployed uses every verb of every rule deploy/
+    grants it, each named object included. (Operator commands are not the controller's: they
+    run with the operator's credentials, below.)"""
     run = await _run_usher(tmp_path)
+    unused = sorted(str(g) for g in _grants(USHER) if not any(g.allows(a) for a in run.accesses))
+    assert not unused, "granted to usher by deploy/ and never used by the controller: " + "; ".join(unused)
+
+
+async def test_the_controller_may_do_no_operator_action(tmp_path):
+    """Its ServiceAccount cannot cordon, evict for an operator, approve, hold or change a quota:
+    a console must act with its operator's credentials, and the controller knows it."""
+    run = await _run_usher(tmp_path)
+    operator_actions = {Action.CORDON, Action.UNCORDON, Action.DRAIN, Action.PREEMPT, Action.APPROVE,
+                        Action.HOLD, Action.RELEASE, Action.SET_QUOTA}
+    assert set(run.results["forbidden_actions"]) == operator_actions - {Action.PREEMPT}, run.results["forbidden_actions"]
+
+
+# --------------------------------------------------------------------------- the console, with an operator's credentials
+
+
+@dataclass
+class ConsoleRun:
+    requests: list[RequestRecord]
+    results: dict[str, Any]
+
+
+_CONSOLE: dict[str, ConsoleRun] = {}
+
+
+async def _run_console(tmp: Path) -> ConsoleRun:
+    """The controller as deployed, and beside it a console (``usher --kubeconfig ...``) with the
+    credentials of an operator bound to ``usher-operator``, sending every kind of command."""
+    if "run" in _CONSOLE:
+        return _CONSOLE["run"]
+    c, admin = await _start(tmp)
+    results: dict[str, Any] = {}
+    try:
+        assert (await admin.post("/api/v1/namespaces", json={"metadata": {"name": OPERATOR_NAMESPACE}})).status_code == 201
+        r = await admin.post(f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/serviceaccounts", json={"metadata": {"name": "alice"}})
+        assert r.status_code == 201, r.text
+        # as the README says: kubectl create clusterrolebinding usher-operators --clusterrole=usher-operator ...
+        r = await admin.post(f"{RBAC}/clusterrolebindings", json={
+            "metadata": {"name": "usher-operators"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "usher-operator"},
+            "subjects": [{"kind": "ServiceAccount", "name": "alice", "namespace": OPERATOR_NAMESPACE}]})
+        assert r.status_code == 201, r.text
+        await c.controller("usher-0", elect=True, lease_duration=2.0)
+        await c.play(until=40)
+        operator_config = tmp / "alice.kubeconfig"
+        token = await _token(admin, OPERATOR_NAMESPACE, "alice")
+        operator_config.write_text(yaml.safe_dump(c.server.kubeconfig(token, "default")))
+        c.kubeconfig = operator_config
+        console = await c.controller("alice-console", schedule=False)
+        results["forbidden_actions"] = await console.forbidden_actions()
+        results["approve"] = await asyncio.wait_for(console.post(Command(Action.APPROVE, job="nb")), 10)
+        await c.settle()
+        nb = c.server.store.get("pods", "nb-pod-0", "default")
+        results["nb_bound"] = bool(nb["spec"].get("nodeName"))
+        results["quota"] = await asyncio.wait_for(
+            console.post(Command(Action.SET_QUOTA, queue="research", quota={"gpu": 16_000})), 10)
+        results["cordon"] = await asyncio.wait_for(console.post(Command(Action.CORDON, node="n-04")), 10)
+        # the same action again: its Event is counted on the first (a patch), not copied
+        await asyncio.wait_for(console.post(Command(Action.CORDON, node="n-04")), 10)
+        results["cordon_events"] = [e.get("count") for e in c.server.store.list("events").objects() if e["reason"] == "UsherCordon"]
+        await c.settle()
+        results["preempt"] = await asyncio.wait_for(console.post(Command(Action.PREEMPT, job="pretrain")), 10)
+        await c.settle()
+        node = next(p["spec"]["nodeName"] for p in c.server.store.list("pods", "default").objects()
+                    if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp"))
+        results["drain"] = await asyncio.wait_for(console.post(Command(Action.DRAIN, node=node)), 10)
+        await c.settle()
+        results["node_cordoned"] = c.server.store.get("nodes", "n-04")["spec"].get("unschedulable")
+        results["configmap"] = yaml.safe_load(
+            c.server.store.get("configmaps", "usher-queues", "usher-system")["data"]["queues.yaml"])
+        results["events"] = sorted({e["reason"] for e in c.server.store.list("events").objects()})
+        results["controller_denied"] = [
+            f"{q.method} {q.path} -> {q.status}" for q in c.server.requests if q.status in (401, 403)]
+    finally:
+        await admin.aclose()
+        await c.stop()
+    run = ConsoleRun(list(c.server.requests), results)
+    _CONSOLE["run"] = run
+    return run
+
+
+async def test_an_operator_bound_to_the_operator_role_cordons_drains_preempts_and_sets_quotas(tmp_path):
+    r = (await _run_console(tmp_path)).results
+    assert not r["controller_denied"], "requests refused:\n" + "\n".join(r["controller_denied"])
+    assert r["configmap"]["queues"][0]["quota"]["gpu"] == 16
+    assert r["node_cordoned"] is True
+    assert r["cordon_events"] == [2]
+    assert {"UsherCordon", "UsherSetQuota", "UsherPreempt", "UsherDrain"} <= set(r["events"]), r["events"]
+
+
+async def test_an_operator_bound_to_the_operator_role_approves_and_may_do_every_action(tmp_path):
+    """Approve and hold are the decisions ConfigMap's (the operator role has no pod patch)."""
+    run = await _run_console(tmp_path)
     assert run.results["forbidden_actions"] == {}
+    denied = [f"{q.method} {q.path} -> {q.status}" for q in run.requests if q.status in (401, 403)]
+    assert not denied, "requests refused:\n" + "\n".join(denied)
+    assert run.results["nb_bound"], "the approved notebook runs"
