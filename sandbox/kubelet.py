@@ -8,7 +8,10 @@ For each pod bound to a node (``spec.nodeName``), except the scenario pods a
   the ``pods`` count) must fit the node's allocatable beside the non-terminal pods already
   admitted there, else the pod fails: ``phase: Failed``, ``reason: OutOf<resource>``, ``message:
   "Pod was rejected: Node didn't have enough resource: <resource>, requested: R, used: U,
-  capacity: C"``;
+  capacity: C"``; extended resources the node does not list at all are left out, as the
+  kubelet leaves them out; then ``spec.nodeSelector`` and required node affinity against the
+  node's labels (``reason: NodeAffinity``) and the host ports (``reason: NodePorts``), in the
+  kubelet's order (only the first reason is written);
 - a pod on a node whose Ready condition is not True is not started (it stays Pending);
 - an admitted pod runs: ``phase: Running``, ``startTime``, ``podIP``/``hostIP``, one
   ``containerStatuses`` entry per container (ready, started, ``state.running.startedAt``, image,
@@ -55,6 +58,8 @@ from .nodefit import (
     host_ports,
     insufficient,
     is_terminal,
+    known_to_node,
+    matches_node_selector,
     node_allocatable,
     node_ready,
     pod_requests,
@@ -276,11 +281,15 @@ class Kubelet(Part):
             if o["metadata"]["uid"] in self.runs or self.mgr.skip(o) or (o.get("status") or {}).get("phase") == "Running":
                 add_usage(used, pod_requests(o))
                 ports |= host_ports(o)
-        short = insufficient(pod_requests(pod), used, node_allocatable(node))
+        allocatable = node_allocatable(node)
+        short = insufficient(known_to_node(pod_requests(pod), allocatable), used, allocatable)
         if short:
             resource, want, have, cap = short[0]
             self._reject(stored, f"OutOf{resource}", f"Pod was rejected: Node didn't have enough resource: {resource}, "
                                                      f"requested: {want}, used: {have}, capacity: {cap}")
+            return
+        if not matches_node_selector(pod.get("spec") or {}, node):
+            self._reject(stored, "NodeAffinity", "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector")
             return
         if port_conflict(host_ports(pod), ports) is not None:
             self._reject(stored, "NodePorts", "Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports")

@@ -6,6 +6,7 @@
   integral units (cpu in millicores, memory in bytes, extended resources as counts, ``pods`` 1);
 - :func:`node_allocatable`, :func:`usage` (the non-terminal pods bound to each node);
 - :func:`insufficient`: the resources that do not fit, as ``(name, requested, used, capacity)``;
+  :func:`known_to_node`: what the kubelet's admission checks of them (the scheduler checks all);
 - taints and tolerations (:func:`tolerates`, :func:`untolerated`), node selectors and required
   node affinity (:func:`matches_node_selector`), conditions (:func:`set_condition`).
 """
@@ -95,6 +96,21 @@ def port_conflict(wanted: set[HostPort], taken: Iterable[HostPort]) -> HostPort 
             if (protocol, port) == (other_protocol, other_port) and (ip == other_ip or ANY_IP in (ip, other_ip)):
                 return protocol, ip, port
     return None
+
+
+def is_extended(name: str) -> bool:
+    """An extended resource (``nvidia.com/gpu``, ``rdma/ib``): a name with a domain outside
+    ``kubernetes.io``; ``cpu``, ``memory``, ``hugepages-2Mi``, ``ephemeral-storage`` are native."""
+    domain, slash, _ = name.partition("/")
+    return bool(slash) and domain != "kubernetes.io" and not domain.endswith(".kubernetes.io") and not name.startswith("requests.")
+
+
+def known_to_node(requests: Mapping[str, int], allocatable: Mapping[str, int]) -> dict[str, int]:
+    """``requests`` as the kubelet's admission checks them: without the extended resources the
+    node does not list at all (cluster-level resources, or a device plugin never registered
+    there), which the kubelet leaves out rather than refusing the pod. The scheduler, unlike the
+    kubelet, counts them (a node that does not list one has none of it)."""
+    return {k: v for k, v in requests.items() if not is_extended(k) or k in allocatable}
 
 
 def node_allocatable(node: Mapping[str, Any]) -> dict[str, int]:
