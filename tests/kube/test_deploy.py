@@ -6,13 +6,13 @@ puts everything namespaced in it; the controller's RBAC grants exactly `CONTROLL
 broader; the agent DaemonSet reaches every GPU node without taking a GPU; the queue config
 parses with the scenario models and makes sense; the Deployment is hardened, probed on the port
 it serves, and spread over nodes; the examples reach usher and can run in their queues; the agent
-may change only its own Node's annotations (a ValidatingAdmissionPolicy, its CEL evaluated here
-with a CEL interpreter where one is installed); NetworkPolicies let only Prometheus (and, for
+may change only its own Node's annotations (a ValidatingAdmissionPolicy, evaluated by the
+sandbox's API server; tests/kube/test_sandbox_admission_policy.py applies it over HTTP with RBAC); NetworkPolicies let only Prometheus (and, for
 the agent, the controller) reach the metrics ports. The sandbox takes every new kind with strict
 field validation.
 
 What is not checked here, because no test has a real API server: that Kubernetes compiles and
-type-checks the policy's CEL as the interpreter here does, that it fills
+type-checks the policy's CEL as the sandbox's interpreter (cel-python) does, that it fills
 ``authentication.kubernetes.io/node-name`` for the agent's token, and that a network plugin
 enforces the NetworkPolicies (and lets the kubelet's probes through).
 """
@@ -57,7 +57,10 @@ from usher.engine.backends.nvml.reader import LayoutSource, NodeReading
 from usher.engine.enums import Approval
 from usher.engine.scenario.models import HOSTNAME_LABEL, QueueSpec, TopologySpec
 from usher.engine.scenario.quantity import parse_duration
+from usher.sandbox.admission_policy import PolicyEvaluator
 from usher.sandbox.apiserver import ServerThread
+from usher.sandbox.auth import UserInfo
+from usher.sandbox.store import Attempt, Operation, Store
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -585,52 +588,22 @@ def test_the_agent_policy_is_bound_and_matches_every_change_of_a_node_by_the_age
     assert "patch nodes" in (DEPLOY / "71-agent-admission-policy.yaml").read_text(), "say why RBAC is not enough"
 
 
-def _cel() -> Any:
-    return pytest.importorskip("celpy", reason="the CEL interpreter (PyPI: cel-python) is not installed")
-
-
 class AgentPolicy:
-    """The policy's CEL, compiled and evaluated the way the API server runs it on a request."""
+    """The policy as the sandbox's API server evaluates it (:mod:`usher.sandbox.admission_policy`),
+    on a request of one user: the same CEL, matching and messages a write to the sandbox meets."""
 
     def __init__(self) -> None:
-        self.celpy = _cel()
-        self.spec = _agent_policy()[0]["spec"]
-        self.env = self.celpy.Environment()
-        self.programs = {
-            expr: self.env.program(self.env.compile(expr))
-            for expr in (
-                *(c["expression"] for c in self.spec["matchConditions"]),
-                *(v["expression"] for v in self.spec["variables"]),
-                *(v["expression"] for v in self.spec["validations"]),
-                *(v["messageExpression"] for v in self.spec["validations"] if "messageExpression" in v),
-            )
-        }
-
-    def _eval(self, expr: str, activation: dict[str, Any]) -> Any:
-        return self.programs[expr].evaluate(activation)
+        self.store = Store()
+        self.evaluator = PolicyEvaluator(self.store)
+        self.policy, self.binding = _agent_policy()
 
     def denials(self, user: str, node: str | None, old: Doc, new: Doc) -> list[str] | None:
         """The messages of the validations that fail; None when the policy does not apply."""
-        celpy = self.celpy
-        extra = {NODE_NAME_EXTRA: [node]} if node is not None else {}
-        activation: dict[str, Any] = {
-            "request": celpy.json_to_cel({"operation": "UPDATE", "userInfo": {"username": user, "extra": extra}}),
-            "object": celpy.json_to_cel(new),
-            "oldObject": celpy.json_to_cel(old),
-        }
-        if not all(bool(self._eval(c["expression"], activation)) for c in self.spec["matchConditions"]):
-            return None
-        variables: dict[Any, Any] = {}
-        for v in self.spec["variables"]:
-            activation["variables"] = celpy.celtypes.MapType(variables)
-            variables[celpy.celtypes.StringType(v["name"])] = self._eval(v["expression"], activation)
-        activation["variables"] = celpy.celtypes.MapType(variables)
-        out = []
-        for v in self.spec["validations"]:
-            if not bool(self._eval(v["expression"], activation)):
-                message = v.get("message") or str(self._eval(v["messageExpression"], activation))
-                out.append(message)
-        return out
+        extra = ((NODE_NAME_EXTRA, (node,)),) if node is not None else ()
+        nodes = self.store.resource_type("nodes")
+        attempt = Attempt(Operation.UPDATE, nodes, new["metadata"]["name"], None, new, old)
+        violations = self.evaluator.check(self.policy, self.binding, attempt, UserInfo(user, extra=extra))
+        return None if violations is None else [v.message for v in violations]
 
 
 def _node(name: str = "gpu-7", **changes: Any) -> Doc:
