@@ -1,5 +1,7 @@
 """Sandboxes for tests: two 8-GPU nodes in a thread (for blocking clients such as kubectl and the
-official client), and an in-loop sandbox with the controller stand-ins on a manual clock."""
+official client), and an in-loop sandbox with the controller stand-ins on a manual clock. Both
+serve HTTPS, as ``usher sandbox`` and every cluster do: clients trust them through the CA in
+``server.kubeconfig()`` (or ``server.verify`` for httpx)."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ TWO_NODES = parse_scenario(
 
 @contextmanager
 def two_node_sandbox() -> Iterator[ServerThread]:
-    with ServerThread() as thread:
+    with ServerThread(FakeApiServer(tls=True)) as thread:
         for spec in TWO_NODES.all_nodes():
             thread.call(thread.server.store.create, "nodes", node_object(spec))
         yield thread
@@ -70,11 +72,11 @@ def pod(name: str, gpus: int = 0, *, node_name: str | None = None, scheduler: st
 class Sandbox:
     def __init__(self) -> None:
         self.clock = ManualClock(1_000_000.0)
-        self.server = FakeApiServer(Store(clock=self.clock.now), controllers=True)
+        self.server = FakeApiServer(Store(clock=self.clock.now), controllers=True, tls=True)
 
     async def start(self) -> None:
         await self.server.start(port=0)
-        self.http = httpx.AsyncClient(base_url=self.server.url, timeout=30)
+        self.http = httpx.AsyncClient(base_url=self.server.url, timeout=30, verify=self.server.verify)
 
     async def stop(self) -> None:
         await self.http.aclose()
@@ -185,9 +187,10 @@ def two_node_sandbox_fixture() -> Iterator[ServerThread]:
 
 @pytest.fixture(name="kubectl")
 def kubectl_fixture(sandbox: ServerThread, tmp_path: Path) -> Kubectl:
-    """The ``kubectl`` fixture: the real kubectl with a kubeconfig for ``sandbox``."""
+    """The ``kubectl`` fixture: the real kubectl with a kubeconfig for ``sandbox`` (with a token:
+    over HTTPS, kubectl asks for a user name when the kubeconfig's user has no credentials)."""
     config = tmp_path / "kubeconfig"
-    config.write_text(yaml.safe_dump(sandbox.server.kubeconfig()))
+    config.write_text(yaml.safe_dump(sandbox.server.kubeconfig(sandbox.server.admin_token)))
     return Kubectl(config)
 
 

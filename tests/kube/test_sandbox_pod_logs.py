@@ -126,12 +126,14 @@ def sandbox() -> Iterator[ServerThread]:
 def test_the_official_client_and_kubectl_read_the_log(sandbox: ServerThread, tmp_path: Path) -> None:
     from kubernetes.client import ApiClient, Configuration, CoreV1Api
     from kubernetes.client.rest import ApiException
+    from kubernetes.config import load_kube_config_from_dict
 
     store = sandbox.server.store
     sandbox.call(store.create, "pods", pod("train-0", node="gpu-1"), "default")
     sandbox.call(lambda: set_status(store, "train-0", phase="Running", containerStatuses=[running("main")]))
     sandbox.call(store.create, "pods", pod("queued-0"), "default")
-    config = Configuration(host=sandbox.server.url)
+    config = Configuration()
+    load_kube_config_from_dict(sandbox.server.kubeconfig(), client_configuration=config)  # the URL and its CA
     with ApiClient(config) as api:
         core = CoreV1Api(api)
         assert "running on node gpu-1" in core.read_namespaced_pod_log("train-0", "default")
@@ -139,7 +141,7 @@ def test_the_official_client_and_kubectl_read_the_log(sandbox: ServerThread, tmp
             core.read_namespaced_pod_log("queued-0", "default")
         assert failed.value.status == 400
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump(sandbox.server.kubeconfig()))
+    kubeconfig.write_text(yaml.safe_dump(sandbox.server.kubeconfig(sandbox.server.admin_token)))
     kubectl = Kubectl(kubeconfig)
     assert "with 4 GPUs (0,1,2,3)" in kubectl.ok("logs", "train-0", "--tail=1")
     failed_run = kubectl.run("logs", "queued-0")

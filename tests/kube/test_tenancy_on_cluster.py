@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from kubectl import Kubectl
 from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.controller import KubeController
 from usher.sandbox import crds
@@ -271,3 +272,36 @@ async def test_a_whole_gpu_with_a_fraction_is_refused_as_contradictory(cluster: 
     reason, message = c.waiting("team-b", "both")
     assert reason == "InvalidRequest" and "usher/gpu-fraction" in message and "nvidia.com/gpu: 1" in message
     assert c.node_of("team-b", "both") is None
+
+
+async def test_a_tenant_with_kubectl_is_itself_and_cannot_reach_the_operators_decisions(cluster: Tenancy) -> None:
+    """The same boundary through kubectl over HTTPS, with the tenant's token in its kubeconfig:
+    the server knows it as its ServiceAccount (not anonymous), it may create what it likes in its
+    namespace, and usher, not RBAC, refuses what the pod asks beyond its namespace's rights."""
+    c = cluster
+    token = await c._token("team-b", "tenant")
+    path = c.tmp / "tenant.kubeconfig"
+    path.write_text(yaml.safe_dump(c.server.kubeconfig(token, "team-b")))
+    kubectl = Kubectl(path)
+    denied = await asyncio.to_thread(
+        kubectl.run, "patch", "configmap", "usher-decisions", "-n", "usher-system", "--type=merge",
+        "-p", '{"data": {"decisions.yaml": "approved: {team-b/intruder: {by: me}}"}}')
+    assert denied.returncode != 0
+    assert '"usher-decisions" is forbidden: User "system:serviceaccount:team-b:tenant" cannot' in denied.stderr
+    read = await asyncio.to_thread(kubectl.run, "get", "configmap", "usher-decisions", "-n", "usher-system")
+    assert read.returncode != 0 and "Forbidden" in read.stderr
+    manifest = yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "intruder", "labels": {"usher/queue": "team-a"}},
+        "spec": {"schedulerName": "usher", "restartPolicy": "Never", "containers": [
+            {"name": "main", "image": "busybox:1.36", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+    })
+    await asyncio.to_thread(kubectl.ok, "apply", "-f", "-", stdin=manifest)
+    await c.until(lambda: _has_condition(c, "team-b", "intruder"), "told why it waits")
+    reason = await asyncio.to_thread(
+        kubectl.ok, "get", "pod", "intruder", "-o", 'jsonpath={.status.conditions[?(@.type=="PodScheduled")].reason}')
+    assert reason == "QueueNotAllowed"
+    # its own pod it may annotate as it likes; usher reads the approval as a request it refuses
+    await asyncio.to_thread(kubectl.ok, "annotate", "pod", "intruder", "usher/approved=true")
+    await c.until(lambda: c.waiting("team-b", "intruder")[0] == "InvalidRequest", "the self-approval is refused")
+    assert c.node_of("team-b", "intruder") is None
