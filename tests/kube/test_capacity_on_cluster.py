@@ -59,17 +59,31 @@ async def test_a_pod_of_another_scheduler_on_a_finished_members_gpus_is_never_bo
 
 
 async def test_a_gpu_failing_under_a_running_pod_leaves_its_other_gpus_held(sb: UsherOnSandbox) -> None:
+    """The agent marks one of a running pod's GPUs failed (usher/gpu-health): the pod's other
+    GPUs stay held while it runs, and when it ends only they come back, never the failed one."""
     await sb.create("/api/v1/nodes", node("gpu-0"))
     await sb.start_usher(sb.tmp, QUEUES)
-    await sb.create(PODS, _usher_pod("a", 4))
+    await sb.create(PODS, _usher_pod("a", 4, duration="100s"))
     await _until_phase(sb, "Running", "a")
     used = (await sb.get(f"{PODS}/a"))["metadata"]["annotations"]["usher/gpus"].split(",")
-    health = {"usher/gpu-health": json.dumps({used[0]: "XID 79: fallen off the bus"})}
+    failed = used[0]
+    health = {"usher/gpu-health": json.dumps({failed: "XID 79: fallen off the bus"})}
     await sb.req("PATCH", "/api/v1/nodes/gpu-0", {"metadata": {"annotations": health}})
     await sb.create(PODS, _usher_pod("b", 5))  # 4 healthy GPUs are free, not 5
     await _stays_unbound(sb, "b")
     await sb.create(PODS, _usher_pod("c", 4))
     await _until_phase(sb, "Running", "c")
+    c_gpus = (await sb.get(f"{PODS}/c"))["metadata"]["annotations"]["usher/gpus"].split(",")
+    assert not set(c_gpus) & set(used), f"c on {c_gpus}: a still holds {used}"
+    await sb.req("DELETE", f"{PODS}/b")
+    sb.advance(200)
+    await _until_phase(sb, "Succeeded", "a")  # a ends: its 3 healthy GPUs come back, the failed one does not
+    await sb.create(PODS, _usher_pod("d", 4))
+    await _stays_unbound(sb, "d")
+    await sb.create(PODS, _usher_pod("e", 3))
+    await _until_phase(sb, "Running", "e")
+    e_gpus = (await sb.get(f"{PODS}/e"))["metadata"]["annotations"]["usher/gpus"].split(",")
+    assert sorted(e_gpus) == sorted(set(used) - {failed}), f"e on {e_gpus}; {failed} failed"
 
 
 async def test_a_node_that_loses_a_gpu_under_a_pod_holding_all_of_them_takes_nothing_more(sb: UsherOnSandbox) -> None:
