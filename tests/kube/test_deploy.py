@@ -560,9 +560,13 @@ AGENT_USER = f"system:serviceaccount:{USHER_NAMESPACE}:{AGENT_SERVICE_ACCOUNT}"
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 
 
+AGENT_POLICY = "usher-agent-own-node"
+
+
 def _agent_policy() -> tuple[Doc, Doc]:
-    policies = [d for d in MANIFESTS if d["kind"] == "ValidatingAdmissionPolicy"]
-    bindings = [d for d in MANIFESTS if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    policies = [d for d in MANIFESTS if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == AGENT_POLICY]
+    bindings = [d for d in MANIFESTS if d["kind"] == "ValidatingAdmissionPolicyBinding"
+                and d["spec"]["policyName"] == AGENT_POLICY]
     assert len(policies) == 1 and len(bindings) == 1, "one policy for the agent, and its binding"
     return policies[0], bindings[0]
 

@@ -305,3 +305,19 @@ async def test_a_tenant_with_kubectl_is_itself_and_cannot_reach_the_operators_de
     await asyncio.to_thread(kubectl.ok, "annotate", "pod", "intruder", "usher/approved=true")
     await c.until(lambda: c.waiting("team-b", "intruder")[0] == "InvalidRequest", "the self-approval is refused")
     assert c.node_of("team-b", "intruder") is None
+
+
+async def test_a_tenant_cannot_place_its_own_pod_on_a_node_past_usher(cluster: Tenancy) -> None:
+    """deploy/72's admission policy: a pod for usher may not name its node at creation (the
+    kubelet would run it without usher's quota, gang or approval)."""
+    c = cluster
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "squatter", "labels": {"usher/queue": "team-b"}},
+            "spec": {"schedulerName": "usher", "nodeName": "n1", "restartPolicy": "Never", "containers": [
+                {"name": "main", "image": "busybox:1.36", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+    r = await c.tenants["team-b"].post("/api/v1/namespaces/team-b/pods", json=body)
+    assert r.status_code == 403, r.text
+    assert "ValidatingAdmissionPolicy 'usher-pods-placed-by-usher'" in r.json()["message"]
+    assert "names its node n1 (spec.nodeName)" in r.json()["message"]
+    # a pod of another scheduler may still name its node (the policy is about usher's pods)
+    body["metadata"]["name"], body["spec"]["schedulerName"] = "elsewhere", "default-scheduler"
+    assert (await c.tenants["team-b"].post("/api/v1/namespaces/team-b/pods", json=body)).status_code == 201
