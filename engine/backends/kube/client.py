@@ -93,6 +93,9 @@ AUTH_REFRESH = 60.0
 MaySend = Callable[[], bool]
 """Asked before each attempt of a write (``KubeClient._call``): False stops it (:class:`NotSent`)."""
 
+ContactListener = Callable[[bool, str | None], None]
+"""Told of each exchange with the API server (:meth:`KubeClient.add_contact_listener`)."""
+
 
 # --- errors -----------------------------------------------------------------------------------
 
@@ -628,6 +631,7 @@ class KubeClient:
         #: here, in order (thousands of Events may be queued at once)
         self._slots = asyncio.Semaphore(pool_size)
         self._requests_timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=timeout, sock_read=timeout)
+        self._contact_listeners: list[ContactListener] = []
         self._build_sessions()
 
     @property
@@ -1017,15 +1021,37 @@ class KubeClient:
             async with self._slots, self._session.request(method, url, timeout=timeout or self._requests_timeout, **options) as response:
                 return _Reply(response.status, response.headers, await response.read(), response.charset)
 
+        async def answered() -> Any:
+            try:
+                response = await exchange()
+            except _TRANSPORT_ERRORS as exc:
+                self._report_contact(False, _one_line(exc))
+                raise
+            failed = response.status >= HTTPStatus.INTERNAL_SERVER_ERROR
+            self._report_contact(not failed, f"{method} {path}: HTTP {response.status}" if failed else None)
+            return response
+
         generation = self._credentials.generation
-        response = await exchange()
+        response = await answered()
         if response.status != 401:
             return response
         if stream:
             response.close()
         log.info("%s %s: 401; reloading credentials from %s", method, path, self._credentials.describe())
         await self._reload(generation)
-        return await exchange()
+        return await answered()
+
+    def add_contact_listener(self, listener: ContactListener) -> None:
+        """Call ``listener`` on every exchange with the API server: ``(True, None)`` when an answer
+        came back (any status below 500: a 4xx is an answer too; a watch counts when the server
+        accepts it), ``(False, why)`` on a timeout, a broken or refused connection or a 5xx. The
+        events of a watch already open do not count: an open socket is not an API server that
+        answers (a frozen one keeps its sockets open and simply says nothing)."""
+        self._contact_listeners.append(listener)
+
+    def _report_contact(self, answered: bool, why: str | None) -> None:
+        for listener in self._contact_listeners:
+            listener(answered, why)
 
     async def _authorization(self) -> str | None:
         """The Authorization header. A static token is read again (in a worker thread) at most

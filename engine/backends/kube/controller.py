@@ -214,6 +214,10 @@ class KubeController:
         self.status_interval = status_interval
         #: what ``/readyz`` reports (``usher --no-ui``): role, API contact, the last good tick
         self.health = health
+        if health is not None:
+            # readiness follows the API server's answers to this client (not the watches' state)
+            health.expect_api()
+            client.add_contact_listener(health.api_contact)
         self.elector = (
             LeaderElector(client, namespace, LEADER_LEASE, identity, lease_duration=lease_duration, on_change=self._leadership_changed)
             if elect and schedule
@@ -571,8 +575,6 @@ class KubeController:
             self.metrics.set_leader(leader)
             if self.health is not None:
                 self.health.set_role(leader)
-                connection = self.connection
-                self.health.api_contact(connection.live, None if connection.live else f"the watches are {connection.state}")
             if leader and not self.paused:
                 if self.mirror.dirty:
                     # marked while a command was awaited (leadership won meanwhile, a refused

@@ -13,9 +13,17 @@ The controller owns readiness, and ``/readyz`` tells the truth about it. Ready m
   controller calls `HealthServer.set_ready()` once its informers have listed everything, and
   `HealthServer.set_not_ready(reason)` when that stops being true (a watch lost for good,
   shutting down);
-- the API server is reachable: the controller reports each answer or failure with
-  `HealthServer.api_contact(ok)`; a failure makes the replica unready only once the API has
-  been unreachable for longer than `API_GRACE` (a blip is not worth losing the endpoint for);
+- the API server answers: the controller's client reports every exchange with it to
+  `HealthServer.api_contact(ok, error)` (``KubeClient.add_contact_listener``): an answer that
+  came back is contact, a timeout, a refused or broken connection or a 5xx is not. Once nothing
+  has answered for longer than `API_GRACE`, the replica is not ready, whatever the failures were
+  (a blip is not worth losing the endpoint for). Contact is the age of the last answer, not the
+  state of the watches: a frozen API server keeps its watch sockets open and sends nothing, and
+  the old rule, which took open watches for contact, answered ``200 api: reachable`` through a
+  40 s freeze while the Lease renewals timed out. Events arriving on an open watch do not count
+  either: they prove the socket, not that the server answers what the controller asks. No idle
+  cluster is mistaken for a frozen one: the leader renews its Lease, and a standby reads it,
+  every couple of seconds (``lease.py``), so some request is always due;
 - the leader is scheduling: with `HealthServer.set_role(leader=True)` the controller says it
   holds the Lease, and it calls `HealthServer.cycle_done()` after every loop iteration that
   completed; a leader whose last good cycle (or whose taking the lead, if later) is older than
@@ -54,8 +62,9 @@ NOT_SYNCED = "informers have not synced"
 """Why a controller that has just started is not ready."""
 
 API_GRACE = 30.0
-"""Seconds the API server may be unreachable before ``/readyz`` says so: twice the leader
-Lease's duration, so a replica goes unready only after it has lost (or could not take) the lead."""
+"""Seconds the API server may go without answering before ``/readyz`` fails: twice the leader
+Lease's duration, so a replica goes unready only after it has lost (or could not take) the lead.
+A frozen server makes ``/readyz`` fail within this long of its last answer."""
 
 CYCLE_BOUND = 60.0
 """Seconds a leader may go without a good scheduling cycle before ``/readyz`` says it is stuck.
@@ -110,8 +119,10 @@ class HealthServer:
         self.cycle_bound = cycle_bound
         self._role: Role | None = None
         self._led_since: float | None = None
+        #: when the API server last answered; when contact began to be watched (no answer yet)
         self._api_ok_at: float | None = None
-        self._api_down_since: float | None = None
+        self._api_watched_since: float | None = None
+        #: the last failure since the last answer
         self._api_error: str | None = None
         self._cycle_at: float | None = None
         self._server = HttpServer(
@@ -141,21 +152,29 @@ class HealthServer:
         self._not_ready = reason
 
     def api_contact(self, ok: bool, error: str | None = None) -> None:
-        """The API server answered (``ok``), or could not be reached (``error`` says how).
+        """The API server answered a request (``ok``), or a request got no answer (``error`` says
+        why: a timeout, a refused or broken connection, a 5xx). A 4xx is an answer.
 
-        Call it on every outcome that says something about reachability: a list, a watch event
-        or a Lease renewal that came back is ``True``; a connection refused, a timeout or a 5xx
-        is ``False``. A 4xx is an answer: the API is reachable.
-        """
+        The controller passes this to its client (``KubeClient.add_contact_listener``), so every
+        exchange is reported as it ends; readiness follows the age of the last answer."""
         now = self.clock()
+        self.expect_api()
         if ok:
             self._api_ok_at = now
-            self._api_down_since = None
             self._api_error = None
         else:
-            if self._api_down_since is None:
-                self._api_down_since = now
             self._api_error = error
+
+    def expect_api(self) -> None:
+        """Start judging contact with the API server from now, before any exchange is reported
+        (a server frozen from the start then fails the check too)."""
+        if self._api_watched_since is None:
+            self._api_watched_since = self.clock()
+
+    def _api_silence(self, now: float) -> float | None:
+        """Seconds since the API server last answered (or since contact was first expected)."""
+        since = self._api_ok_at if self._api_ok_at is not None else self._api_watched_since
+        return None if since is None else now - since
 
     def set_role(self, leader: bool) -> None:
         """Whether this replica holds the leader Lease now."""
@@ -174,8 +193,10 @@ class HealthServer:
         out = []
         if self._not_ready is not None:
             out.append(self._not_ready)
-        if self._api_down_since is not None and now - self._api_down_since > self.api_grace:
-            out.append(f"the API server has been unreachable for {now - self._api_down_since:.0f}s")
+        silence = self._api_silence(now)
+        if silence is not None and silence > self.api_grace:
+            why = f" (last failure: {self._api_error})" if self._api_error else ""
+            out.append(f"the API server has not answered for {silence:.0f}s{why}")
         if self._role is Role.LEADER and self._not_ready is None:
             since = max(t for t in (self._cycle_at, self._led_since) if t is not None)
             if now - since > self.cycle_bound:
@@ -189,13 +210,13 @@ class HealthServer:
         out = []
         if self._role is not None:
             out.append(f"role: {self._role}")
-        if self._api_down_since is not None:
-            why = f" ({self._api_error})" if self._api_error else ""
-            out.append(
-                f"api: unreachable for {now - self._api_down_since:.1f}s{why}; not ready after {self.api_grace:.0f}s"
-            )
-        elif self._api_ok_at is not None:
-            out.append(f"api: reachable, last answer {now - self._api_ok_at:.1f}s ago")
+        silence = self._api_silence(now)
+        if silence is not None:
+            if self._api_error is not None or self._api_ok_at is None or silence > self.api_grace:
+                why = f" ({self._api_error})" if self._api_error else ""
+                out.append(f"api: no answer for {silence:.1f}s{why}; not ready after {self.api_grace:.0f}s")
+            else:
+                out.append(f"api: reachable, last answer {silence:.1f}s ago")
         if self._cycle_at is not None:
             out.append(f"last good cycle: {now - self._cycle_at:.1f}s ago")
         elif self._role is not None:
