@@ -15,6 +15,12 @@ carries out the decisions:
   and requeued. Binds to a node wait until pods we evicted from it are gone, however long.
 - a gang that loses a member by any route is torn down whole (``Gang.teardown``); elastic
   gangs grow by their waiting pods and give back lost extras instead.
+- a pod the node's kubelet refuses at admission (``OutOfnvidia.com/gpu``, ``NodePorts``, ...:
+  ``refusals``) means usher's view of that node is wrong: its gang backs off (a wait doubled at
+  each refusal), nothing is placed on the node for a while (``Mirror.doubt``), the node's pods
+  are listed again and those the mirror missed taken in (which lifts the doubt), and it is
+  counted (``usher_bind_refusals_total{reason}``), logged and told in a Warning Event
+  ``UsherBindRefused`` on the Node, usher's count beside the kubelet's.
 
 Per-item errors are caught, logged and counted (``usher_controller_errors_total``); the loop
 goes on. The queue config is parsed off the event loop, within bounded-YAML limits.
@@ -71,10 +77,12 @@ from .informer import DeltaType, Informer
 from .lease import LeaderElector
 from .metrics import ControllerMetrics, ErrorKind, queued_since
 from .mirror import Gang, Mirror
+from .refusals import Refusal, kubelet_refusal, usher_count
 from .objects import (
     LIMIT_FIELDS,
     SCHEDULER_NAME,
     Annotation,
+    Phase,
     PodView,
     as_the_kubelet_counts,
     edit_queue_limits,
@@ -116,6 +124,9 @@ BIND_RETRY_MAX = 300.0
 #: how long (seconds) a gang whose eviction was refused (a PodDisruptionBudget) is no victim and
 #: no mover, so that usher does not ask again every tick
 EVICTION_REFUSED_BACKOFF = 60.0
+#: how long usher places nothing on a node whose kubelet refused a pod it bound there, unless it
+#: finds at once what it had missed there; doubled at each refusal there, up to ``BIND_RETRY_MAX``
+NODE_DOUBT = 10.0
 #: what ``_evict`` says of an eviction a PodDisruptionBudget refused
 BUDGET_REFUSED = "refused by a PodDisruptionBudget"
 #: the pods that hold capacity on their node: assigned and not finished (kube-scheduler's view)
@@ -159,6 +170,8 @@ class EventReason(StrEnum):
     GANG_ROLLBACK = "GangRollback"
     GANG_BROKEN = "GangBroken"
     EVICTION_BLOCKED = "EvictionBlocked"
+    #: on a Node: its kubelet refused a pod usher bound there (usher's view of it was wrong)
+    BIND_REFUSED_BY_KUBELET = "UsherBindRefused"
     INVALID_QUEUE_CONFIG = "InvalidQueueConfig"
     INVALID_OPERATOR_DECISIONS = "InvalidOperatorDecisions"
 
@@ -246,6 +259,11 @@ class KubeController:
         self.monotonic: Callable[[], float] = time.monotonic
         self.mirror.monotonic = lambda: self.monotonic()
         self.bind_retry = BIND_RETRY
+        self.node_doubt = NODE_DOUBT
+        #: the last wait after a kubelet refused a pod of each gang (by key), and of each node:
+        #: doubled at the next refusal (a bind that succeeds does not reset it; a pod that runs does)
+        self._refusal_waits: dict[str, float] = {}
+        self._doubt_waits: dict[str, float] = {}
         #: PodDisruptionBudgets by namespace/name, as the informer last saw them
         self._budgets: dict[str, dict[str, Any]] = {}
         self.eviction_retry = EVICTION_RETRY
@@ -630,7 +648,12 @@ class KubeController:
             view = None if deleted else as_the_kubelet_counts(pod_view(obj, self._group_of(key, obj)), obj.get("spec") or {})
             if deleted:
                 self._forget_depends(key)
+            refused = self._refused(key, obj, view)
             mirror.pod_changed(view, key, now)
+            if refused is not None and view is not None:
+                self._kubelet_refused(view, *refused)
+            elif view is not None and view.phase == Phase.RUNNING:
+                self._refusal_waits.pop(view.gang, None)
             uid = obj.get("metadata", {}).get("uid", "")
             if deleted or (view is not None and not view.live):
                 self._gone(uid)
@@ -1101,7 +1124,7 @@ class KubeController:
             first = gang.bind_retry[1] == 0 and gang.bind_error is None
             wait = 0.0 if first else doubled_wait(gang.bind_retry[1], self.bind_retry, BIND_RETRY_MAX)
             gang.bind_retry = (self.monotonic() + wait, wait)
-            gang.bind_error = errors[0]
+            gang.bind_error = f"by the API server: {errors[0]}"
         job = gang.job  # the gang's job now: a rebuild during the binds replaces the decision's
         current = (gang.pods.get(v.name) for v, _, _ in jobs)
         bound = [v for v in current if v is not None and v.bound and v.live]
@@ -1223,6 +1246,101 @@ class KubeController:
         waiter = self._gone_waiters.pop(uid, None)
         if waiter is not None:
             waiter[2].set()
+
+    # -- a kubelet's refusal ----------------------------------------------------------------
+
+    def _refused(self, key: str, obj: dict[str, Any], view: PodView | None) -> tuple[Refusal, str] | None:
+        """The kubelet's refusal of a pod this controller saw bound and live until now (not one
+        found failed long ago, at a start), with usher's count of the refused resource on its
+        node as it stood (the pod's own request taken out while its run still holds it)."""
+        if view is None or view.phase != Phase.FAILED or not self.schedules:
+            return None
+        gang = self.mirror.gangs.get(self.mirror.pod_gang.get(key, ""))
+        old = gang.pods.get(view.name) if gang is not None else None
+        if old is None or old.uid != view.uid or not old.live:
+            return None
+        refusal = kubelet_refusal(obj)
+        if refusal is None:
+            return None
+        state = self.state
+        node = state.nodes[state.node_by_name[refusal.node]] if refusal.node in state.node_by_name else None
+        job = gang.job if gang is not None else None
+        counted = job is not None and job.current_run is not None and any(p.pod == view.name for p in job.current_run.placements)
+        return refusal, usher_count(refusal, node, view, counted)
+
+    def _kubelet_refused(self, view: PodView, refusal: Refusal, count: str) -> None:
+        """A kubelet refused a pod usher bound: usher's view of that node is wrong. The gang backs
+        off (a wait doubled at each refusal), nothing is placed on the node for a while (doubled
+        too), the node's pods are read again to find what usher missed; counted, logged, and an
+        Event on the Node says so."""
+        self.metrics.bind_refused(refusal.label)
+        moment = self.monotonic()
+        gang = self.mirror.gangs.get(view.gang)
+        if gang is not None:
+            wait = doubled_wait(self._refusal_waits.get(gang.key, 0.0), self.bind_retry, BIND_RETRY_MAX)
+            self._refusal_waits[gang.key] = wait
+            gang.bind_retry = (moment + wait, wait)
+            gang.bind_error = f"the kubelet on {refusal.node} refused pod {view.name}: {refusal.reason}"
+        doubt = doubled_wait(self._doubt_waits.get(refusal.node, 0.0), self.node_doubt, BIND_RETRY_MAX)
+        self._doubt_waits[refusal.node] = doubt
+        self.mirror.doubt(refusal.node, moment + doubt)
+        log.warning("the kubelet on %s refused pod %s (%s: %s); %s; usher places nothing there for %d s and reads its pods again",
+                    refusal.node, refusal.pod, refusal.reason, refusal.message, count, doubt)
+        self._spawn(self._reread_node(refusal, count, doubt))
+        self._wake.set()
+
+    async def _reread_node(self, refusal: Refusal, count: str, doubt: float) -> None:
+        """Read the node's unfinished pods from the API server and take in those the mirror
+        missed or holds otherwise; when some were, usher's view is right again (the doubt is
+        lifted), else the disagreement stands until the doubt is over. The Event on the Node
+        says what was found."""
+        node = refusal.node
+        try:
+            listed = await self.client.list("/api/v1/pods", field_selector=f"spec.nodeName={node},{ASSIGNED_PODS}")
+        except Exception as exc:  # noqa: BLE001 - the doubt stands; the watches go on
+            self.metrics.controller_error(ErrorKind.WATCH)
+            log.warning("could not read the pods of %s again: %s", node, exc)
+            found = f"reading its pods again failed ({exc})"
+        else:
+            missed = self._reconcile_node(node, listed.items)
+            if missed:
+                self.mirror.trust(node)
+                self._doubt_waits.pop(node, None)
+                found = f"usher had missed {', '.join(missed)} there, and counts {'them' if len(missed) > 1 else 'it'} now"
+            else:
+                found = f"usher's view of its pods matched the API server's, so it places nothing there for {doubt:.0f} s"
+            log.warning("re-read the pods of %s after the kubelet refused %s: %s", node, refusal.pod, found)
+        self._wake.set()
+        if self.may_write():
+            message = (f"The kubelet refused pod {refusal.pod}, which usher bound here ({refusal.reason}: {refusal.message}); "
+                       f"{count}. {found[0].upper()}{found[1:]}.")
+            await self._event(ObjectRef("Node", node), EventReason.BIND_REFUSED_BY_KUBELET, message, warning=True)
+
+    def _reconcile_node(self, node: str, pods: list[dict[str, Any]]) -> list[str]:
+        """Take in the listed pods of ``node`` that the mirror lacks or holds otherwise (as the
+        informers would have delivered them); the pods it held that the API server no longer
+        lists there are logged (their watch events bring them). Returns the pods it missed."""
+        mirror = self.mirror
+        missed: list[str] = []
+        listed: set[str] = set()
+        for obj in pods:
+            key = key_of(obj)
+            listed.add(key)
+            if (obj.get("spec") or {}).get("schedulerName") == SCHEDULER_NAME:
+                gang = mirror.gangs.get(mirror.pod_gang.get(key, ""))
+                view = gang.pods.get(key.split("/", 1)[1]) if gang is not None else None
+                if view is None or not view.live or view.node != node:
+                    missed.append(key)
+                    self._apply(Source.PODS, DeltaType.MODIFIED, obj)
+            else:
+                holding = holding_of(obj)
+                if mirror.holdings.get(key) != holding:
+                    missed.append(key)
+                    self._apply(Source.ASSIGNED_PODS, DeltaType.MODIFIED, obj)
+        stale = sorted(k for k, h in mirror.holdings.items() if h.node == node and k not in listed and k not in mirror.stranded)
+        if stale:
+            log.info("usher still counts %s on %s, which the API server no longer lists there", ", ".join(stale), node)
+        return missed
 
     async def _evict_gang(self, gang: Gang | None, why: str, reason: EventReason = EventReason.PREEMPTED,
                           by_operator: bool = False) -> list[str]:

@@ -31,6 +31,9 @@ drops every series of a queue that has left the config, counters and histograms 
   keeps the last valid one meanwhile); ``usher_config_errors_total`` counts rejected configs.
 - ``usher_jobs_admitted_total{queue}``, ``usher_preemptions_total{queue}`` (the queue of the
   preempted job), ``usher_evictions_total{reason}``, ``usher_bind_errors_total``;
+  ``usher_bind_refusals_total{reason}``: pods usher bound that their node's kubelet refused at
+  admission, by the kubelet's reason (``OutOf<resource>``, ``NodePorts``, ``NodeAffinity``, ...;
+  ``Other`` for one it does not know): usher's view of that node was wrong;
   ``usher_jobs_moved_total{queue}`` (consolidation) and ``usher_gpus_kept_for_moved_jobs`` (the
   room held for them until their pods come back).
 - ``usher_controller_errors_total{kind}``: errors the controller caught, logged and carried on
@@ -188,6 +191,10 @@ class ControllerMetrics:
             "usher_gpus_kept_for_moved_jobs", "GPUs held for moved jobs until their pods come back.", registry=registry
         )
         self._bind_errors = Counter("usher_bind_errors", "Pod bindings the API server refused.", registry=registry)
+        self._bind_refusals = Counter(
+            "usher_bind_refusals", "Pods usher bound that the node's kubelet refused at admission, by the kubelet's reason.",
+            ["reason"], registry=registry,
+        )
         self._config_errors = Counter("usher_config_errors", "Queue configs rejected as invalid.", registry=registry)
         self._errors = Counter(
             "usher_controller_errors",
@@ -328,6 +335,11 @@ class ControllerMetrics:
         """The API server refused a binding (also a ``bind`` controller error)."""
         self._bind_errors.inc()
         self._errors.labels(kind=ErrorKind.BIND.value).inc()
+
+    def bind_refused(self, reason: str) -> None:
+        """The kubelet refused a pod usher bound (``reason``: ``OutOfnvidia.com/gpu``, ``NodePorts``,
+        ... or ``Other``: ``refusals.Refusal.label``, a bounded set)."""
+        self._bind_refusals.labels(reason=reason).inc()
 
     def controller_error(self, kind: ErrorKind) -> None:
         """The controller caught an error of ``kind``, logged it and carried on."""

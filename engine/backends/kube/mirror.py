@@ -175,6 +175,10 @@ class Mirror:
         self.backing_off: dict[str, float] = {}
         #: the clock of bind back-offs (a test drives it)
         self.monotonic: Callable[[], float] = time.monotonic
+        #: nodes whose kubelet refused a pod usher bound there, until when (monotonic seconds):
+        #: usher's view of them is wrong, so nothing is placed there meanwhile (the engine takes
+        #: them as cordoned); the controller lifts a doubt early once it found what it missed
+        self.doubted: dict[str, float] = {}
         #: gangs moved whose old run ended (or that a rebuild found without a job) before their
         #: new pods came: the finished engine job that holds the room kept for each, by gang key,
         #: which the gang's next job takes (``_carry_room``)
@@ -240,7 +244,7 @@ class Mirror:
             self.dirty = True
         elif not self.dirty and (old.unschedulable, old.ready) != (view.unschedulable, view.ready):
             node = self.state.node(name)
-            self.state.set_schedulable(node, cordoned=view.unschedulable, failed=not view.ready)
+            self.state.set_schedulable(node, cordoned=view.unschedulable or name in self.doubted, failed=not view.ready)
         if not view.ready and (old is None or old.ready):
             self._strand_on(name, now)
 
@@ -313,8 +317,28 @@ class Mirror:
         (job ids are list positions, so only a rebuild can)."""
         return len(self.state.jobs) > FINISHED_JOBS_KEPT + 2 * len(self.gangs)
 
+    def doubt(self, node: str, until: float) -> None:
+        """A kubelet refused a pod usher bound to ``node``: nothing is placed there until
+        ``until`` (monotonic seconds), or until ``trust``."""
+        self.doubted[node] = until
+        self._set_doubted(node)
+
+    def trust(self, node: str) -> None:
+        """Usher's view of ``node`` is right again (it found what it had missed there)."""
+        if self.doubted.pop(node, None) is not None:
+            self._set_doubted(node)
+
+    def _set_doubted(self, node: str) -> None:
+        view = self.nodes.get(node)
+        if not self.dirty and view is not None and node in self.state.node_by_name:
+            self.state.set_schedulable(self.state.node(node), cordoned=view.unschedulable or node in self.doubted)
+
     def retry_binds(self, now: float) -> None:
-        """Gangs whose back-off after refused binds is over go back to their queue."""
+        """Gangs whose back-off after refused binds is over go back to their queue; nodes whose
+        doubt is over take pods again."""
+        for node, until in list(self.doubted.items()):
+            if until <= self.monotonic():
+                self.trust(node)
         if not self.backing_off:
             return
         moment = self.monotonic()
@@ -575,7 +599,7 @@ class Mirror:
         if wait > 0:
             self.backing_off[gang.key] = gang.bind_retry[0]
             return False, PendingReason.BIND_REFUSED, (
-                f"The API server refused to bind its pods ({gang.bind_error}); usher tries again in {math.ceil(wait)} s "
+                f"Its last bind was refused ({gang.bind_error}); usher tries again in {math.ceil(wait)} s "
                 "(each refusal doubles the wait, up to 5 minutes).")
         # a staged gang starts at its minimum: its owner makes the rest only once those run
         needed = min(gang.minimum, gang.required) if gang.staged and gang.minimum else gang.required
@@ -915,7 +939,7 @@ class Mirror:
                 extra=dict(view.extra),
             )
             state.add_node(node)
-            node.cordoned, node.failed = view.unschedulable, not view.ready
+            node.cordoned, node.failed = view.unschedulable or view.name in self.doubted, not view.ready
         state.finish_building()
         for spec in cfg.queues:
             queue = state.queues[spec.name] = queue_from_spec(spec)
