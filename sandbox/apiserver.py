@@ -796,7 +796,9 @@ class FakeApiServer:
 
     def kubeconfig(self, token: str | None = None, namespace: str = "default") -> JsonObject:
         """A kubeconfig for this server (``token``: the bearer token to present); over HTTPS
-        its cluster carries the CA (``certificate-authority-data``), so clients verify the server."""
+        its cluster carries the CA (``certificate-authority-data``), so clients verify the server.
+        Over HTTPS kubectl asks for a user name (and fails without a terminal) when the user has no
+        credentials, as against any cluster: give kubectl a token (the admin's will do)."""
         name = "usher-sandbox"
         cluster: JsonObject = {"server": self.url}
         if self.ca is not None:

@@ -145,7 +145,7 @@ class UsherOnSandbox(Sandbox):
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "usher-queues"}, "data": {"queues.yaml": queues},
         })
         path = tmp / "kubeconfig"
-        path.write_text(yaml.safe_dump(self.server.kubeconfig()))
+        path.write_text(yaml.safe_dump(self.server.kubeconfig(self.server.admin_token)))  # kubectl needs credentials over HTTPS
         self.kubeconfig = path
         client = await KubeClient.connect(str(path))
         self.usher = KubeController(client, identity="usher-0", clock=self.clock.now, elect=False, status_interval=0.0)
