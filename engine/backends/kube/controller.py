@@ -17,8 +17,8 @@ carries out the decisions:
   gangs grow by their waiting pods and give back lost extras instead.
 - a pod the node's kubelet refuses at admission (``OutOfnvidia.com/gpu``, ``NodePorts``, ...:
   ``refusals``) means usher's view of that node is wrong: its gang backs off (a wait doubled at
-  each refusal), nothing is placed on the node for a while (``Mirror.doubt``), the node's pods
-  are listed again and those the mirror missed taken in (which lifts the doubt), and it is
+  each refusal), nothing is placed on the node for a while (``Mirror.doubt``), the node and its
+  pods are listed again and what the mirror missed taken in (which lifts the doubt), and it is
   counted (``usher_bind_refusals_total{reason}``), logged and told in a Warning Event
   ``UsherBindRefused`` on the Node, usher's count beside the kubelet's.
 
@@ -1290,23 +1290,25 @@ class KubeController:
         self._wake.set()
 
     async def _reread_node(self, refusal: Refusal, count: str, doubt: float) -> None:
-        """Read the node's unfinished pods from the API server and take in those the mirror
-        missed or holds otherwise; when some were, usher's view is right again (the doubt is
-        lifted), else the disagreement stands until the doubt is over. The Event on the Node
-        says what was found."""
+        """Read the node and its unfinished pods from the API server and take in what the mirror
+        missed or holds otherwise (a pod, the node's labels, taints or allocatable); when
+        something was, usher's view is right again (the doubt is lifted), else the disagreement
+        stands until the doubt is over. The Event on the Node says what was found."""
         node = refusal.node
         try:
+            # a list, not a get: the controller's role lists and watches nodes, never reads one
+            nodes = await self.client.list("/api/v1/nodes", field_selector=f"metadata.name={node}")
             listed = await self.client.list("/api/v1/pods", field_selector=f"spec.nodeName={node},{ASSIGNED_PODS}")
         except Exception as exc:  # noqa: BLE001 - the doubt stands; the watches go on
             self.metrics.controller_error(ErrorKind.WATCH)
             log.warning("could not read the pods of %s again: %s", node, exc)
             found = f"reading its pods again failed ({exc})"
         else:
-            missed = self._reconcile_node(node, listed.items)
+            missed = self._reconcile_node(node, nodes.items[0] if nodes.items else None, listed.items)
             if missed:
                 self.mirror.trust(node)
                 self._doubt_waits.pop(node, None)
-                found = f"usher had missed {', '.join(missed)} there, and counts {'them' if len(missed) > 1 else 'it'} now"
+                found = f"usher's view had missed {', '.join(missed)}, and has taken {'them' if len(missed) > 1 else 'it'} in"
             else:
                 found = f"usher's view of its pods matched the API server's, so it places nothing there for {doubt:.0f} s"
             log.warning("re-read the pods of %s after the kubelet refused %s: %s", node, refusal.pod, found)
@@ -1316,12 +1318,23 @@ class KubeController:
                        f"{count}. {found[0].upper()}{found[1:]}.")
             await self._event(ObjectRef("Node", node), EventReason.BIND_REFUSED_BY_KUBELET, message, warning=True)
 
-    def _reconcile_node(self, node: str, pods: list[dict[str, Any]]) -> list[str]:
-        """Take in the listed pods of ``node`` that the mirror lacks or holds otherwise (as the
-        informers would have delivered them); the pods it held that the API server no longer
-        lists there are logged (their watch events bring them). Returns the pods it missed."""
+    def _reconcile_node(self, node: str, obj: dict[str, Any] | None, pods: list[dict[str, Any]]) -> list[str]:
+        """Take in the node ``obj`` (None: gone) if the mirror holds it otherwise, and the listed pods of
+        ``node`` that the mirror lacks or holds otherwise (as the informers would have delivered
+        them); the pods it held that the API server no longer lists there are logged (their
+        watch events bring them). Returns what it missed."""
         mirror = self.mirror
         missed: list[str] = []
+        old = mirror.nodes.get(node)
+        if obj is None:
+            if old is not None:
+                missed.append("the node's deletion")
+                self._apply(Source.NODES, DeltaType.DELETED, {"metadata": {"name": node}})
+        else:
+            new = node_view(obj)
+            if old is None or (old.shape(), old.unschedulable, old.ready) != (new.shape(), new.unschedulable, new.ready):
+                missed.append("the node's own labels, taints or allocatable")
+                self._apply(Source.NODES, DeltaType.MODIFIED, obj)
         listed: set[str] = set()
         for obj in pods:
             key = key_of(obj)
