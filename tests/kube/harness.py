@@ -166,8 +166,8 @@ topology: {levels: [usher/rack, kubernetes.io/hostname]}
 nodeGroups:
   - {prefix: n, count: 2, layout: {usher/rack: 2}, template: {gpus: 8, cpu: 64, memory: 512Gi}}
 queues:
-  - {name: research, quota: {gpu: 16}}
-  - {name: product, quota: {gpu: 8}, approval: manual}
+  - {name: research, namespaceSelector: {}, quota: {gpu: 16}}
+  - {name: product, namespaceSelector: {}, quota: {gpu: 8}, approval: manual}
 jobs:
   - {name: train, queue: research, submit: 0, duration: 600, pods: [{name: w, count: 2, gpu: 4}]}
   - {name: nb, queue: product, submit: 0, duration: 100, pods: [{gpu: 1}]}

@@ -22,7 +22,7 @@ from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.controller import KubeController
 from usher.engine.scenario import parse_scenario
 from usher.sandbox.apiserver import FakeApiServer, ServerThread
-from usher.sandbox.objects import node_object
+from usher.sandbox.objects import decisions_configmap, node_object
 from usher.sandbox.store import Store
 from usher.sandbox.world import ManualClock
 
@@ -144,6 +144,7 @@ class UsherOnSandbox(Sandbox):
         await self.create("/api/v1/namespaces/usher-system/configmaps", {
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "usher-queues"}, "data": {"queues.yaml": queues},
         })
+        await self.create("/api/v1/namespaces/usher-system/configmaps", decisions_configmap())
         path = tmp / "kubeconfig"
         path.write_text(yaml.safe_dump(self.server.kubeconfig(self.server.admin_token)))  # kubectl needs credentials over HTTPS
         self.kubeconfig = path
