@@ -1275,6 +1275,8 @@ class KubeController:
         Event on the Node says so."""
         self.metrics.bind_refused(refusal.label)
         moment = self.monotonic()
+        for key in [k for k in self._refusal_waits if k not in self.mirror.gangs]:
+            del self._refusal_waits[key]  # gangs gone since: their waits are of no more use
         gang = self.mirror.gangs.get(view.gang)
         if gang is not None:
             wait = doubled_wait(self._refusal_waits.get(gang.key, 0.0), self.bind_retry, BIND_RETRY_MAX)
