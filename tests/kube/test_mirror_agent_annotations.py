@@ -9,7 +9,7 @@ from usher.engine.backends.kube.objects import format_gpu_health, format_nvlink,
 from usher.engine.enums import PendingReason
 from usher.engine.scenario import parse_queue_config
 
-CONFIG = "queues: [{name: team-a}]\n"
+CONFIG = "queues: [{name: team-a, namespaceSelector: {}}]\n"
 
 
 def gpu_node(name: str, annotations: dict[str, str] | None = None, gpus: int = 8) -> dict[str, Any]:
