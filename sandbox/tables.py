@@ -100,8 +100,28 @@ def _pod_status(pod: JsonObject, now: float) -> str:
     return status.get("reason") or status.get("phase") or "Unknown"
 
 
-def _pod_restarts(pod: JsonObject, now: float) -> int:
-    return sum(c.get("restartCount", 0) for c in pod.get("status", {}).get("containerStatuses") or [])
+def _pod_restarts(pod: JsonObject, now: float) -> str:
+    """A string, as the printer sends it (``3``; it adds ``(5m ago)`` when a container last restarted)."""
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    restarts = sum(c.get("restartCount", 0) for c in statuses)
+    last = max(
+        (t for c in statuses if (t := ((c.get("lastState") or {}).get("terminated") or {}).get("finishedAt"))), default=None
+    )
+    return f"{restarts} ({_age_of(last, now)} ago)" if restarts and last else str(restarts)
+
+
+def _pod_ip(pod: JsonObject, now: float) -> str:
+    status = pod.get("status", {})
+    ips = status.get("podIPs") or []
+    return (ips[0].get("ip") if ips else status.get("podIP")) or "<none>"
+
+
+def _pod_readiness_gates(pod: JsonObject, now: float) -> str:
+    gates = pod.get("spec", {}).get("readinessGates") or []
+    if not gates:
+        return "<none>"
+    conditions = {c.get("type"): c.get("status") for c in pod.get("status", {}).get("conditions") or []}
+    return f"{sum(1 for g in gates if conditions.get(g.get('conditionType')) == 'True')}/{len(gates)}"
 
 
 def _node_status(node: JsonObject, now: float) -> str:
@@ -225,11 +245,14 @@ _COLUMNS: dict[Resource, tuple[Column, ...]] = {
         _NAME,
         Column("Ready", _pod_ready),
         Column("Status", _pod_status),
-        Column("Restarts", _pod_restarts, type="integer"),
+        Column("Restarts", _pod_restarts),
         _AGE,
-        Column("Node", _path("spec", "nodeName")),
-        Column("IP", _path("status", "podIP"), priority=1),
+        # kube-apiserver's order (pkg/printers/internalversion/printers.go): the server always
+        # sends the wide cells and kubectl shows the priority-1 ones under -o wide only
+        Column("IP", _pod_ip, priority=1),
+        Column("Node", _path("spec", "nodeName"), priority=1),
         Column("Nominated Node", _path("status", "nominatedNodeName"), priority=1),
+        Column("Readiness Gates", _pod_readiness_gates, priority=1),
     ),
     Resource.NODES: (
         _NAME,

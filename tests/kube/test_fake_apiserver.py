@@ -722,9 +722,11 @@ async def test_pod_and_node_tables_for_kubectl(client: httpx.AsyncClient, server
     clock.now += 150
     pods = (await client.get(PODS, headers=TABLE)).json()
     assert pods["kind"] == "Table" and pods["apiVersion"] == "meta.k8s.io/v1"
-    columns = [c["name"] for c in pods["columnDefinitions"] if c["priority"] == 0]
-    assert columns == ["Name", "Ready", "Status", "Restarts", "Age", "Node"]
-    assert pods["rows"][0]["cells"][:6] == ["p1", "0/1", "Pending", 0, "2m30s", "n1"]
+    # kube-apiserver's pod columns (pkg/printers/internalversion/printers.go), in its order
+    columns = [(c["name"], c["priority"]) for c in pods["columnDefinitions"]]
+    assert columns == [("Name", 0), ("Ready", 0), ("Status", 0), ("Restarts", 0), ("Age", 0),
+                       ("IP", 1), ("Node", 1), ("Nominated Node", 1), ("Readiness Gates", 1)]
+    assert pods["rows"][0]["cells"] == ["p1", "0/1", "Pending", "0", "2m30s", "<none>", "n1", "<none>", "<none>"]
     assert pods["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
     nodes = (await client.get("/api/v1/nodes", headers=TABLE)).json()
     assert nodes["rows"][0]["cells"][:5] == ["n1", "Ready,SchedulingDisabled", "gpu", "2m30s", "v1.32.1"]

@@ -29,8 +29,11 @@ def pod(name: str, node: str | None = None, grace: int | None = None, **meta: An
 def test_get_wide_yaml_and_json(sandbox: ServerThread, kubectl: Kubectl) -> None:
     sandbox.call(sandbox.server.store.create, "pods", pod("train-0", labels={"usher/gang": "train"}))
     wide = kubectl.ok("get", "pods", "-o", "wide")
-    assert wide.split("\n")[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE"] or "NOMINATED NODE" in wide
-    assert "train-0" in wide and "Pending" in wide
+    header, row = wide.split("\n")[:2]
+    # real kubectl against kube-apiserver: IP before NODE, then NOMINATED NODE and READINESS GATES
+    assert header.split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"]
+    assert row.split()[:3] == ["train-0", "0/1", "Pending"] and row.split()[5:] == ["<none>"] * 4
+    assert kubectl.ok("get", "pods").split("\n")[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
     as_yaml = yaml.safe_load(kubectl.ok("get", "pod", "train-0", "-o", "yaml"))
     assert as_yaml["spec"]["schedulerName"] == "usher"
     as_json = json.loads(kubectl.ok("get", "pods", "-l", "usher/gang=train", "-o", "json"))
