@@ -143,12 +143,16 @@ def demo_path() -> Path:
     return Path(str(resources.files("usher.fixtures").joinpath("demo.yaml")))
 
 
-def _load(path: Path):
+def _load(path: Path, *, warn: bool = True):
+    """The scenario at ``path``; its warnings go to stderr unless ``warn`` is False (the bundled
+    demo, whose one warning, a job asking for a GPU model the cluster lacks, is a wait the demo
+    shows on purpose: its reason is on screen, and the user did not write the file)."""
     from usher.engine.scenario import load_scenario
 
     scenario = load_scenario(path)
-    for warning in scenario.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+    if warn:
+        for warning in scenario.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
     return scenario
 
 
@@ -164,7 +168,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _controller(args: argparse.Namespace, path: Path):
+def _controller(args: argparse.Namespace, path: Path, *, warn: bool = True):
     from usher.engine.controller import Controller
     from usher.engine.policy.registry import get_policy
 
@@ -172,7 +176,7 @@ def _controller(args: argparse.Namespace, path: Path):
         policy = get_policy(args.policy)
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from None
-    scenario = _load(path)
+    scenario = _load(path, warn=warn)
     ctrl = Controller(scenario, policy, until=args.until, seed=args.seed)
     # The scenario and the engine state live as long as this process: the cyclic collector
     # need not walk them again on every collection (half of a 100,000-job cycle otherwise).
@@ -181,8 +185,8 @@ def _controller(args: argparse.Namespace, path: Path):
     return ctrl
 
 
-def cmd_replay(args: argparse.Namespace, path: Path) -> int:
-    ctrl = _controller(args, path)
+def cmd_replay(args: argparse.Namespace, path: Path, *, warn: bool = True) -> int:
+    ctrl = _controller(args, path, warn=warn)
     eta_accuracy = getattr(args, "eta_accuracy", False)  # replay's option; demo has none
     if eta_accuracy and not args.no_ui:
         raise UsageError("--eta-accuracy scores a whole replay for its report: use it with --no-ui")
@@ -210,7 +214,7 @@ def cmd_replay(args: argparse.Namespace, path: Path) -> int:
 def cmd_cluster(args: argparse.Namespace) -> int:
     import asyncio
 
-    from usher.cluster import run_console_on_cluster, run_headless
+    from usher.cluster import ServeError, run_console_on_cluster, run_headless
     from usher.engine.policy.registry import get_policy
 
     try:
@@ -221,7 +225,13 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         raise UsageError(f"--policy {policy.name} binds pods one by one and exists to be compared in replays; "
                          "on a cluster that is what the default kube-scheduler already does")
     if args.no_ui:
-        return asyncio.run(run_headless(args))
+        try:
+            return asyncio.run(run_headless(args))
+        except ServeError as exc:
+            if args.debug:
+                raise
+            print(f"usher: {exc}", file=sys.stderr)
+            return EXIT_ERROR
     return run_console_on_cluster(args)
 
 
@@ -312,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "replay":
             return cmd_replay(args, args.file)
         if args.command == "demo":
-            return cmd_replay(args, demo_path())
+            return cmd_replay(args, demo_path(), warn=False)
         if args.command == "sandbox":
             return cmd_sandbox(args)
         if args.command == "generate":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
 import socket
@@ -63,14 +64,36 @@ async def _stop(task: asyncio.Task[None] | None) -> None:
         await asyncio.gather(task, return_exceptions=True)
 
 
+class ServeError(Exception):
+    """usher cannot serve what it was asked to (its metrics port is taken); ``str`` is the one line to print."""
+
+
+async def _listen(health: HealthServer, host: str, port: int) -> int:
+    try:
+        return await health.start(host, port)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if exc.errno == errno.EADDRINUSE:
+            why = "address already in use (another usher --no-ui? choose another with --metrics-port)"
+        raise ServeError(f"--metrics-port {port}: cannot listen on {host}:{port}: {why}") from exc
+
+
 async def run_headless(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.DEBUG if args.debug else logging.WARNING)  # a line per request is noise
     client = await _connect(args)
+    try:
+        return await _serve(args, client)
+    finally:
+        await client.aclose()
+
+
+async def _serve(args: argparse.Namespace, client: KubeClient) -> int:
+    """The controller with its health server, until cancelled; the caller closes ``client``."""
     metrics = ControllerMetrics()
     health = HealthServer(metrics)
     health.set_not_ready("listing nodes and pods")
-    port = await health.start(args.metrics_host, args.metrics_port)
+    port = await _listen(health, args.metrics_host, args.metrics_port)
     ctrl = KubeController(
         client, identity=identity(), policy=args.policy, metrics=metrics, schedule=not args.readonly, readonly=args.readonly,
         health=health,
@@ -95,7 +118,6 @@ async def run_headless(args: argparse.Namespace) -> int:
         ready.cancel()
         await _stop(telemetry)
         await health.stop()
-        await client.aclose()
     return 0
 
 
