@@ -115,6 +115,7 @@ class _Checker:
         for job, where in jobs:
             self.check_job(job, where, queue_names, capacity, gpu_models)
         self.check_events(node_names, job_names, queue_names)
+        self.check_layouts()
         for i, queue in enumerate(self.scenario.queues):
             if queue.namespaces and (self.scenario.nodes or self.scenario.node_groups or self.scenario.jobs):
                 self.warn(("queues", i, "namespaces"), "used on a cluster only (pods without a queue label); a replay's jobs name their queue")
@@ -200,6 +201,25 @@ class _Checker:
                 _unknown("topology level", pod.topology.level, set(levels), ordered=levels),
                 ("topology", pod.topology.mode.value),
             )
+
+    def check_layouts(self) -> None:
+        """A node group's ``layout`` labels its nodes by topology domain: each key must be a level.
+
+        A key no level names (``usher/rak`` for ``usher/rack``) labels the nodes with something
+        placement never reads, and leaves them without the level a gang may require.
+        """
+        levels = self.scenario.topology.levels
+        for g, group in enumerate(self.scenario.node_groups):
+            for key in group.layout:
+                if key in levels:
+                    continue
+                path = ("nodeGroups", g, "layout", key)
+                if not levels:
+                    self.error(_Where(path), f"{key!r} is not a topology level: topology levels are not defined "
+                                             "(set topology.levels first)")
+                else:
+                    self.error(_Where(path), _unknown("topology level", key, set(levels), ordered=levels)
+                               + "; a layout labels nodes by topology level")
 
     def check_pod_fits(self, pod: PodSpec, where: _Where, capacity: _Capacity) -> bool:
         """Whether one pod fits on some node when the cluster is empty (reports why not)."""
