@@ -226,11 +226,17 @@ def test_eligible_node_ids_and_the_explanation():
 @pytest.mark.parametrize(
     ("spec", "problem"),
     [
+        # rules that keep pods apart are not answered with usher's topology annotations (which pack
+        # a gang together, the opposite) but with what does keep pods apart
         ({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]}}},
-         "spec.affinity.podAntiAffinity is not supported by usher (use the usher/topology-required"),
+         "spec.affinity.podAntiAffinity is not supported by usher (usher packs a gang's pods together and never "
+         "spreads them: for a node to each pod, ask for all of a node's GPUs in each pod; to spread pods, leave them "
+         "to the default scheduler (no schedulerName: usher))"),
         ({"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{}]}}},
-         "spec.affinity.podAffinity is not supported by usher"),
-        ({"topologySpreadConstraints": [{"maxSkew": 1}]}, "spec.topologySpreadConstraints is not supported by usher"),
+         "spec.affinity.podAffinity is not supported by usher (use the usher/topology-required or "
+         "usher/topology-preferred annotation to keep a gang's pods within one topology domain)"),
+        ({"topologySpreadConstraints": [{"maxSkew": 1}]},
+         "spec.topologySpreadConstraints is not supported by usher (usher packs a gang's pods together and never spreads"),
         (required([expression("zone", "In", "a"), {"key": "zone", "operator": "Foo", "values": ["a"]}]),
          f"{REQUIRED}.nodeSelectorTerms[0].matchExpressions[1].operator: 'Foo' is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt"),
         (required(fields=[expression("metadata.labels", "In", "a")]),

@@ -108,14 +108,20 @@ MAX_SCORE = 100
 #: how many distinct excluding taints an explanation names
 SHOWN_TAINTS = 2
 
-_UNSUPPORTED_AFFINITY = {
-    "podAffinity": Path.POD_AFFINITY,
-    "podAntiAffinity": Path.POD_ANTI_AFFINITY,
-}
 _TOPOLOGY_HINT = (
     "use the usher/topology-required or usher/topology-preferred annotation to keep a gang's "
     "pods within one topology domain"
 )
+#: for rules that keep pods apart: usher's topology annotations pack a gang together, the opposite
+_SPREAD_HINT = (
+    "usher packs a gang's pods together and never spreads them: for a node to each pod, ask for all of "
+    "a node's GPUs in each pod; to spread pods, leave them to the default scheduler (no schedulerName: usher)"
+)
+#: the pod affinity rules usher does not implement, each with the alternative that does what it asks
+_UNSUPPORTED_AFFINITY = {
+    "podAffinity": (Path.POD_AFFINITY, _TOPOLOGY_HINT),
+    "podAntiAffinity": (Path.POD_ANTI_AFFINITY, _SPREAD_HINT),
+}
 
 
 class Taint(NamedTuple):
@@ -275,7 +281,7 @@ def parse_constraints(spec: Mapping[str, Any]) -> tuple[NodeConstraints | None, 
     required, preferred = _affinity(spec.get("affinity"), problems)
     spread = spec.get("topologySpreadConstraints")
     if spread:
-        problems.append(f"{Path.TOPOLOGY_SPREAD} is not supported by usher ({_TOPOLOGY_HINT})")
+        problems.append(f"{Path.TOPOLOGY_SPREAD} is not supported by usher ({_SPREAD_HINT})")
     if not selector and not tolerations and required is None and not preferred:
         return None, problems
     return NodeConstraints(selector, required, preferred, tolerations), problems
@@ -383,7 +389,8 @@ def _affinity(raw: Any, problems: list[str]) -> tuple[tuple[Term, ...] | None, t
             required, preferred = _node_affinity(value, problems)
         elif key in _UNSUPPORTED_AFFINITY:
             if value:
-                problems.append(f"{_UNSUPPORTED_AFFINITY[key]} is not supported by usher ({_TOPOLOGY_HINT})")
+                path, hint = _UNSUPPORTED_AFFINITY[key]
+                problems.append(f"{path} is not supported by usher ({hint})")
         elif value:
             problems.append(f"{Path.AFFINITY}.{key} is not supported by usher")
     return required, preferred
