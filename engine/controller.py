@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from .backends.replay import Kind, ReplayBackend
 from .build import build_state, resources_dict
 from .core import CommandError, Engine
-from .enums import Action, JobState, MoveMode
+from .enums import Action, JobState, MoveMode, PendingReason
 from .eta_accuracy import EtaAccuracy
 from .policy.registry import Policy
 from .scenario import EventSpec, Scenario
@@ -71,6 +71,38 @@ def settle_reply(cmd: Command, result: str | None = None, error: BaseException |
         cmd.reply.set_result(result or "")
 
 
+@dataclass(slots=True, frozen=True)
+class OutsideJob:
+    """A job the backend is responsible for that the engine's state does not show as it is.
+
+    On a cluster usher answers for every pod that names it as scheduler, but keeps some out of
+    its engine's queue: pods naming a queue that does not exist or that their namespace may not
+    use, pods it cannot schedule as written, a gang still short of pods or backing off after a
+    refused bind. Each is one of these, with usher's reason and the message that says the fix
+    (what the pods' ``PodScheduled`` condition carries). ``state`` says which:
+
+    - ``PENDING``: its pods wait outside the engine's queue (no engine job stands for them);
+    - ``RUNNING``: its engine job runs, and these pods of the gang wait beside the run (an
+      elastic gang's extras, a gang being bound or stopped): waiting pods, not a waiting job;
+    - ``FINISHED``: every pod of it has ended, and no engine job stands for it (they ended
+      before this controller started watching, or their job was compacted away).
+
+    A replay's jobs all reach the engine: it has none.
+    """
+
+    name: str
+    queue: str
+    state: JobState
+    #: pods waiting (PENDING, RUNNING) or ended (FINISHED)
+    pods: int
+    gpu_milli: int
+    priority: int
+    #: when its first pod was created
+    since: float
+    reason: PendingReason | None = None
+    message: str | None = None
+
+
 @dataclass(slots=True)
 class Snapshot:
     """What watchers see after each step."""
@@ -82,6 +114,8 @@ class Snapshot:
     gpus_allocated: float
     gpus_schedulable: int
     audit_tail: list[AuditEntry] = field(default_factory=list)
+    #: the jobs the backend answers for that the engine's counts above leave out (``OutsideJob``)
+    outside: tuple[OutsideJob, ...] = ()
 
 
 def incomplete_gang_milli(st: ClusterState) -> int:
@@ -94,8 +128,9 @@ def incomplete_gang_milli(st: ClusterState) -> int:
     return held
 
 
-def snapshot_of(st: ClusterState, now: float) -> Snapshot:
-    """What watchers see of a state at ``now`` (the replay and the kube controller alike)."""
+def snapshot_of(st: ClusterState, now: float, outside: tuple[OutsideJob, ...] = ()) -> Snapshot:
+    """What watchers see of a state at ``now`` (the replay and the kube controller alike), and
+    the jobs the backend answers for outside it (``OutsideJob``)."""
     return Snapshot(
         now=now,
         running=len(st.running),
@@ -104,6 +139,7 @@ def snapshot_of(st: ClusterState, now: float) -> Snapshot:
         gpus_allocated=st.schedulable_used_milli / MILLI,
         gpus_schedulable=st.schedulable_gpu_count,
         audit_tail=st.audit[-20:],
+        outside=outside,
     )
 
 

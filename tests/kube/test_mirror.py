@@ -356,8 +356,10 @@ def test_months_of_gangs_coming_and_going_are_compacted_by_a_rebuild(monkeypatch
     add(m, pod("still", gpus=8, node_name="n0", phase="Running"), 100.0)
     m.dirty = True
     m.rebuild(100.0)  # what the controller's tick does once needs_compaction() says so
-    assert not m.needs_compaction() and len(m.state.jobs) == 1
-    assert len(m.state.audit) == 31 and m.state.audit[0].target == "ml/j31"  # the newest 30 kept, and the rebuild adopts still
+    # the newest half of the finished jobs is kept (a console still shows them), and still
+    assert not m.needs_compaction() and [j.name for j in m.state.jobs] == [f"ml/j{i}" for i in range(35, 60)] + ["ml/still"]
+    # the newest 30 audit lines kept, still's adopt the last: the rebuild does not adopt it again
+    assert len(m.state.audit) == 30 and m.state.audit[0].target == "ml/j31" and m.state.audit[-1].target == "ml/still"
     assert m.state.node("n0").whole_free == 0
 
 

@@ -1137,7 +1137,7 @@ class KubeController:
                 self.mirror.engine.unbind(job, self.clock(), why)
         refused = 0
         for view in bound:
-            failure = await self._evict(view, f"rolling back gang {gang.key}: {why}", EventReason.GANG_ROLLBACK)
+            failure = await self._evict(view, f"rolling back gang {gang.title or gang.key}: {why}", EventReason.GANG_ROLLBACK)
             refused += failure is not None and BUDGET_REFUSED in failure
         if bound and refused == len(bound) and gang.teardown is not None:
             # a budget keeps every bound pod there: rather than half a gang for as long as it
@@ -1439,7 +1439,7 @@ class KubeController:
                 tried = self._evict_tried.get(view.uid)
                 wait = self._next_wait(tried[1] if tried is not None else None)
                 self._evict_tried[view.uid] = (now + wait, wait)
-                failure = await self._evict(view, f"gang {gang.key} is being stopped: {gang.teardown}", EventReason.GANG_BROKEN)
+                failure = await self._evict(view, f"gang {gang.title or gang.key} is being stopped: {gang.teardown}", EventReason.GANG_BROKEN)
                 refused += failure is not None and BUDGET_REFUSED in failure
             if gang.to_bind or not pods or not refused == len(pods) == len(gang.bound()):
                 continue  # not every pod on a node is kept there by a budget
@@ -1585,7 +1585,7 @@ class KubeController:
                 return "not running; nothing to preempt"
             kept = await self._evict_gang(gang, "preempted by an operator", by_operator=True)
             if kept and gang.teardown is None:
-                raise CommandError(f"preempt: no pod of {gang.key} could be evicted: {kept[0]}")
+                raise CommandError(f"preempt: no pod of {gang.title or gang.key} could be evicted: {kept[0]}")
             return "preempted and requeued" + (f"; {plural(len(kept), 'pod')} still to evict ({kept[0]})" if kept else "")
         if action == Action.RELEASE and not self.mirror.held(gang):
             return "not held; nothing to release"

@@ -564,7 +564,7 @@ class Mirror:
         owners = sorted({p.owner or "bare pods" for p in gang.live()})
         if len(owners) > 1:
             return False, PendingReason.INVALID_REQUEST, (
-                f"Pods of {len(owners)} owners ({', '.join(owners)}) share the gang {gang.key}; "
+                f"Pods of {len(owners)} owners ({', '.join(owners)}) share the gang {gang.title or gang.key}; "
                 "give each workload its own usher/gang label."
             )
         queue = self.queue_of(unbound[0])

@@ -446,14 +446,17 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
     )
 
 
-def _title(group: GroupSpec) -> str | None:
-    """``PyTorchJob research/llama-ft`` for the gang keyed ``research/PyTorchJob/llama-ft`` (and
-    ``LeaderWorkerSet research/serve/1`` for one group of it); None for a pod alone or usher's labels."""
+def _title(group: GroupSpec) -> str:
+    """The gang as people read it, one way everywhere (Events, the console, messages): its kind,
+    then ``namespace/name`` as kubectl writes objects: ``PyTorchJob research/llama-ft``,
+    ``LeaderWorkerSet research/serve/1`` for one group of it, ``PodGroup research/x``. A gang that
+    no object stands for (usher's ``usher/gang`` label, a pod alone) is ``research/name``. Never
+    the key's own order (``research/PyTorchJob/llama-ft``), which stays an identifier."""
+    if group.kind in _POD_KINDS:
+        return group.key
     namespace, _, rest = group.key.partition("/")
-    kind, _, name = rest.partition("/")
-    if group.owner is None or group.kind in _POD_KINDS or kind != group.kind:
-        return None
-    return f"{kind} {namespace}/{name}"
+    prefix = f"{group.kind}/"
+    return f"{group.kind} {namespace}/{rest.removeprefix(prefix)}"
 
 
 def _number(text: str, expected: str) -> float:
