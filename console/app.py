@@ -49,6 +49,7 @@ from usher.engine.state import INF, MILLI
 from usher.engine.backends.kube.connection import Connection, ConnectionState, connection_of
 from usher.engine.whatif import drain_impact, preempt_impact, quota_preview
 
+from .config_errors import ConfigErrors
 from .dialogs import ConfirmDialog, QuotaDialog, QuotaEdit, TextScreen
 from .footer import UsherFooter
 from .heatmap import scope_title
@@ -274,6 +275,7 @@ class UsherApp(App[int]):
             with Vertical(id=str(View.OVERVIEW)):
                 yield TextPane(id="overview-text")
             with Vertical(id=str(View.QUEUES)):
+                yield ConfigErrors(id="config-errors")
                 yield RowTable(QUEUE_COLUMNS, id="queue-table", **QUEUE_FOLD)
                 yield Label("", id="queue-jobs-title")
                 yield RowTable(JOB_COLUMNS, id="queue-jobs", **JOB_FOLD)

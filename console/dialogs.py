@@ -22,7 +22,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from usher.engine import fmt
-from usher.engine.state import INF, RESOURCE_NAMES, Queue
+from usher.engine.state import RESOURCE_NAMES, Queue
 from usher.engine.whatif import QuotaPreview, parse_limit
 
 from .keys import BindingId
@@ -77,17 +77,8 @@ FIELDS = (("nominal", "quota"), ("borrowing_limit", "borrowing limit"), ("lendin
 
 
 def show_limit(resource: str, value: float) -> str:
-    if value == INF:
-        return ""
-    if resource == "gpu":
-        return fmt.gpus(value)
-    if resource == "cpu":
-        from usher.engine.scenario.quantity import format_cpu
-
-        return format_cpu(int(value))
-    from usher.engine.scenario.quantity import format_memory
-
-    return format_memory(int(value))
+    """A limit as the form shows it (``fmt.figure``, the one rule); blank means unlimited."""
+    return fmt.figure(resource, value, unlimited="")
 
 
 class QuotaDialog(ModalScreen[QuotaEdit | None]):

@@ -449,17 +449,15 @@ class Engine(Admitter):
         lending: dict[str, float] | None,
     ) -> str:
         q = self.state.queues[name]
-        parts = []
-        for label, values, attr in (("quota", quota, "nominal"), ("borrowingLimit", borrowing, "borrowing_limit"), ("lendingLimit", lending, "lending_limit")):
+        for values, attr in ((quota, "nominal"), (borrowing, "borrowing_limit"), (lending, "lending_limit")):
             if not values:
                 continue
             current = list(getattr(q, attr))
             for res, value in values.items():
                 current[_resource_index(res)] = INF if value is None else float(value)
             setattr(q, attr, tuple(current))
-            parts.append(f"{label} {', '.join(f'{k}={_fmt(k, v)}' for k, v in values.items())}")
         self.state.quotas_changed()
-        return "set " + "; ".join(parts) if parts else "nothing to change"
+        return fmt.limits_change({fmt.LimitField.QUOTA: quota, fmt.LimitField.BORROWING_LIMIT: borrowing, fmt.LimitField.LENDING_LIMIT: lending})
 
 
 def _request(job: Job, placements: list[PodPlacement]) -> Vec:
@@ -472,12 +470,4 @@ def _request(job: Job, placements: list[PodPlacement]) -> Vec:
 
 def _resource_index(name: str) -> int:
     return {"gpu": 0, "cpu": 1, "memory": 2}[name]
-
-
-def _fmt(resource: str, value: float | None) -> str:
-    if value is None:
-        return "unlimited"
-    if resource == "gpu":
-        return fmt.gpus(value)
-    return f"{value:g}"
 

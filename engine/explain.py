@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from . import fmt
+from .fmt import amount, figure
 from .enums import JobState, PendingReason
 from .policy import quota
 from .policy.backfill import estimate_starts
@@ -30,7 +31,6 @@ from .policy.placement import (
     no_matching_nodes,
     request_of,
 )
-from .scenario.quantity import format_cpu, format_memory
 from .state import HOST_PORT, INF, MILLI, PODS, RESOURCE_NAMES, ClusterState, Job, PodGroup, extra_offered
 
 #: a lazy field not worked out yet
@@ -112,16 +112,6 @@ def gpus(milli: float) -> str:
     return fmt.gpus(milli, unlimited="unlimited")
 
 
-def amount(resource: str, value: float) -> str:
-    if value == INF:
-        return "unlimited"
-    if resource == "gpu":
-        return fmt.gpu_amount(value)
-    if resource == "cpu":
-        return f"{format_cpu(int(value))} CPU"
-    return f"{format_memory(int(value))} memory"
-
-
 def _pod_words(pod: PodGroup, n: int) -> str:
     if pod.whole_gpus:
         each = fmt.plural(pod.whole_gpus, "GPU")
@@ -185,17 +175,6 @@ def _constraint_words(state: ClusterState, pod: PodGroup) -> str:
         f"its node constraints allow {len(nodes)} of {fmt.plural(len(state.nodes), 'node')}{why}, "
         f"with {fmt.plural(free, 'GPU')} free on them, at most {best} on one"
     )
-
-
-def figure(resource: str, value: float) -> str:
-    """A bare figure of ``resource`` (``32``, ``500m``, ``64Gi``), its unit left to the sentence."""
-    if value == INF:
-        return "unlimited"
-    if resource == "gpu":
-        return gpus(value)
-    if resource == "cpu":
-        return format_cpu(int(value))
-    return format_memory(int(value))
 
 
 def _borrow_words(state: ClusterState, q, r: int, top: float, borrowing: bool) -> str:
@@ -349,7 +328,7 @@ def message(
     pod = max(job.groups, key=lambda g: g.gpu_milli)
     cpu_note = ""
     if pod.cpu or pod.memory:
-        cpu_note = f", {format_cpu(pod.cpu)} CPU and {format_memory(pod.memory)} per pod"
+        cpu_note = f", {amount('cpu', pod.cpu)} and {amount('memory', pod.memory)} per pod"
     short = _extras_short(state, job, capacity.extras)
     if short is not None:
         return f"Asks for {_asks(job)}{cpu_note}; {short} ({fmt.plural(free, 'GPU')} free on schedulable nodes)."

@@ -22,12 +22,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from . import fmt
 from .enums import Action
 from .scenario import Scenario
 from .scenario.models import QueueSpec, Resources
 
 RESOURCES = ("gpu", "cpu", "memory")
 INF = float("inf")
+MILLI = 1000
 #: GPU shares are rounded to 1/1000, so sums may carry float noise below this
 EPSILON = 1e-6
 
@@ -44,7 +46,9 @@ class QuotaViolation:
     limit: float
 
     def __str__(self) -> str:
-        return f"at {self.time:g}s {self.job} took {self.where} to {self.used:g} {self.resource} (limit {self.limit:g})"
+        scale = MILLI if self.resource == "gpu" else 1  # GPUs here, milli-GPUs to fmt
+        used, limit = fmt.amount(self.resource, self.used * scale), fmt.figure(self.resource, self.limit * scale)
+        return f"at {self.time:g}s {self.job} took {self.where} to {used} (limit {limit})"
 
 
 @dataclass(slots=True)

@@ -101,9 +101,9 @@ async def test_an_emptied_queue_config_is_refused_and_the_last_good_one_keeps_sc
     for n, text in enumerate(("", "# queues:\n#   - {name: research}\n", "queues: []\n")):
         await _set_config(sb, text)
         events = await sb.until(lambda n=n: _events_past(sb, n), f"the refusal of config {text!r}")
-        said = ": the queue config is empty" if n < 2 else ":1: queues: empty"
-        assert any(m.startswith("invalid queue config in usher-system/usher-queues; keeping the last good queue config")
-                   and f"usher-system/usher-queues[queues.yaml]{said}" in m for m in events), events
+        said = "the queue config is empty" if n < 2 else "line 1: queues: empty"
+        assert any(m.startswith("invalid queue config in usher-system/usher-queues[queues.yaml]; keeping the last good queue config; "
+                                f"1 error: {said}") for m in events), events
         assert 'usher_config_valid 0.0' in sb.usher.metrics.render().decode()
         await sb.create(PODS, _pod(f"after-{n}", 1, "research"))
         await _running(sb, f"after-{n}")  # the last good config still places pods
@@ -116,8 +116,8 @@ async def test_usher_starting_on_an_empty_queue_config_says_it_has_none_and_sche
     await sb.create("/api/v1/nodes", node("gpu-0"))
     await sb.start_usher(sb.tmp, "")
     events = await sb.until(lambda: _events_past(sb, 0), "the refusal of the empty config")
-    assert events[-1].startswith("invalid queue config in usher-system/usher-queues; no good queue config has been loaded yet"), events[-1]
-    assert "usher-system/usher-queues[queues.yaml]: the queue config is empty" in events[-1]
+    assert events[-1].startswith("invalid queue config in usher-system/usher-queues[queues.yaml]; no good queue config has been loaded yet"), events[-1]
+    assert "1 error: the queue config is empty" in events[-1]
     await _set_config(sb, "queues:\n  - {name: research, namespaceSelector: {}, quota: {gpu: 64}}\n")
     await sb.create(PODS, _pod("first", 1, "research"))
     await _running(sb, "first")

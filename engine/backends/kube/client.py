@@ -321,13 +321,25 @@ class ObjectList:
 
 @dataclass(frozen=True, slots=True)
 class ObjectRef:
-    """What an Event is about (its ``involvedObject``)."""
+    """What an Event is about (its ``involvedObject``). Give the ``uid``: ``kubectl describe``
+    lists an object's Events by ``involvedObject.uid``, so an Event without it is in no
+    ``describe``; the ``resourceVersion`` says which version of the object it is about, as
+    client-go's ``reference.GetReference`` sets it."""
 
     kind: str
     name: str
     namespace: str = ""
     uid: str = ""
     api_version: str = "v1"
+    resource_version: str = ""
+
+    @classmethod
+    def to(cls, obj: Obj, kind: str, api_version: str = "v1") -> ObjectRef:
+        """The reference to ``obj`` as it is now (its kind and apiVersion given: a watched or
+        listed item may not carry them)."""
+        meta = obj.get("metadata") or {}
+        return cls(str(obj.get("kind") or kind), str(meta.get("name", "")), str(meta.get("namespace", "")), str(meta.get("uid", "")),
+                   str(obj.get("apiVersion") or api_version), str(meta.get("resourceVersion", "")))
 
     def as_dict(self) -> Obj:
         ref: Obj = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}
@@ -335,6 +347,8 @@ class ObjectRef:
             ref["namespace"] = self.namespace
         if self.uid:
             ref["uid"] = self.uid
+        if self.resource_version:
+            ref["resourceVersion"] = self.resource_version
         return ref
 
 

@@ -53,7 +53,7 @@ from ...core import CommandError
 from ...admission import CycleResult, Decision
 from ...enums import Action, AuditAction, DecisionKind, EndReason, PendingReason
 from ...explain import explain_all
-from ...fmt import plural
+from ...fmt import QueueResource, figure, limits_change, plural
 from ...policy.registry import Policy
 from ...scenario import ScenarioError, parse_queue_config_async
 from ...state import MILLI, AuditEntry, Job, PodPlacement
@@ -71,6 +71,7 @@ from .client import (
     ObjectRef,
 )
 from .connection import Connection, connection_of
+from .config_errors import ConfigRefusal
 from .events import EventRecorder
 from .health import HealthServer
 from .informer import DeltaType, Informer
@@ -284,8 +285,11 @@ class KubeController:
         self._dependents: dict[OwnerKey, set[str]] = {}
         #: each usher pod's gang as last inferred (an owner's status change that alters none is skipped)
         self._groups: dict[str, GroupSpec] = {}
-        #: the newest queue ConfigMap seen (None inside: it was deleted), not yet parsed
-        self._pending_config: tuple[dict[str, Any] | None] | None = None
+        #: the newest queue ConfigMap seen, not yet parsed: (it, or None when deleted; the object last seen)
+        self._pending_config: tuple[dict[str, Any] | None, dict[str, Any] | None] | None = None
+        self._nodes: Informer | None = None
+        #: the ConfigMaps refused now (by name), with every error: what the console shows
+        self.config_refusals: dict[str, ConfigRefusal] = {}
         #: live GPU telemetry, filled by the sources given with ``--telemetry`` (see usher.cluster)
         self.telemetry = TelemetryStore()
 
@@ -477,10 +481,11 @@ class KubeController:
             informer = Informer(client, resource.path, on_event=feed_owner(resource), optional=True)
             self._owner_informers.setdefault(resource.key, []).append(informer)
         self._pods = Informer(client, "/api/v1/pods", field_selector=f"spec.schedulerName={SCHEDULER_NAME}", on_event=feed(Source.PODS))
+        self._nodes = Informer(client, "/api/v1/nodes", on_event=feed(Source.NODES))
         budgets = [Informer(client, "/apis/policy/v1/poddisruptionbudgets", on_event=feed(Source.BUDGETS), optional=True)] if self.schedules else []
         return [
             *budgets,
-            Informer(client, "/api/v1/nodes", on_event=feed(Source.NODES)),
+            self._nodes,
             self._pods,
             Informer(client, "/api/v1/pods", field_selector=ASSIGNED_PODS, on_event=feed(Source.ASSIGNED_PODS)),
             Informer(
@@ -513,7 +518,7 @@ class KubeController:
             await asyncio.gather(*(inf.has_synced.wait() for inf in self.informers))
             self._drain()
             if self._pending_config is None:
-                self._pending_config = (None,)  # no queue ConfigMap at all: say so from the start
+                self._pending_config = (None, None)  # no queue ConfigMap at all: say so from the start
             await self._load_config()
             try:
                 self.mirror.rebuild(self.clock())
@@ -690,7 +695,7 @@ class KubeController:
                 if group != before:  # its gang is another now, or its size, or its owner's annotations
                     mirror.pod_changed(as_the_kubelet_counts(pod_view(pod, group), pod.get("spec") or {}), pod_key, now)
         else:
-            self._pending_config = (None if deleted else obj,)
+            self._pending_config = (None if deleted else obj, obj)
 
     def _decision(self, event: dict[str, Any]) -> None:
         """One of the scheduler's Events, into this (console's) audit trail, in time order."""
@@ -737,23 +742,25 @@ class KubeController:
         large or hostile document must not stall the watches and the lease renewals)."""
         if self._pending_config is None:
             return
-        (obj,), self._pending_config = self._pending_config, None
+        (obj, seen), self._pending_config = self._pending_config, None
         where = f"{self.namespace}/{QUEUES_CONFIGMAP}"
         # a good config has a queue (parse_queue_config refuses one without): none, none loaded yet
         loaded = bool(self.mirror.config.queues)
         keeping = "keeping the last good queue config" if loaded else NO_GOOD_CONFIG_YET
         if obj is None:
-            self._config_error(f"{where} {'was deleted' if loaded else 'does not exist'}; {keeping}")
+            self._config_error(ConfigRefusal(where, f"{where} {'was deleted' if loaded else 'does not exist'}; {keeping}"), seen)
             return
         text = (obj.get("data") or {}).get(QUEUES_CONFIG_KEY)
         if text is None:
-            self._config_error(f"{where} has no {QUEUES_CONFIG_KEY!r} key; {keeping}")
+            self._config_error(ConfigRefusal(where, f"{where} has no {QUEUES_CONFIG_KEY!r} key; {keeping}"), obj)
             return
+        source = f"{where}[{QUEUES_CONFIG_KEY}]"
         try:
-            config = await parse_queue_config_async(text, f"{where}[{QUEUES_CONFIG_KEY}]", self.mirror.name)
+            config = await parse_queue_config_async(text, source, self.mirror.name)
         except ScenarioError as exc:
-            self._config_error(f"invalid queue config in {where}; {keeping}:\n{exc}")
+            self._config_error(ConfigRefusal.of_problems(where, f"invalid queue config in {source}; {keeping}", exc.problems), obj)
             return
+        self.config_refusals.pop(QUEUES_CONFIGMAP, None)
         self.mirror.set_config(config, None)
         self.metrics.config_loaded(True)
         log.info("queue config loaded: %d queues", len(config.queues))
@@ -761,28 +768,38 @@ class KubeController:
     def _load_decisions(self, obj: dict[str, Any] | None) -> None:
         """The operators' decisions as ConfigMap usher-decisions holds them now (deleted: none).
         One that cannot be read keeps the last good decisions (a typo must not release a hold)."""
-        where = f"{self.namespace}/{DECISIONS_CONFIGMAP}[{DECISIONS_CONFIG_KEY}]"
+        where = f"{self.namespace}/{DECISIONS_CONFIGMAP}"
+        source = f"{where}[{DECISIONS_CONFIG_KEY}]"
         try:
-            decisions = parse_decisions(None if obj is None else (obj.get("data") or {}).get(DECISIONS_CONFIG_KEY), where)
+            decisions = parse_decisions(None if obj is None else (obj.get("data") or {}).get(DECISIONS_CONFIG_KEY), source)
         except DecisionsError as exc:
-            message = f"invalid operator decisions, keeping the last good ones: {exc}"
-            log.error("%s", message)
+            refusal = ConfigRefusal.of_problems(where, f"invalid operator decisions in {source}; keeping the last good ones", exc.problems)
+            if self.config_refusals.get(DECISIONS_CONFIGMAP) == refusal:
+                return
+            self.config_refusals[DECISIONS_CONFIGMAP] = refusal
+            log.error("%s", refusal.text())
+            message = refusal.event_message()
             self.state.audit.append(AuditEntry(self.clock(), "controller", "config", DECISIONS_CONFIGMAP, message))
-            if self.is_leader:
-                ref = ObjectRef("ConfigMap", DECISIONS_CONFIGMAP, self.namespace, (obj or {}).get("metadata", {}).get("uid"))
-                self._spawn(self._event(ref, EventReason.INVALID_OPERATOR_DECISIONS, message, warning=True))
+            if self.is_leader and obj is not None:
+                self._spawn(self._event(ObjectRef.to(obj, "ConfigMap"), EventReason.INVALID_OPERATOR_DECISIONS, message, warning=True))
             return
+        self.config_refusals.pop(DECISIONS_CONFIGMAP, None)
         self.mirror.set_decisions(decisions)
 
-    def _config_error(self, message: str) -> None:
-        if self.mirror.config_error == message:
+    def _config_error(self, refusal: ConfigRefusal, obj: dict[str, Any] | None) -> None:
+        """Refuse the queue config (the last good one stays): the log, the metric, the audit
+        trail and, from the leader, a Warning Event on the ConfigMap say every error."""
+        text = refusal.text()
+        if self.mirror.config_error == text:
             return
-        self.mirror.set_config(None, message)
+        self.config_refusals[QUEUES_CONFIGMAP] = refusal
+        self.mirror.set_config(None, text)
         self.metrics.config_loaded(False)
-        log.error("%s", message)
-        self.state.audit.append(AuditEntry(self.clock(), "controller", "config", QUEUES_CONFIGMAP, message.splitlines()[0]))
+        log.error("%s", text)
+        message = refusal.event_message()
+        self.state.audit.append(AuditEntry(self.clock(), "controller", "config", QUEUES_CONFIGMAP, message))
         if self.is_leader:
-            ref = ObjectRef("ConfigMap", QUEUES_CONFIGMAP, self.namespace)
+            ref = ObjectRef.to(obj, "ConfigMap") if obj is not None else ObjectRef("ConfigMap", QUEUES_CONFIGMAP, self.namespace)
             self._spawn(self._event(ref, EventReason.INVALID_QUEUE_CONFIG, message, warning=True))
 
     # -- scheduling -----------------------------------------------------------------------
@@ -1318,7 +1335,7 @@ class KubeController:
         if self.may_write():
             message = (f"The kubelet refused pod {refusal.pod}, which usher bound here ({refusal.reason}: {refusal.message}); "
                        f"{count}. {found[0].upper()}{found[1:]}.")
-            await self._event(ObjectRef("Node", node), EventReason.BIND_REFUSED_BY_KUBELET, message, warning=True)
+            await self._event(self._node_ref(node), EventReason.BIND_REFUSED_BY_KUBELET, message, warning=True)
 
     def _reconcile_node(self, node: str, obj: dict[str, Any] | None, pods: list[dict[str, Any]]) -> list[str]:
         """Take in the node ``obj`` (None: gone) if the mirror holds it otherwise, and the listed pods of
@@ -1512,6 +1529,13 @@ class KubeController:
         if not same_reason:
             await self._event(_pod_ref(view), str(reason), event_message, warning=True)
 
+    def _node_ref(self, name: str) -> ObjectRef:
+        """An Event's reference to Node ``name``: with its uid as usher's watch last saw it, else
+        with the node's name for a uid (the kubelet's own convention; ``kubectl describe node``
+        looks for both)."""
+        obj = self._nodes.cache.get(name) if self._nodes is not None else None
+        return ObjectRef.to(obj, "Node") if obj is not None else ObjectRef("Node", name, uid=name)
+
     async def _event(self, ref: ObjectRef, reason: str, message: str, warning: bool = False) -> None:
         """Record an Event (best effort); a quarter of the client's connections at most."""
         try:
@@ -1534,7 +1558,7 @@ class KubeController:
         if action in (Action.CORDON, Action.UNCORDON, Action.DRAIN):
             text = await self._node_command(action, cmd.node)
             target = cmd.node or "?"
-            ref = ObjectRef("Node", target)
+            ref = self._node_ref(target)
         elif action in (Action.APPROVE, Action.HOLD, Action.RELEASE, Action.PREEMPT):
             gang = self._gang_named(cmd.job)
             text = await self._job_command(action, gang, cmd.actor)
@@ -1542,9 +1566,9 @@ class KubeController:
             first = next(iter(gang.pods.values()))
             ref = _pod_ref(first)
         else:
-            text = await self._set_quota(cmd)
+            text, edited = await self._set_quota(cmd)
             target = cmd.queue or "?"
-            ref = ObjectRef("ConfigMap", QUEUES_CONFIGMAP, self.namespace)
+            ref = ObjectRef.to(edited, "ConfigMap")
         self.state.audit.append(AuditEntry(now, cmd.actor, str(action), target, text))
         await self._event(ref, f"Usher{str(action)[0].upper()}{str(action)[1:]}", f"{cmd.actor}: {action} {target}: {text}")
         self._wake.set()
@@ -1603,9 +1627,10 @@ class KubeController:
         await self._edit_configmap(DECISIONS_CONFIGMAP, DECISIONS_CONFIG_KEY, edit, str(action))
         return {Action.APPROVE: "approved", Action.HOLD: "held", Action.RELEASE: "released"}[action]
 
-    async def _edit_configmap(self, name: str, key: str, edit: Callable[[str], Awaitable[str]], what: str) -> None:
+    async def _edit_configmap(self, name: str, key: str, edit: Callable[[str], Awaitable[str]], what: str) -> dict[str, Any]:
         """Replace ``key`` of ConfigMap ``name`` (in usher's namespace) with ``edit`` of its text,
-        with optimistic concurrency: a conflicting writer means read again, edit again, retry."""
+        with optimistic concurrency: a conflicting writer means read again, edit again, retry.
+        Returns the ConfigMap as written."""
         path = f"/api/v1/namespaces/{self.namespace}/configmaps/{name}"
         for attempt in range(4):
             try:
@@ -1619,17 +1644,17 @@ class KubeController:
             obj["data"] = obj["data"] or {}
             obj["data"][key] = await edit(obj["data"].get(key, ""))
             try:
-                await self.client.replace(path, obj)
+                return await self.client.replace(path, obj)
             except ApiError as exc:
                 if exc.code == 409 and attempt < 3:
                     await asyncio.sleep(random.uniform(0.05, 0.2))
                     continue
                 raise CommandError(f"{what}: {exc}") from None
-            return
         raise CommandError(f"{what}: {self.namespace}/{name} kept changing under us; try again")
 
-    async def _set_quota(self, cmd: Command) -> str:
-        """Merge new limits into the queues ConfigMap."""
+    async def _set_quota(self, cmd: Command) -> tuple[str, dict[str, Any]]:
+        """Merge new limits into the queues ConfigMap; what was set, in words, and the ConfigMap
+        as written."""
         limits = {
             field_name: {res: None if v is None else _spec_amount(res, v) for res, v in values.items()}
             for field_name, values in zip(LIMIT_FIELDS, (cmd.quota, cmd.borrowing_limit, cmd.lending_limit))
@@ -1649,9 +1674,8 @@ class KubeController:
                 raise CommandError(f"setQuota: the result would be invalid: {exc}") from None
             return new_text
 
-        await self._edit_configmap(QUEUES_CONFIGMAP, QUEUES_CONFIG_KEY, edit, "setQuota")
-        parts = [f"{k}={v}" for k, v in (cmd.quota or {}).items()]
-        return "set quota " + ", ".join(parts) if parts else "set limits"
+        edited = await self._edit_configmap(QUEUES_CONFIGMAP, QUEUES_CONFIG_KEY, edit, "setQuota")
+        return limits_change(dict(zip(LIMIT_FIELDS, (cmd.quota, cmd.borrowing_limit, cmd.lending_limit)))), edited
 
     # -- metrics and idleness --------------------------------------------------------------
 
@@ -1722,13 +1746,12 @@ def _nodes_of(state: Any, placements: list[Any]) -> str:
 
 
 def _pod_ref(view: PodView) -> ObjectRef:
-    return ObjectRef("Pod", view.name, view.namespace, view.uid)
+    return ObjectRef("Pod", view.name, view.namespace, view.uid, resource_version=view.resource_version)
 
 
 def _spec_amount(resource: str, value: float) -> Any:
-    """A state-unit amount as the queue config writes it."""
-    if resource == "gpu":
+    """A state-unit amount as a person writes it in the queue config: GPUs as a number (``80``,
+    ``0.5``), CPU and memory as exact Kubernetes quantities (``96``, ``500m``, ``512Gi``)."""
+    if resource == QueueResource.GPU:
         return value / MILLI if value % MILLI else int(value // MILLI)
-    if resource == "cpu":
-        return f"{int(value)}m"
-    return int(value)
+    return figure(resource, value)

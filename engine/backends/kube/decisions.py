@@ -32,8 +32,9 @@ from typing import Any
 import yaml
 
 from ...enums import Action
+from ...scenario.errors import Problem, format_path
 from ...scenario.limits import CONFIG_LIMITS
-from ...scenario.yamltree import YamlLimitError, load_bounded
+from ...scenario.yamltree import read_yaml
 
 
 class Ruling(StrEnum):
@@ -58,38 +59,49 @@ NONE = Decisions()
 
 
 class DecisionsError(ValueError):
-    """The decisions document cannot be read; the message names the place."""
+    """The decisions document cannot be read; ``problems`` names every place, with its line."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
 
 
 def parse_decisions(text: str | None, where: str) -> Decisions:
-    """The decisions in ``text`` (empty or absent: none). Raises :class:`DecisionsError` naming
-    ``where`` and the field for anything it cannot read: a typo must not drop a hold."""
+    """The decisions in ``text`` (empty or absent: none). Raises :class:`DecisionsError` with
+    every problem, each naming ``where``, its line and field: a typo must not drop a hold, and
+    the operator who fixes one should not find the next only after the next refusal."""
     if text is None or not text.strip():
         return NONE
-    try:
-        doc = load_bounded(text, CONFIG_LIMITS)
-    except (YamlLimitError, yaml.YAMLError) as exc:
-        raise DecisionsError(f"{where}: {str(exc).splitlines()[0]}") from None
-    if doc is None:
+    doc = read_yaml(text, CONFIG_LIMITS)
+    problems = [Problem(where, format_path(i.path), i.line, i.message) for i in doc.issues]
+
+    def problem(path: tuple[str, ...], message: str) -> None:
+        problems.append(Problem(where, format_path(path), doc.line_of(path), message))
+
+    data = doc.data
+    if data is None and not problems:
         return NONE
-    if not isinstance(doc, dict):
-        raise DecisionsError(f"{where}: expected a mapping with keys {', '.join(Ruling)}")
-    unknown = sorted(str(k) for k in doc if k not in set(Ruling))
-    if unknown:
-        raise DecisionsError(f"{where}: {unknown[0]}: unknown key (expected {', '.join(Ruling)})")
-    out: dict[Ruling, dict[str, dict[str, str]]] = {}
-    for ruling in Ruling:
-        entries = doc.get(str(ruling)) or {}
-        if not isinstance(entries, dict):
-            raise DecisionsError(f"{where}: {ruling}: expected a mapping of job keys")
-        kept: dict[str, dict[str, str]] = {}
-        for key, note in entries.items():
-            if not isinstance(key, str) or key.count("/") < 1:
-                raise DecisionsError(f"{where}: {ruling}.{key}: not a job key (namespace/name or namespace/Kind/name)")
-            if note is not None and not isinstance(note, dict):
-                raise DecisionsError(f"{where}: {ruling}.{key}: expected a mapping such as {{by: alice, at: ...}}")
-            kept[key] = {str(k): str(v) for k, v in (note or {}).items()}
-        out[ruling] = kept
+    if not problems and not isinstance(data, dict):
+        problem((), f"expected a mapping with keys {', '.join(Ruling)}")
+    out: dict[Ruling, dict[str, dict[str, str]]] = {r: {} for r in Ruling}
+    if isinstance(data, dict):
+        for key in data:
+            if key not in set(Ruling):
+                problem((str(key),), f"unknown key (expected {', '.join(Ruling)})")
+        for ruling in Ruling:
+            entries = data.get(str(ruling)) or {}
+            if not isinstance(entries, dict):
+                problem((str(ruling),), "expected a mapping of job keys")
+                continue
+            for key, note in entries.items():
+                if not isinstance(key, str) or key.count("/") < 1:
+                    problem((str(ruling), str(key)), "not a job key (namespace/name or namespace/Kind/name)")
+                elif note is not None and not isinstance(note, dict):
+                    problem((str(ruling), key), "expected a mapping such as {by: alice, at: ...}")
+                else:
+                    out[ruling][key] = {str(k): str(v) for k, v in (note or {}).items()}
+    if problems:
+        raise DecisionsError(problems)
     return Decisions(approved=out[Ruling.APPROVED], held=out[Ruling.HELD])
 
 
