@@ -35,6 +35,7 @@ from typing import Any
 
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -53,6 +54,7 @@ from .config_errors import ConfigErrors
 from .dialogs import ConfirmDialog, QuotaDialog, QuotaEdit, TextScreen
 from .footer import UsherFooter
 from .heatmap import scope_title
+from .keygate import GATED, KeyGate
 from .keys import BindingId, default_keymap_path, load_keymap
 from .model import (
     JOB_COLUMNS,
@@ -116,6 +118,7 @@ TABLE_ACTIONS = {"filter", "invert", "sort", "sort_reverse"}
 #: why an action cannot be used in the view on screen (the palette and help say it)
 WHERE = {
     **{a: "select a job in the Jobs or Queues view" for a in JOB_ACTIONS},
+    "details": "select a job in the Jobs or Queues view, or an event in the Events view",
     **{a: "select a node in the Nodes view" for a in NODE_ACTIONS},
     "edit_quota": "select a queue in the Queues view",
     "sort": "only the Jobs view sorts",
@@ -266,6 +269,8 @@ class UsherApp(App[int]):
             theme = DEFAULT_THEME
         self.theme_name = theme
         self._keymap_path = keymap
+        #: the terminal's keys and pastes, one at a time (a burst is handled as typed slowly)
+        self.keys = KeyGate(self, super().on_event)
 
     # -- building ------------------------------------------------------------------------
 
@@ -300,6 +305,8 @@ class UsherApp(App[int]):
             self.notify(message, severity=severity, timeout=8)  # type: ignore[arg-type]
         self.query_one("#prompt", Input).display = False
         self.set_interval(REFRESH, self.redraw)
+        # a key whose dialog it closed leaves nothing to wait for: the gate is checked for that
+        self.set_interval(REFRESH, self.keys.check)
         if self.live:
             # watching the controller is what makes a replay sample its synthetic GPU telemetry
             self.controller.subscribe(self._on_snapshot)
@@ -309,6 +316,14 @@ class UsherApp(App[int]):
         self.redraw(force=True)
         # and again once laid out: what a view shows depends on the room it has
         self.call_after_refresh(self.redraw, True)
+
+    async def on_event(self, event: events.Event) -> None:
+        # keys and pastes as the terminal sends them (not yet given to a widget) go through the
+        # gate; everything else, and a key bubbling back up from a widget, as Textual does
+        if isinstance(event, GATED) and not event.is_forwarded:
+            await self.keys.take(event)
+            return
+        await super().on_event(event)
 
     async def _run_controller(self) -> None:
         """Run the controller; if it fails, say so and, on a cluster, start it again: the
@@ -373,6 +388,8 @@ class UsherApp(App[int]):
                 return None
         if action in REPLAY_ACTIONS:
             return self.is_replay and self.live
+        if action == "details":
+            return self.view in (View.JOBS, View.QUEUES, View.EVENTS)
         if action in JOB_ACTIONS:
             return self.view in (View.JOBS, View.QUEUES)
         if action in NODE_ACTIONS:
@@ -717,6 +734,7 @@ class UsherApp(App[int]):
         self.prompt_mode = mode
         prompt.placeholder = HINT if mode == "command" else "filter (start with ! to invert)"
         prompt.completer = self.complete_command if mode == "command" else None
+        prompt.paste_lines = self._paste_into_prompt
         prompt.value = value
         prompt.display = True
         prompt.focus()
@@ -729,9 +747,64 @@ class UsherApp(App[int]):
     def _close_prompt(self) -> None:
         prompt = self.query_one("#prompt", CommandPrompt)
         prompt.completer = None
+        prompt.paste_lines = None
         prompt.display = False
         self.prompt_mode = None
         self.switch_to(self.view, remember=False)
+
+    def on_paste(self, event: events.Paste) -> None:
+        """A paste no text field took (the views have the focus): see ``paste_text``."""
+        event.stop()
+        if self.screen is not self.screen_stack[0]:
+            # a dialog or a page is open: its keys are its own, and no command runs under it
+            self.notify("paste ignored: close this dialog first (esc)", severity="warning")
+            return
+        self.paste_text(event.text)
+
+    def paste_text(self, text: str) -> None:
+        """What a paste does outside a text field: it is typed into the prompt, never taken as
+        single-key actions (pasting ``drain`` must not drain). Each whole line that starts with
+        ``:`` runs as a command, with ``/`` sets the filter; a last line with no newline is left
+        open in the prompt to finish; any other line is said to be ignored."""
+        *whole, last = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        for line in whole:
+            line = line.strip()
+            self._run_pasted_line(line)
+            if line[1:].split()[:1] and line.startswith(":") and line[1:].split()[0].lower() in QUIT_WORDS:
+                return  # a pasted :q quits; nothing after it runs
+        last = last.strip()
+        if last.startswith(":"):
+            self._open_prompt("command", last)
+        elif last.startswith("/"):
+            self._open_prompt("filter", last[1:])
+            self.filters[self.view] = last[1:]
+            self.redraw()
+        elif last:
+            self._ignore_pasted(last)
+
+    def _run_pasted_line(self, line: str) -> None:
+        if line.startswith(":"):
+            self.run_command_line(line[1:])
+        elif line.startswith("/"):
+            self.filters[self.view] = line[1:].strip()
+            self.redraw(force=True)
+        elif line:
+            self._ignore_pasted(line)
+
+    def _ignore_pasted(self, line: str) -> None:
+        shown = line if len(line) <= 30 else line[:29] + "…"
+        self.set_status(f"pasted text ignored: {shown!r} (paste a :command or a /filter)", "warning")
+
+    def _paste_into_prompt(self, text: str) -> None:
+        """A paste with a newline into the open prompt: what it completes runs as if Enter was
+        pressed, and the lines after it as a paste (``paste_text``)."""
+        prompt = self.query_one("#prompt", CommandPrompt)
+        at = prompt.cursor_position
+        typed = prompt.value[:at] + text + prompt.value[at:]
+        if self.prompt_mode == "filter":
+            typed = "/" + typed
+        self._close_prompt()
+        self.paste_text(typed)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "prompt" and self.prompt_mode == "filter":
@@ -1051,10 +1124,30 @@ class UsherApp(App[int]):
             self.query_one("#queue-jobs", RowTable).focus()
             self._refresh_bar()
             return
+        if self.view == View.EVENTS:
+            self.show_event()
+            return
         name = self.selected_job()
         if name is None:
             return
         self.push_screen(TextScreen(f"Job {name}", self.job_details(name)))
+
+    def show_event(self) -> None:
+        """Enter in the Events view: the selected event whole (at 80 columns its result is cut)."""
+        table = self.query_one("#event-table", RowTable)
+        key = table.current_key
+        row = next((r for r in table.rows if r.key == key), None)
+        if row is None:
+            self.set_status("select an event first", "warning")
+            return
+        when, actor, action, target, result = row.cells
+        body = Text()
+        for label, value in (("time", when), ("actor", actor), ("action", action), ("target", target)):
+            body.append(f"{label:<8}", Style(bold=True))
+            body.append(f"{value}\n")
+        body.append("result\n", Style(bold=True))
+        body.append(result + "\n")
+        self.push_screen(TextScreen(f"Event: {action} {target}".rstrip(), body))
 
     def action_pod_yaml(self) -> None:
         """``y``: the selected job's pods as YAML, from the API server (on a replay: the job)."""

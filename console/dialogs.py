@@ -54,7 +54,11 @@ class ConfirmDialog(ModalScreen[bool]):
                 yield Button("Cancel (n)", id="no")
 
     def on_mount(self) -> None:
-        self.query_one("#no", Button).focus()
+        if not self.is_attached:
+            return  # the console is closing: this dialog's fields are being taken down
+        # focused at once (``Widget.focus`` waits a turn): a key right behind the one that
+        # opened the dialog finds it
+        self.set_focus(self.query_one("#no", Button))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")
@@ -103,15 +107,19 @@ class QuotaDialog(ModalScreen[QuotaEdit | None]):
                     for attr, label in FIELDS:
                         yield Label(label)
                         for r, res in enumerate(RESOURCE_NAMES):
-                            yield Input(show_limit(res, getattr(q, attr)[r]), placeholder="unlimited", id=f"{attr}-{res}")
+                            yield Input(
+                                show_limit(res, getattr(q, attr)[r]), placeholder="unlimited", id=f"{attr}-{res}", compact=True
+                            )
                 yield Static("", id="quota-error")
                 yield Static("", id="quota-preview")
-            with Horizontal(id="dialog-buttons"):
-                yield Button("Apply", variant="primary", id="apply")
-                yield Button("Cancel", id="cancel")
+            with Horizontal(id="dialog-buttons", classes="-compact"):
+                yield Button("Apply", variant="primary", id="apply", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
 
     def on_mount(self) -> None:
-        self.query_one("#nominal-gpu", Input).focus()
+        if not self.is_attached:
+            return  # the console is closing (a quit behind the key that opened the form)
+        self.set_focus(self.query_one("#nominal-gpu", Input))
         self._update()
 
     def read(self) -> QuotaEdit:

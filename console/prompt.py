@@ -7,12 +7,17 @@ shown greyed after the cursor (``→`` accepts it). ``:q``, ``:quit``, ``:q!`` a
 as in k9s and vi.
 
 The same widget serves the ``/`` filter, where Tab does nothing (there is nothing to complete).
+
+A paste with a newline in it is handed whole to ``paste_lines`` (the app runs what it completes
+as if Enter was pressed, then the lines after it); Textual's ``Input`` would keep the first line
+and drop the rest without a word.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from textual import events
 from textual.binding import Binding
 from textual.suggester import Suggester
 from textual.widgets import Input
@@ -66,10 +71,18 @@ class CommandPrompt(Input):
 
     def __init__(self, *, id: str | None = None) -> None:
         self.completer: Callable[[str], list[str]] | None = None
+        #: takes a paste that has a newline in it (set by the app while the prompt is open)
+        self.paste_lines: Callable[[str], None] | None = None
         # select_on_focus off: the ``:`` it opens with stays when the first letter is typed
         super().__init__(id=id, suggester=_CommandSuggester(self), select_on_focus=False)
         self._matches: list[str] = []
         self._index = 0
+
+    def _on_paste(self, event: events.Paste) -> None:
+        if self.paste_lines is not None and ("\n" in event.text or "\r" in event.text):
+            event.prevent_default()  # not Input's: it keeps the first line only
+            event.stop()
+            self.paste_lines(event.text)
 
     def action_complete(self, step: int) -> None:
         """Complete the command, or, when the value is the last completion, go to the next one."""
