@@ -84,7 +84,9 @@ async def test_the_palette_gives_the_rbac_and_read_only_reasons(console) -> None
         await pilot.press("4")
         listed = {e.title: e for e in entries(app)}
         assert listed["Drain selected node"].unavailable == "read-only console"
-        assert listed["Show details of selected job"].unavailable == "select a job in the Jobs or Queues view"
+        assert listed["Show details of selected job"].unavailable == (
+            "select a job in the Jobs or Queues view, or an event in the Events view"
+        )
     app = console()
     app.forbidden = {Action.DRAIN: "your RBAC does not allow create on pods/eviction"}
     async with app.run_test(size=(140, 40)) as pilot:
