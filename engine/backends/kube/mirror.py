@@ -6,8 +6,11 @@ away, finished when its last bound pod ends. Cordons and node readiness change s
 place. Anything structural (a node added, removed or relabelled, its NVLink islands or the GPUs
 the node agent reports unhealthy changed, a new queue config) rebuilds the engine's state from the
 caches, which is also how a restarted controller starts: state lives in the cluster, and
-``rebuild`` derives it from what the API says. A GPU in ``usher/gpu-health`` is out of service:
-never placed on, not counted as capacity.
+``rebuild`` derives it from what the API says. A rebuild changes only what changed: a gang it
+finds running that ran before it keeps its run (its start, and no second ``adopt`` line in the
+audit trail), and the history the cluster does not hold is carried over: finished jobs (the
+newest half of ``FINISHED_JOBS_KEPT``) and the ended runs of jobs that live on. A GPU in
+``usher/gpu-health`` is out of service: never placed on, not counted as capacity.
 
 A gang is whole or it is stopped. A gang found partly bound (a controller died between two
 binds), or one that loses a member while it runs (drained, deleted, failed, its node gone), is
@@ -25,6 +28,8 @@ Pods usher does not schedule (DaemonSets, the default scheduler's) hold capacity
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
 import math
 import time
@@ -33,13 +38,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...build import group_request, queue_from_spec
+from ...controller import OutsideJob
 from ...core import Engine
 from ...enums import AuditAction, EndReason, JobState, MoveMode, PendingReason, TopologyMode
 from ...fmt import plural
 from ...policy.placement import pick_whole_gpus
 from ...policy.registry import Policy
 from ...scenario import QueueSpec, Resources, Scenario
-from ...state import MILLI, AuditEntry, ClusterState, Extras, Job, KeptRoom, Node, PodGroup, PodPlacement, extra_offered
+from ...state import MILLI, AuditEntry, ClusterState, Extras, Job, KeptRoom, Node, PodGroup, PodPlacement, Run, extra_offered
 from .decisions import NONE as NO_DECISIONS
 from .decisions import Decisions
 from .constraints import GroupConstraints, NodeConstraints, group_constraints
@@ -187,6 +193,9 @@ class Mirror:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         #: the operators' approvals and holds (ConfigMap usher-decisions), by gang key
         self.decisions: Decisions = NO_DECISIONS
+        #: during a rebuild: the runs of the gangs that ran before it, by gang key (their start and
+        #: their pods); a gang found running on the same pods keeps that run (``_adopt``)
+        self._known_runs: dict[str, tuple[float, frozenset[str]]] = {}
 
     @property
     def state(self) -> ClusterState:
@@ -772,13 +781,17 @@ class Mirror:
                     placements.append(placement)
                     for g in placement.gpus:
                         claimed[placement.node_id, g] = claimed.get((placement.node_id, g), 0) + (placement.share or MILLI)
-        self.engine.adopt(job, placements, min(p.created for p in bound))
+        known = self._known_runs.pop(gang.key, None)
+        # running before a rebuild, on these very pods: the same run goes on, not a new one found
+        ran = known is not None and known[1] == frozenset(on_nodes)
+        self.engine.adopt(job, placements, known[0] if ran and known is not None else min(p.created for p in bound))
         for view, short in owing:  # once the placements are allocated: never the same GPUs
             self._owe(view, short)
         nodes = len({p.node for p in bound})
         if not gang.partial:
-            what = ("started", f"on {plural(nodes, 'node')}") if same else ("adopt", f"found running on {plural(nodes, 'node')}")
-            self.state.audit.append(AuditEntry(now, "scheduler", what[0], job.name, what[1]))
+            if not ran:
+                what = ("started", f"on {plural(nodes, 'node')}") if same else ("adopt", f"found running on {plural(nodes, 'node')}")
+                self.state.audit.append(AuditEntry(now, "scheduler", what[0], job.name, what[1]))
             gang.teardown = gang.teardown or self._lost_member(gang, placements, now)
         self._explain_leftovers(gang)
 
@@ -909,6 +922,12 @@ class Mirror:
             if g.binding and g.job is not None and g.job.current_run is not None
         }
         holders = {g.key: g.job.id for g in self.gangs.values() if g.job is not None}
+        self._known_runs = {
+            g.key: (g.job.current_run.start, frozenset(p.pod for p in g.job.current_run.placements))
+            for g in self.gangs.values()
+            if g.job is not None and g.job.current_run is not None and not g.partial
+        }
+        ended_runs = {key: [r for r in old.jobs[jid].runs if r.end is not None] for key, jid in holders.items()}
         holders.update(self.room_of)
         self.room_of = {}  # job ids of the old state
         kept: dict[str, tuple[KeptRoom, list[str], Job]] = {}
@@ -941,6 +960,7 @@ class Mirror:
             state.add_node(node)
             node.cordoned, node.failed = view.unschedulable or view.name in self.doubted, not view.ready
         state.finish_building()
+        self._carry_finished(old, state)
         for spec in cfg.queues:
             queue = state.queues[spec.name] = queue_from_spec(spec)
             before = self.engine.state.queues.get(spec.name)
@@ -976,10 +996,28 @@ class Mirror:
                 gang.to_bind = {}
                 gang.completable = False
                 self.sync(gang, now)
+        self._known_runs = {}
+        for key, runs in ended_runs.items():
+            gang = self.gangs.get(key)
+            if runs and gang is not None and gang.job is not None:
+                gang.job.runs[:0] = _runs_on(runs, old, state)  # its history before this rebuild
         for key, holding in self.holdings.items():
             self._take(key, holding)
         for key, (room, nodes, holder) in kept.items():
             self._keep_again(key, room, nodes, holder, now)
+
+    def _carry_finished(self, old: ClusterState, state: ClusterState) -> None:
+        """The newest finished jobs that ran go on in the new state, before any job made from the
+        gangs (which takes the name of a job that runs again). Half of ``FINISHED_JOBS_KEPT`` at
+        most, so that a compaction drops the older half and the next is due only once as many
+        more have finished."""
+        finished = [j for j in old.jobs if j.state == JobState.FINISHED and j.runs and j.id not in self.gang_of_job]
+        for was in finished[max(0, len(finished) - FINISHED_JOBS_KEPT // 2):]:
+            job = copy.copy(was)
+            job.id = len(state.jobs)
+            job.runs = _runs_on(was.runs, old, state)
+            state.jobs.append(job)
+            state.job_by_name[job.name] = job.id
 
     def _room_holder(self, was: Job) -> Job:
         """A finished job of the gang's that holds its kept room until its next job takes it."""
@@ -1102,3 +1140,46 @@ class Mirror:
 
     def waiting_gangs(self) -> list[Gang]:
         return [g for g in self.gangs.values() if g.unbound()]
+
+    def outside(self) -> tuple[OutsideJob, ...]:
+        """The gangs the engine's state does not show as they are (``OutsideJob``): waiting
+        outside its queue with their reason, waiting beside their job's run, or ended with no
+        engine job standing for them. What a console lists beside the engine's jobs."""
+        out = []
+        state = self.state
+        for gang in self.gangs.values():  # in the order they were first seen
+            job = gang.job
+            name = gang.title or gang.key
+            waiting = gang.unbound()
+            if job is not None and job.current_run is not None:
+                kind = JobState.RUNNING
+                if not waiting or gang.reason is None:
+                    continue  # waiting for nothing (or being bound)
+            elif job is not None and job.submitted:
+                continue  # in the engine's queue: the engine says why it waits
+            elif waiting:
+                kind = JobState.PENDING
+            elif gang.pods and not gang.live() and name not in state.job_by_name:
+                kind, waiting = JobState.FINISHED, list(gang.pods.values())
+            else:
+                continue
+            out.append(OutsideJob(
+                name, job.queue if job is not None else self.queue_of(waiting[0]), kind, len(waiting),
+                sum(p.gpu_milli for p in waiting), max(p.priority for p in waiting), min(p.created for p in waiting),
+                gang.reason if kind != JobState.FINISHED else None, gang.message if kind != JobState.FINISHED else None,
+            ))
+        return tuple(out)
+
+
+def _runs_on(runs: list[Run], old: ClusterState, state: ClusterState) -> list[Run]:
+    """Ended runs of ``old`` as runs of ``state``: their placements name the same nodes (node ids
+    are positions, which a rebuild renumbers); a placement on a node gone since is left out."""
+    out = []
+    for run in runs:
+        placements = []
+        for p in run.placements:
+            node_id = state.node_by_name.get(old.nodes[p.node_id].name) if 0 <= p.node_id < len(old.nodes) else None
+            if node_id is not None:
+                placements.append(dataclasses.replace(p, node_id=node_id, gpus=list(p.gpus)))
+        out.append(dataclasses.replace(run, placements=placements))
+    return out
