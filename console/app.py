@@ -74,7 +74,7 @@ from .pods import NO_LOGS_ON_A_REPLAY, logs_text, replay_job_yaml, yaml_text
 from .prompt import HINT, QUIT_WORDS, CommandPrompt, completions
 from .table import Row, RowTable
 from .themes import DEFAULT_THEME, UsherTheme, load_themes, user_theme_dir
-from .views import HeatmapPane, TextPane, render_overview
+from .views import HeatmapPane, TextPane, render_outside_job, render_overview
 
 #: seconds between redraw checks; a redraw happens only when something changed
 REFRESH = 0.5
@@ -245,8 +245,11 @@ class UsherApp(App[int]):
         self.speed = speed
         self.readonly = readonly
         self.live = live
+        #: the controller's last published snapshot (``_on_snapshot``); None: none published yet
+        self._snapshot = None
         self.model = ConsoleModel(
-            lambda: self.controller.state, borrowing=self._policy_borrows, verdicts=getattr(controller, "verdicts", None)
+            lambda: self.controller.state, borrowing=self._policy_borrows, verdicts=getattr(controller, "verdicts", None),
+            outside=lambda: self.snapshot().outside,
         )
         self.is_replay = hasattr(controller, "backend")
         self.view = View.OVERVIEW
@@ -347,7 +350,14 @@ class UsherApp(App[int]):
         return bool(getattr(getattr(engine, "policy", None), "borrowing", True))
 
     def _on_snapshot(self, snapshot) -> None:
-        """Snapshots arrive after every step; the refresh timer draws, so nothing to do here."""
+        """Snapshots arrive after every step; the refresh timer draws, so they are only kept."""
+        self._snapshot = snapshot
+
+    def snapshot(self):
+        """The controller's last published snapshot (before the first: one asked for now)."""
+        if self._snapshot is None:
+            self._snapshot = self.controller.snapshot()
+        return self._snapshot
 
     def _load_keymap(self) -> None:
         path = self._keymap_path or default_keymap_path()
@@ -546,6 +556,7 @@ class UsherApp(App[int]):
         telemetry = getattr(self.controller, "telemetry", None)
         key = (
             state_version(self.controller.state),
+            self.snapshot().outside,
             round(now, 0),
             getattr(telemetry, "version", 0),
             self.filters.get(self.view),
@@ -999,7 +1010,8 @@ class UsherApp(App[int]):
 
     def action_release(self) -> None:
         if (job := self._job_or_say()) is not None:
-            if not self.controller.state.job(job).held:
+            state = self.controller.state
+            if job not in state.job_by_name or not state.job(job).held:
                 self.set_status(f"{job} is not held; nothing to release", "warning")
                 return
             self.post(Command(Action.RELEASE, job=job))
@@ -1009,10 +1021,10 @@ class UsherApp(App[int]):
         if name is None:
             return
         state = self.controller.state
-        job = state.job(name)
-        if job.current_run is None:
+        if name not in state.job_by_name or state.job(name).current_run is None:
             self.set_status(f"{name} is not running; nothing to preempt", "warning")
             return
+        job = state.job(name)
         impact = preempt_impact(state, job, self.controller.now)
         body = Text()
         body.append(f"{name} ({job.queue}, priority {job.priority}) stops on every node, as one gang:\n", Style(bold=True))
@@ -1196,6 +1208,10 @@ class UsherApp(App[int]):
         """The detail page: why it waits (in words), its request, its runs and preemptions."""
         state = self.controller.state
         now = self.controller.now
+        outside = self.model.outside_job(name)
+        if outside is not None:  # kept out of the engine's queues: no engine job to tell of
+            pods = getattr(self.controller, "pods_of_job", lambda _: [])(name)
+            return render_outside_job(outside, pods, state.audit, now)
         job = state.job(name)
         expl = self.model.explanations(now, fresh=True).get(job.id)
         t = Text()

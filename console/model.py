@@ -6,16 +6,22 @@ nothing. They are lazy (``engine.explain``): the overview counts their reasons, 
 planning, so the first paint does not wait for the backfill planner however deep the backlog;
 the ETAs are planned when a view first shows one (the jobs and queues tables, a job's details),
 the sentences one job at a time when shown.
+
+Beside the engine's jobs the model lists what the controller's snapshot says it answers for
+outside them (``OutsideJob``: on a cluster, pods kept out of usher's queues, with the reason and
+the fix), so the console counts every pod usher is responsible for, as ``kubectl`` does.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import StrEnum
 
+from usher.engine.controller import OutsideJob
 from usher.engine.enums import JobState, PendingReason
 from usher.engine.explain import Explanation, explain_all
 from usher.engine.policy import quota
@@ -172,9 +178,16 @@ class Overview:
     running: int
     pending: int
     finished: int
+    #: waiting jobs by reason
     by_reason: tuple[tuple[str, int], ...]
     nodes_cordoned: int
     nodes_failed: int
+    #: pods of running jobs, and pods waiting (those of waiting jobs, and those that wait beside
+    #: a running job's run), as ``kubectl get pods`` counts them
+    pods_running: int = 0
+    pods_pending: int = 0
+    #: waiting pods by reason (the reasons of ``by_reason``, and those only pods wait for)
+    pods_by_reason: tuple[tuple[str, int], ...] = ()
 
 
 def job_gpus(job: Job) -> float:
@@ -224,9 +237,14 @@ def lent_by_queue(state: ClusterState) -> dict[str, float]:
 class ConsoleModel:
     """The rows every screen needs, cached per state version."""
 
-    def __init__(self, state_of, min_interval: float = 2.0, clock=time.monotonic, borrowing=lambda: True, verdicts=None) -> None:
+    def __init__(
+        self, state_of, min_interval: float = 2.0, clock=time.monotonic, borrowing=lambda: True, verdicts=None,
+        outside: Callable[[], Sequence[OutsideJob]] = tuple,
+    ) -> None:
         #: a callable giving the current ``ClusterState`` (the kube mirror replaces its state on rebuild)
         self._state_of = state_of
+        #: a callable giving the jobs the controller answers for outside that state (its snapshot's)
+        self._outside = outside
         #: on a cluster: the scheduler's own verdict per waiting job id, (reason, message), as its
         #: pods' PodScheduled condition says; it wins over what the console works out itself
         self._verdicts = verdicts
@@ -315,7 +333,31 @@ class ConsoleModel:
             if not waiting:
                 cache[job.id] = (sig, row)
             rows.append(row)
+        return self._with_outside(rows, now)
+
+    def _with_outside(self, rows: list[JobRow], now: float) -> list[JobRow]:
+        """``rows`` and a row per job waiting outside the engine's queues or ended outside its
+        state; one of them stands for an engine job of its name that does not run (its
+        earlier runs are in the job's details)."""
+        listed = {r.name: i for i, r in enumerate(rows)}
+        for o in self._outside():
+            if o.state == JobState.RUNNING:
+                continue  # pods waiting beside a run: the running job's row stands for them
+            row = JobRow(o.name, o.state, o.queue, o.priority, float(o.gpu_milli), o.pods,
+                         max(0.0, now - o.since) if o.state == JobState.PENDING else 0.0,
+                         str(o.reason) if o.reason else "", None, None)
+            at = listed.get(o.name)
+            if at is None:
+                listed[o.name] = len(rows)
+                rows.append(row)
+            elif rows[at].state != JobState.RUNNING:
+                rows[at] = row
         return rows
+
+    def outside_job(self, name: str) -> OutsideJob | None:
+        """The job called ``name`` that waits outside the engine's queues or ended outside its
+        state (what its details show instead of an engine job's); None for any other."""
+        return next((o for o in self._outside() if o.name == name and o.state != JobState.RUNNING), None)
 
     def queue_rows(self) -> list[QueueRow]:
         """Cohorts as a tree: a cohort line, then its queues; then queues without a cohort."""
@@ -385,21 +427,37 @@ class ConsoleModel:
         state = self.state
         expl = self.explanations(now)
         pending = [entry[-1] for q in state.queues.values() for entry in q.pending]
-        reasons = Counter(str(expl[i].reason) for i in pending if i in expl and expl[i].reason)
-        unexplained = len(pending) - sum(reasons.values())
-        if unexplained:
-            # new since the reasons were last worked out: the counts still add up to the pending ones
-            reasons[NOT_YET_EXPLAINED] += unexplained
+        reasons: Counter[str] = Counter()
+        pods: Counter[str] = Counter()
+        for i in pending:
+            # new since the reasons were last worked out: counted apart, so the counts add up
+            reason = str(expl[i].reason) if i in expl and expl[i].reason else NOT_YET_EXPLAINED
+            reasons[reason] += 1
+            pods[reason] += state.jobs[i].total_pods
+        outside = self._outside()
+        waiting_outside = finished_outside = 0
+        for o in outside:
+            reason = str(o.reason) if o.reason else NOT_YET_EXPLAINED
+            if o.state == JobState.FINISHED:
+                finished_outside += 1
+                continue
+            if o.state == JobState.PENDING:
+                waiting_outside += 1
+                reasons[reason] += 1
+            pods[reason] += o.pods
         return Overview(
             sum(n.gpu_count for n in state.nodes),
             state.schedulable_gpu_count,
             state.schedulable_used_milli / MILLI,
             len(state.running),
-            len(pending),
-            sum(1 for j in state.jobs if j.state == JobState.FINISHED and state.job_by_name.get(j.name, j.id) == j.id),
+            len(pending) + waiting_outside,
+            sum(1 for j in state.jobs if j.state == JobState.FINISHED and state.job_by_name.get(j.name, j.id) == j.id) + finished_outside,
             tuple(reasons.most_common()),
             sum(1 for n in state.nodes if n.cordoned and not n.failed),
             sum(1 for n in state.nodes if n.failed),
+            sum(len(run.placements) for i in state.running if (run := state.jobs[i].current_run) is not None),
+            sum(pods.values()),
+            tuple(sorted(pods.items(), key=lambda kv: (-reasons[kv[0]], -kv[1], kv[0]))),
         )
 
     def awaiting_approval(self) -> list[str]:

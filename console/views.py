@@ -14,6 +14,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from usher.engine import fmt
+from usher.engine.controller import OutsideJob
+from usher.engine.enums import JobState
 from usher.engine.state import MILLI, AuditEntry
 
 from .heatmap import HeatmapState, HeatMetric, children, render_heatmap, Scope
@@ -70,6 +72,7 @@ def render_overview(
         out.append(f" {utilization:.0%} mean utilization")
     out.append("\n")
     out.append(f"jobs            {ov.running} running, {ov.pending} pending, {ov.finished} finished\n")
+    out.append(f"pods            {ov.pods_running} running, {ov.pods_pending} pending\n")
     nodes = f"nodes           {ov.nodes_cordoned} cordoned, {ov.nodes_failed} failed\n"
     out.append(nodes)
     for source, err in sorted(telemetry_errors.items()):
@@ -90,10 +93,12 @@ def render_overview(
             out.append(f"  borrows {fmt.gpus(q.borrowed)}", Style(italic=True))
         out.append("\n")
     out.append("\nPending by reason\n", Style(bold=True, underline=True))
-    if not ov.by_reason:
+    if not ov.pods_by_reason:
         out.append("  nothing waits\n", Style(dim=True))
-    for reason, n in ov.by_reason:
-        out.append(f"  {n:>5}  {reason}\n")
+    jobs = dict(ov.by_reason)
+    for reason, pods in ov.pods_by_reason:
+        # jobs, then their pods (pods waiting beside a running job count as pods only)
+        out.append(_fit(f"  {jobs.get(reason, 0):>5}  {reason:<28} {fmt.plural(pods, 'pod'):>10}", width) + "\n")
     if awaiting:
         out.append(_fit(f"  awaiting approval: {', '.join(awaiting[:8])}{' …' if len(awaiting) > 8 else ''}", width) + "\n", Style(italic=True))
     out.append("\nRecent events\n", Style(bold=True, underline=True))
@@ -102,6 +107,36 @@ def render_overview(
     for e in audit[-max(3, room):]:
         out.append(_fit(f"  {moment(e.time):>9}  {e.actor:<10.10} {e.action:<10.10} {e.target:<{tw}.{tw}} {e.result}", width) + "\n")
     return out
+
+
+def render_outside_job(job: OutsideJob, pods: list[tuple[str, str, str | None]], audit: list[AuditEntry], now: float) -> Text:
+    """The detail page of a job the controller answers for outside the engine's queues: why it
+    waits, in usher's words with the fix (what its pods' ``PodScheduled`` condition says), its
+    pods, and the Events about them."""
+    t = Text()
+    t.append(job.name, Style(bold=True))
+    t.append(f"   queue {job.queue}   priority {job.priority}   state {job.state}\n")
+    t.append(f"asks for     {fmt.plural(job.pods, 'pod')}, {fmt.gpus(job.gpu_milli)} GPUs in all\n")
+    if job.state == JobState.FINISHED:
+        t.append("\nIts pods ended before this console saw it run.\n", Style(dim=True))
+    else:
+        t.append(f"submitted    {moment(job.since)}, waited {fmt.duration(max(0.0, now - job.since))} so far\n")
+        t.append("\nWhy it waits\n", Style(bold=True, underline=True))
+        t.append(f"  {job.reason or '?'}: {job.message or 'not worked out yet'}\n")
+        t.append("  not in a queue until this is resolved: no position, no planned start\n", Style(dim=True))
+    if pods:
+        t.append("\nPods\n", Style(bold=True, underline=True))
+        for pod, phase, node in pods[:24]:
+            t.append(f"  {pod:<40} {phase:<12} {node or '-'}\n")
+        if len(pods) > 24:
+            t.append(f"  … {len(pods) - 24} more pods\n")
+    names = {pod for pod, _, _ in pods} | {job.name}
+    related = [e for e in audit if e.target in names]
+    if related:
+        t.append("\nEvents\n", Style(bold=True, underline=True))
+        for e in related[-10:]:
+            t.append(f"  {moment(e.time):>9}  {e.actor:<10} {e.action:<10} {e.result}\n")
+    return t
 
 
 def _fit(line: str, width: int) -> str:

@@ -285,6 +285,8 @@ class KubeController:
         self._dependents: dict[OwnerKey, set[str]] = {}
         #: each usher pod's gang as last inferred (an owner's status change that alters none is skipped)
         self._groups: dict[str, GroupSpec] = {}
+        #: the lines of usher's Events in this (console's) audit trail, by the Event's uid (``_decision``)
+        self._decisions_seen: dict[str, AuditEntry] = {}
         #: the newest queue ConfigMap seen, not yet parsed: (it, or None when deleted; the object last seen)
         self._pending_config: tuple[dict[str, Any] | None, dict[str, Any] | None] | None = None
         self._nodes: Informer | None = None
@@ -336,6 +338,8 @@ class KubeController:
         """The pods of the job called ``name`` (``PyTorchJob ns/x``): name, phase, node; for the console."""
         job_id = self.state.job_by_name.get(name)
         gang = self.mirror.gang_of_job.get(job_id) if job_id is not None else None
+        if gang is None:
+            gang = self._gang_titled(name)  # one kept out of the engine's queue (``Mirror.outside``)
         if gang is None:
             return []
         return [
@@ -399,7 +403,9 @@ class KubeController:
         self._wake.set()
 
     def snapshot(self) -> Snapshot:
-        return snapshot_of(self.state, self.clock())
+        """The engine's figures, and the gangs usher answers for that its engine's state does not
+        show as they are (waiting outside its queues, with the reason and the fix)."""
+        return snapshot_of(self.state, self.clock(), self.mirror.outside())
 
     def subscribe(self, callback: Callable[[Snapshot], None]) -> None:
         self.subscribers.append(callback)
@@ -672,7 +678,7 @@ class KubeController:
             name = obj["metadata"]["name"]
             mirror.node_changed(None if deleted else node_view(obj), name, now)
         elif source == Source.DECISIONS:
-            if not deleted and obj.get("reason") in DECISION_REASONS:
+            if not deleted and shown_to_operators(obj):
                 self._decision(obj)
         elif source == Source.NAMESPACES:
             mirror.namespace_changed(obj["metadata"]["name"], None if deleted else (obj["metadata"].get("labels") or {}))
@@ -698,11 +704,24 @@ class KubeController:
             self._pending_config = (None if deleted else obj, obj)
 
     def _decision(self, event: dict[str, Any]) -> None:
-        """One of the scheduler's Events, into this (console's) audit trail, in time order."""
+        """One of the scheduler's Events, into this (console's) audit trail, in time order: one
+        line per Event, as ``kubectl get events`` lists them; a repeat (the recorder counts it on
+        the Event already there) updates that line's count instead of adding one."""
+        meta = event.get("metadata") or {}
+        uid = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+        message = str(event.get("message", ""))
+        count = event.get("count") if isinstance(event.get("count"), int) else 1
+        seen = self._decisions_seen.get(uid)
+        if seen is not None:
+            seen.result = message if count <= 1 else f"{message} (x{count})"
+            return
         about = event.get("involvedObject") or {}
         target = f"{about.get('namespace')}/{about.get('name')}" if about.get("namespace") else str(about.get("name"))
-        when = parse_time(event.get("lastTimestamp") or event.get("eventTime") or (event.get("metadata") or {}).get("creationTimestamp"))
-        entry = AuditEntry(when, "scheduler", str(event.get("reason")), target, str(event.get("message", "")))
+        when = parse_time(event.get("firstTimestamp") or event.get("eventTime") or meta.get("creationTimestamp"))
+        entry = AuditEntry(when, "scheduler", str(event.get("reason")), target, message if count <= 1 else f"{message} (x{count})")
+        self._decisions_seen[uid] = entry
+        while len(self._decisions_seen) > DECISIONS_REMEMBERED:
+            del self._decisions_seen[next(iter(self._decisions_seen))]  # the oldest first
         audit = self.state.audit
         if audit and audit[-1].time > when:
             bisect.insort(audit, entry, key=lambda e: e.time)
@@ -1582,10 +1601,16 @@ class KubeController:
         if gang is None and job_id is not None:
             gang = self.mirror.gang_of_job.get(job_id)
         if gang is None:
+            gang = self._gang_titled(name or "")
+        if gang is None:
             gang = next((g for g in self.mirror.gangs.values() if g.key.split("/", 1)[1] == name), None)
         if gang is None or not gang.pods:
             raise CommandError(f"unknown job {name!r}")
         return gang
+
+    def _gang_titled(self, name: str) -> Gang | None:
+        """The gang whose jobs are called ``name``, with an engine job or not."""
+        return next((g for g in self.mirror.gangs.values() if (g.title or g.key) == name), None)
 
     async def _node_command(self, action: Action, node: str | None) -> str:
         if node is None or node not in self.mirror.nodes:
@@ -1700,6 +1725,21 @@ class KubeController:
 DECISION_REASONS = frozenset({
     EventReason.SCHEDULED, EventReason.PREEMPTED, EventReason.GANG_ROLLBACK, EventReason.GANG_BROKEN, EventReason.EVICTION_BLOCKED,
 })
+#: Warning Events a console leaves out: a refused ConfigMap of usher's, which the console's own
+#: controller reads and refuses too, and says so in its own trail (one line, not two)
+OWN_CONFIG_REASONS = frozenset({EventReason.INVALID_QUEUE_CONFIG, EventReason.INVALID_OPERATOR_DECISIONS})
+#: the Events a console remembers having shown (by uid), to count a repeat on its line
+DECISIONS_REMEMBERED = 10_000
+
+
+def shown_to_operators(event: dict[str, Any]) -> bool:
+    """Whether a console's Events view shows one of usher's Events: the scheduler's decisions,
+    and every Warning (why a pod waits, as its reason changes; a bind the kubelet refused; an
+    eviction a budget blocked), as ``kubectl get events`` lists them."""
+    reason = event.get("reason")
+    if reason in DECISION_REASONS:
+        return True
+    return event.get("type") == EventType.WARNING and reason not in OWN_CONFIG_REASONS
 
 #: Engine reasons that mean "no node can take it now": more nodes would help, so the pod carries
 #: reason ``Unschedulable``, the one Cluster Autoscaler and Karpenter act on. A pod that waits
