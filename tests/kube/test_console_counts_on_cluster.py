@@ -151,3 +151,37 @@ async def test_the_console_counts_every_pod_usher_answers_for_as_kubectl_does(de
         listed = {(r.cells[2], r.cells[3]) for r in app.query_one("#event-table", RowTable).rows}
         missing = [(e["reason"], f"{e['involvedObject']['namespace']}/{e['involvedObject']['name']}") for e in warnings]
         assert [m for m in missing if m not in listed] == []
+
+
+async def test_a_repeated_warning_is_one_line_with_its_count_as_kubectl_shows_it(tmp_path, monkeypatch) -> None:
+    """usher's recorder counts a repeat on the Event already there (``kubectl get events`` shows
+    one line, COUNT 3); the console's Events view shows one line too, with the count."""
+    from harness import running_cluster
+    from usher.engine.backends.kube.client import EventType, ObjectRef
+    from usher.engine.backends.kube.events import EventRecorder
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    c = await running_cluster("name: t\nnodes: [{name: gpu-1, gpus: 8, cpu: 64, memory: 512Gi}]\n"
+                              "queues: [{name: research, namespaceSelector: {}, quota: {gpu: 8}}]\njobs: []\n", tmp_path)
+    client = await KubeClient.connect(str(c.kubeconfig))
+    console = KubeController(client, identity="console", clock=c.clock.now, schedule=False)
+    task = asyncio.create_task(console.run())
+    try:
+        await asyncio.wait_for(console.synced.wait(), 10)
+        recorder = EventRecorder(c.controllers[0].client)
+        node = ObjectRef("Node", "gpu-1", uid=c.server.store.get("nodes", "gpu-1")["metadata"]["uid"])
+        for _ in range(3):
+            await recorder.record(node, "UsherBindRefused", "the kubelet refused pod default/p", EventType.WARNING)
+        lines = []
+        for _ in range(400):
+            await console.wait_idle()
+            lines = [e for e in console.state.audit if e.action == "UsherBindRefused"]
+            if lines and lines[0].result.endswith("(x3)"):
+                break
+            await asyncio.sleep(0.02)
+        assert [(e.target, e.result) for e in lines] == [("gpu-1", "the kubelet refused pod default/p (x3)")]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.aclose()
+        await c.stop()
