@@ -297,7 +297,7 @@ def message(
             if g.topology_level is None:
                 continue
             level = state.levels[g.topology_level]
-            domains = state.domains[g.topology_level]
+            domains = [d for d in state.domains[g.topology_level] if d.labelled]
             if g.eligible is None:
                 roomiest = max((d.whole_free for d in domains), default=0)
                 where = ""

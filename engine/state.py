@@ -179,6 +179,9 @@ class Domain:
     gpu_total: int = 0
     #: schedulable nodes of the domain by whole GPUs free: ``free_hist[k]`` nodes have k free
     free_hist: list[int] = field(default_factory=list)
+    #: False for the nodes that lack the level's label (``(no usher/rack)``): they are in no
+    #: domain of that level, so a gang that requires (or prefers) one is never placed among them
+    labelled: bool = True
 
 
 @dataclass(slots=True, frozen=True)
@@ -635,7 +638,7 @@ class ClusterState:
                     did = len(self.domains[li])
                     index[li][dkey] = did
                     label = value or f"(no {key})"
-                    self.domains[li].append(Domain(li, label, [], parent))
+                    self.domains[li].append(Domain(li, label, [], parent, labelled=bool(value)))
                 dom = self.domains[li][did]
                 dom.node_ids.append(node.id)
                 dom.gpu_total += node.gpu_count

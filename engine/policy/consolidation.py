@@ -154,7 +154,7 @@ def _candidate_domains(
     for index, gpus in bound.items():
         domain = domains[index]
         missing = need - domain.whole_free
-        if 0 < missing <= gpus and domain.gpu_total >= need:
+        if 0 < missing <= gpus and domain.gpu_total >= need and domain.labelled:
             worth.append((missing, index))
     worth.sort()
     out: list[tuple[int, int, list[Job]]] = []

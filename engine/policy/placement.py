@@ -610,7 +610,7 @@ class Placer:
         levels = [level] if pod.topology_mode == TopologyMode.REQUIRED else list(range(level, -1, -1))
         need_whole = pod.whole_gpus * n
         for li in levels:
-            cands = [d for d in state.domains[li] if d.whole_free >= need_whole]
+            cands = [d for d in state.domains[li] if d.whole_free >= need_whole and d.labelled]
             if self.scoring != Scoring.FIRST_FIT and len(cands) > 1:
                 # best fit: the first domain of the sorted order usually takes the gang, so it is
                 # found with min() and the rest sorted only when it does not

@@ -200,3 +200,27 @@ def test_manual_approval_hold_release_and_operator_preemption():
     v = job(full, "victim")["runs"]
     assert v[0]["endReason"] == "OperatorPreempted" and v[0]["end"] == 2400.0
     assert v[1]["start"] == 2400.0
+
+
+UNLABELLED = """
+name: t
+topology: {levels: [usher/rack, kubernetes.io/hostname]}
+nodes:
+  - {name: bare-1, gpus: 8}
+  - {name: bare-2, gpus: 8}
+  - {name: racked, gpus: 8, labels: {usher/rack: a}}
+queues: [{name: q}]
+jobs:
+  - {name: needs-rack, queue: q, duration: 1h, pods: [{count: 2, gpu: 8, topology: {required: usher/rack}}]}
+  - {name: likes-rack, queue: q, submit: 1m, duration: 1h, pods: [{count: 2, gpu: 8, topology: {preferred: usher/rack}}]}
+"""
+
+
+def test_nodes_without_the_levels_label_are_in_no_domain_of_it():
+    """Two nodes with no usher/rack label are not a rack: a gang that requires one rack waits
+    (only one labelled rack exists, too small), while one that only prefers a rack runs on them."""
+    r = replay(UNLABELLED, until=1800)
+    needs = job(r, "needs-rack")
+    assert needs["runs"] == [] and needs["pendingReason"] == "TopologyUnsatisfiable"
+    assert "roomiest usher/rack has 8 GPUs free" in needs["message"]
+    assert sorted(nodes_of(job(r, "likes-rack")["runs"][0])) == ["bare-1", "bare-2"]
