@@ -71,6 +71,7 @@ from .policy.consolidation import carry_out, consolidation_for, return_to_kept_r
 from .policy.ordering import AdmissionOrder
 from .policy.placement import Placer, classify_failure, gang_counts, request_of
 from .policy.preemption import HolderLimit, find_victims
+from .plans import Attempt, Plan
 from .policy.registry import Backfill, Policy, ReserveFor
 from .state import (
     INF,
@@ -88,29 +89,6 @@ CELLS_PAY_OFF = 16
 #: the guard values the jobs of a reason cell can have (see ``_GangCycle._tail_needs``)
 UNGUARDED: tuple[bool, ...] = (False,)
 EITHER_GUARD: tuple[bool, ...] = (False, True)
-
-
-@dataclass(slots=True, frozen=True)
-class Attempt:
-    """One way the cycle tries to admit a job: the full gang, or its ``minCount`` gang."""
-
-    counts: tuple[int, ...]
-    request: Vec
-    #: memo keys, small ints interned per state: quota verdicts by (queue, request); preemption
-    #: by (queue, priority, request, groups); placement by (groups, counts)
-    quota_key: int
-    preempt_key: int
-    shape: int
-
-
-@dataclass(slots=True, frozen=True)
-class Plan:
-    """A job's attempts, and its kind: jobs of one kind get the same verdicts in a cycle."""
-
-    groups: tuple
-    min_count: int
-    attempts: tuple[Attempt, ...]
-    kind: int
 
 
 def _intern(state: ClusterState, key: tuple) -> int:

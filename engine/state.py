@@ -40,7 +40,7 @@ HOSTNAME_LEVEL = "kubernetes.io/hostname"
 INF = float("inf")
 
 if TYPE_CHECKING:
-    from .cycle import Plan
+    from .plans import Plan
     from .policy.fragmentation import WorkloadProfile
 
 #: stamps that order every write of a pending reason, a job's own or its ``ReasonCell``'s: the
@@ -401,7 +401,7 @@ class ReasonCell:
     reason: PendingReason | None = None
     #: the stamp the reason was written at
     at: int = 0
-    #: the cycle's kind of its jobs (``cycle.Plan.kind``), once a cycle asked; -1 before
+    #: the cycle's kind of its jobs (``plans.Plan.kind``), once a cycle asked; -1 before
     kind: int = -1
 
     def waits_on_scheduler(self, manual: bool) -> bool:

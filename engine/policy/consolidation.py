@@ -31,7 +31,7 @@ from ..enums import AuditAction, EndReason, JobState, MoveMode, TopologyMode
 from ..state import MILLI, AuditEntry, ClusterState, Job, KeptRoom, PodPlacement, Vec
 from . import quota
 from .placement import Placer, gang_counts, node_allowed, request_of
-from .preemption import _drop, _lift
+from .preemption import lift_victim, restore_victim
 from .registry import Policy, Scoring
 
 #: domains tried per search, those with the least to move first
@@ -193,10 +193,10 @@ class _Lifting:
         self.state, self.job, self.counts, self.scoring, self.charged = state, job, counts, scoring, charged
 
     def lift(self, v: Job) -> None:
-        _lift(self.state, v)
+        lift_victim(self.state, v)
 
     def drop(self, v: Job) -> None:
-        _drop(self.state, v, self.charged[v.id])
+        restore_victim(self.state, v, self.charged[v.id])
 
     def fits(self) -> bool:
         placer = _gang_fits(self.state, self.job, self.counts, self.scoring)
@@ -305,7 +305,7 @@ class _Room(_Lifting):
 
     def lift_for_real(self, needed: list[Job]) -> None:
         for v in needed:
-            _lift(self.state, v)
+            lift_victim(self.state, v)
 
 
 def _try_domain(
@@ -349,7 +349,7 @@ def _try_domain(
         mover.undo(v)
     placer.undo(job)
     for v in reversed(needed):
-        _drop(state, v, charged[v.id])
+        restore_victim(state, v, charged[v.id])
     return (gang, moves) if ok else None
 
 

@@ -266,14 +266,17 @@ def _candidates(
     return [jobs[k[-1]] for k in keyed], timed
 
 
-def _lift(state: ClusterState, v: Job) -> None:
+def lift_victim(state: ClusterState, v: Job) -> None:
+    """Take a running job's placements and quota charge off the state, to try the room without it
+    (``restore_victim`` puts it back); preemption and consolidation both search this way."""
     run = v.current_run
     assert run is not None
     state.unplace(v, run.placements)
     state.uncharge(v)
 
 
-def _drop(state: ClusterState, v: Job, charged: Vec) -> None:
+def restore_victim(state: ClusterState, v: Job, charged: Vec) -> None:
+    """Undo ``lift_victim``: place the job back where it runs and charge it ``charged`` again."""
     run = v.current_run
     assert run is not None
     state.place(v, run.placements)
@@ -416,7 +419,7 @@ def find_victims(
     found = False
     gate = _DomainGate.of(state, job, counts)
     for v in cands:
-        _lift(state, v)
+        lift_victim(state, v)
         lifted.append(v)
         if gate is not None and not gate.may_fit(v):
             continue  # no domain could take the gang yet: _fits would say no, touching nothing
@@ -425,16 +428,16 @@ def find_victims(
             break
     if not found:
         for v in reversed(lifted):
-            _drop(state, v, charged[v.id])
+            restore_victim(state, v, charged[v.id])
         return None
     # Minimising pass: put back each victim (last chosen first) that the preemptor can spare.
     needed: list[Job] = []
     for v in reversed(lifted[:-1]):
-        _drop(state, v, charged[v.id])
+        restore_victim(state, v, charged[v.id])
         if not _fits(state, job, counts, request, limit):
-            _lift(state, v)
+            lift_victim(state, v)
             needed.append(v)
     needed.append(lifted[-1])
     for v in needed:
-        _drop(state, v, charged[v.id])
+        restore_victim(state, v, charged[v.id])
     return list(reversed(needed))

@@ -25,10 +25,10 @@ from usher.engine.policy.placement import (
 from usher.engine.policy.preemption import (
     MAX_CANDIDATES,
     Rule,
-    _drop,
-    _lift,
     _passes,
+    lift_victim,
     queue_rule,
+    restore_victim,
 )
 from usher.engine.policy.registry import Backfill, Policy, ReserveFor
 from usher.engine.state import ClusterState, Job, Queue, Vec
@@ -102,23 +102,23 @@ def full_search(
 
     lifted: list[Job] = []
     for v in cands:
-        _lift(state, v)
+        lift_victim(state, v)
         lifted.append(v)
         if fits():
             break
     else:
         for v in reversed(lifted):
-            _drop(state, v, charged[v.id])
+            restore_victim(state, v, charged[v.id])
         return None
     needed: list[Job] = []
     for v in reversed(lifted[:-1]):
-        _drop(state, v, charged[v.id])
+        restore_victim(state, v, charged[v.id])
         if not fits():
-            _lift(state, v)
+            lift_victim(state, v)
             needed.append(v)
     needed.append(lifted[-1])
     for v in needed:
-        _drop(state, v, charged[v.id])
+        restore_victim(state, v, charged[v.id])
     return list(reversed(needed))
 
 
