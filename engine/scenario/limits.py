@@ -11,20 +11,13 @@ file (a scenario, the queue ConfigMap, a keymap or a theme) cannot exhaust memor
 The limits are far above what real files use (see each constant); the YAML ones are checked
 while the document is composed (`yamltree.compose_bounded`, and by `yamltree.read_plain` on
 the loader's fast path, at the same events), the counts by the schema
-(`models.py`) and, for totals, by `size_problems` before nodes or pods are generated.
+(`models.py`) and, for totals, by `loader.size_problems` before nodes or pods are generated.
+This module imports nothing of usher: the models, traces and loader import it for their bounds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-from .errors import PathSegment, Problem
-
-if TYPE_CHECKING:  # the models import this module for their bounds
-    from .models import Scenario
-    from .traces import TraceImport
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -114,48 +107,3 @@ def too_large(value: object, most: int) -> str:
     else:
         shown = str(value)
     return f"must be at most {most:,} (got {shown}); usher refuses larger values"
-
-
-def size_problems(
-    scenario: Scenario,
-    imported: TraceImport | None,
-    problem: Callable[[tuple[PathSegment, ...], str], Problem],
-) -> list[Problem]:
-    """Totals over the whole scenario that are past a limit, checked before nodes are generated.
-
-    `problem(path, message)` makes a `Problem` at a YAML path (a `Locator.problem`).
-    """
-    found: list[Problem] = []
-    trace_nodes = len(imported.nodes) if imported is not None else 0
-    trace_jobs = imported.jobs if imported is not None else []
-    nodes = len(scenario.nodes) + sum(group.count for group in scenario.node_groups) + trace_nodes
-    if nodes > MAX_NODES:
-        where = ("nodeGroups",) if scenario.node_groups else ("nodes",) if scenario.nodes else ("traces",)
-        found.append(problem(where, f"{nodes:,} nodes in all; usher refuses scenarios with more than {MAX_NODES:,}"))
-    gpus = (
-        sum(node.gpus for node in scenario.nodes)
-        + sum(group.count * group.template.gpus for group in scenario.node_groups)
-        + (sum(node.gpus for node in imported.nodes) if imported is not None else 0)
-    )
-    if gpus > MAX_GPUS:
-        where = ("nodeGroups",) if scenario.node_groups else ("nodes",) if scenario.nodes else ("traces",)
-        found.append(problem(where, f"{gpus:,} GPUs in all; usher refuses scenarios with more than {MAX_GPUS:,}"))
-    jobs = len(scenario.jobs) + len(trace_jobs)
-    if jobs > MAX_JOBS:
-        found.append(problem(("jobs",), f"{jobs:,} jobs in all; usher refuses scenarios with more than {MAX_JOBS:,}"))
-    for index, job in enumerate(scenario.jobs):
-        if job.pod_count > MAX_PODS_PER_JOB:
-            found.append(
-                problem(
-                    ("jobs", index),
-                    f"{job.pod_count:,} pods in one job; usher refuses jobs with more than {MAX_PODS_PER_JOB:,}",
-                )
-            )
-    pods = sum(job.pod_count for job in scenario.jobs) + sum(job.pod_count for job in trace_jobs)
-    if pods > MAX_PODS:
-        found.append(problem(("jobs",), f"{pods:,} pods in all; usher refuses scenarios with more than {MAX_PODS:,}"))
-    if len(scenario.queues) > MAX_QUEUES:
-        found.append(problem(("queues",), f"{len(scenario.queues):,} queues; usher refuses more than {MAX_QUEUES:,}"))
-    if len(scenario.events) > MAX_EVENTS:
-        found.append(problem(("events",), f"{len(scenario.events):,} events; usher refuses more than {MAX_EVENTS:,}"))
-    return found

@@ -13,7 +13,7 @@ import gc
 import os
 import threading
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
@@ -22,7 +22,17 @@ from pydantic import BaseModel, ValidationError
 
 from .checks import check_scenario
 from .errors import FieldIssues, Locator, PathSegment, Problem, ScenarioError, format_path
-from .limits import CONFIG_LIMITS, SCENARIO_LIMITS, size_problems
+from .limits import (
+    CONFIG_LIMITS,
+    MAX_EVENTS,
+    MAX_GPUS,
+    MAX_JOBS,
+    MAX_NODES,
+    MAX_PODS,
+    MAX_PODS_PER_JOB,
+    MAX_QUEUES,
+    SCENARIO_LIMITS,
+)
 from .models import Scenario, validate_scenario
 from .traces import TraceImport, import_traces
 from .yamltree import (
@@ -340,3 +350,48 @@ def _strip_optional(annotation: Any) -> Any:
         members = [a for a in get_args(annotation) if a is not type(None)]
         return members[0] if len(members) == 1 else annotation
     return annotation
+
+
+def size_problems(
+    scenario: Scenario,
+    imported: TraceImport | None,
+    problem: Callable[[tuple[PathSegment, ...], str], Problem],
+) -> list[Problem]:
+    """Totals over the whole scenario that are past a limit, checked before nodes are generated.
+
+    `problem(path, message)` makes a `Problem` at a YAML path (a `Locator.problem`).
+    """
+    found: list[Problem] = []
+    trace_nodes = len(imported.nodes) if imported is not None else 0
+    trace_jobs = imported.jobs if imported is not None else []
+    nodes = len(scenario.nodes) + sum(group.count for group in scenario.node_groups) + trace_nodes
+    if nodes > MAX_NODES:
+        where = ("nodeGroups",) if scenario.node_groups else ("nodes",) if scenario.nodes else ("traces",)
+        found.append(problem(where, f"{nodes:,} nodes in all; usher refuses scenarios with more than {MAX_NODES:,}"))
+    gpus = (
+        sum(node.gpus for node in scenario.nodes)
+        + sum(group.count * group.template.gpus for group in scenario.node_groups)
+        + (sum(node.gpus for node in imported.nodes) if imported is not None else 0)
+    )
+    if gpus > MAX_GPUS:
+        where = ("nodeGroups",) if scenario.node_groups else ("nodes",) if scenario.nodes else ("traces",)
+        found.append(problem(where, f"{gpus:,} GPUs in all; usher refuses scenarios with more than {MAX_GPUS:,}"))
+    jobs = len(scenario.jobs) + len(trace_jobs)
+    if jobs > MAX_JOBS:
+        found.append(problem(("jobs",), f"{jobs:,} jobs in all; usher refuses scenarios with more than {MAX_JOBS:,}"))
+    for index, job in enumerate(scenario.jobs):
+        if job.pod_count > MAX_PODS_PER_JOB:
+            found.append(
+                problem(
+                    ("jobs", index),
+                    f"{job.pod_count:,} pods in one job; usher refuses jobs with more than {MAX_PODS_PER_JOB:,}",
+                )
+            )
+    pods = sum(job.pod_count for job in scenario.jobs) + sum(job.pod_count for job in trace_jobs)
+    if pods > MAX_PODS:
+        found.append(problem(("jobs",), f"{pods:,} pods in all; usher refuses scenarios with more than {MAX_PODS:,}"))
+    if len(scenario.queues) > MAX_QUEUES:
+        found.append(problem(("queues",), f"{len(scenario.queues):,} queues; usher refuses more than {MAX_QUEUES:,}"))
+    if len(scenario.events) > MAX_EVENTS:
+        found.append(problem(("events",), f"{len(scenario.events):,} events; usher refuses more than {MAX_EVENTS:,}"))
+    return found
