@@ -18,9 +18,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def walkthrough() -> list[str]:
-    """The command lines of the README's sandbox block, comments stripped."""
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("### Try it without a cluster"):]
+    """The command lines of the sandbox walk-through's block (moved from the README to
+    docs/sandbox.md), comments stripped."""
+    text = (REPO / "docs" / "sandbox.md").read_text()
+    section = text[text.index("## Try it without a cluster"):]
     block = section[section.index("```sh\n") + 6:]
     block = block[: block.index("```")]
     lines = []

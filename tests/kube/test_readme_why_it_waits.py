@@ -28,8 +28,11 @@ QUEUES = "queues:\n  - {name: research, namespaces: [research], quota: {gpu: 32}
 
 
 def readme_commands(start: str) -> list[list[str]]:
-    """Every command of the README that starts with ``start``, its comment dropped, as argv."""
-    lines = [line.split("  #", 1)[0].strip() for line in (ROOT / "README.md").read_text().splitlines()]
+    """Every command of the README's cluster and sandbox pages (docs/operating.md and
+    docs/sandbox.md, where its "On a cluster" section went) that starts with ``start``, its
+    comment dropped, as argv."""
+    text = "\n".join((ROOT / "docs" / page).read_text() for page in ("operating.md", "sandbox.md"))
+    lines = [line.split("  #", 1)[0].strip() for line in text.splitlines()]
     return [shlex.split(line) for line in lines if line.startswith(start)]
 
 
