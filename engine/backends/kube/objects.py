@@ -49,7 +49,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -59,42 +59,9 @@ from ...scenario.yamltree import YamlLimitError, load_bounded
 from ...selectors import SelectorOperator, selects
 from ...state import HOST_PORT, MILLI, PODS, UNLIMITED, Extras
 from .constraints import NodeConstraints, Taint, node_taints, parse_constraints
-
-if TYPE_CHECKING:
-    from .owners import GroupSpec
-
-SCHEDULER_NAME = "usher"
-GPU_RESOURCE = "nvidia.com/gpu"
-
-
-class Label(StrEnum):
-    QUEUE = "usher/queue"
-    KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
-    GANG = "usher/gang"
-    GANG_SIZE = "usher/gang-size"
-    POD_GROUP = "scheduling.x-k8s.io/pod-group"
-    GPU_PRODUCT = "nvidia.com/gpu.product"
-    GPU_MEMORY = "nvidia.com/gpu.memory"
-
-
-class Annotation(StrEnum):
-    GPU_FRACTION = "usher/gpu-fraction"
-    GPU_MODEL = "usher/gpu-model"
-    GPUS = "usher/gpus"
-    TOPOLOGY_REQUIRED = "usher/topology-required"
-    TOPOLOGY_PREFERRED = "usher/topology-preferred"
-    ESTIMATE = "usher/estimate"
-    CHECKPOINT_EVERY = "usher/checkpoint-every"
-    PREEMPTIBLE = "usher/preemptible"
-    MOVABLE = "usher/movable"
-    APPROVED = "usher/approved"
-    HOLD = "usher/hold"
-    NVLINK = "usher/nvlink"
-    GPU_HEALTH = "usher/gpu-health"
-    #: the node agent's memory of critical XIDs over its restarts (``format_gpu_xids``)
-    GPU_XIDS = "usher/gpu-xids"
-    #: the sandbox's kubelet stand-in: how long the pod runs before it succeeds
-    DURATION = "usher/duration"
+# usher's labels and annotations, re-exported here where callers have always found them
+from .names import GPU_RESOURCE, SCHEDULER_NAME, Annotation, Label
+from .owners import GroupSpec, infer_group
 
 
 #: gang kinds that are not a workload owner worth naming (a pod alone, usher's own labels)
@@ -351,8 +318,6 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
     without it, only what the pod itself says counts (usher's labels; otherwise a pod alone).
     The gang's owner's usher annotations win over the pod's.
     """
-    from .owners import infer_group  # owners reads this module's labels
-
     meta = obj.get("metadata", {})
     spec = obj.get("spec", {})
     status = obj.get("status", {})

@@ -93,7 +93,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from .objects import Annotation, Label
+from .names import Annotation, Label
 
 
 class Kind(StrEnum):
