@@ -10,7 +10,9 @@ Kubeflow (PyTorchJob, TFJob, MPIJob), KubeRay (RayCluster, RayJob) and LeaderWor
 store at once, as a cluster with the operators installed serves them. They work
 on the :class:`~usher.sandbox.store.Store` directly, as the real ones work on the API: a store
 listener marks what changed (synchronously, nothing else), and the work is done on the server's
-event loop, after the write that caused it, until nothing is left to do.
+event loop, after the write that caused it, until nothing is left to do. Each controller is a
+:class:`~usher.sandbox.parts.Part` that sees this manager only through the
+:class:`~usher.sandbox.parts.Host` protocol, so the parts never import this module back.
 
 Time is the store's clock. Timed work (a pod's run ending, a grace period, a toleration's
 ``tolerationSeconds``) is kept as timers: :meth:`Controllers.next_time` says when the next is
@@ -33,7 +35,19 @@ import logging
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from .crds import install as install_crds
+from .default_scheduler import DefaultScheduler
+from .kubelet import Kubelet
+from .nodelifecycle import NodeLifecycle
+from .operators import operator_parts
+from .parts import Part
 from .store import Change, Store
+from .workloads import (
+    DaemonSetController,
+    DeploymentController,
+    JobController,
+    ReplicaSetController,
+)
 
 log = logging.getLogger("usher.sandbox.controllers")
 
@@ -60,18 +74,6 @@ class Controllers:
         workloads: bool = True,
         operators: bool = True,
     ) -> None:
-        from .crds import install as install_crds
-        from .default_scheduler import DefaultScheduler
-        from .kubelet import Kubelet
-        from .nodelifecycle import NodeLifecycle
-        from .operators import operator_parts
-        from .workloads import (
-            DaemonSetController,
-            DeploymentController,
-            JobController,
-            ReplicaSetController,
-        )
-
         self.store = store
         self.skip = skip or (lambda pod: False)
         self._timers: list[tuple[float, int, Hashable]] = []
@@ -145,18 +147,18 @@ class Controllers:
             while (t := self.next_time()) is not None and t <= now:
                 _, _, key = heapq.heappop(self._timers)
                 _, fn = self._due.pop(key)
-                self._guard(fn)
+                self.guard(fn)
                 fired = True
             busy = False
             for part in self.parts:
                 if part.dirty():
                     busy = True
-                    self._guard(part.reconcile)
+                    self.guard(part.reconcile)
             if not busy and not fired:
                 return
         log.warning("sandbox controllers: still busy after 1000 rounds")
 
-    def _guard(self, fn: Callable[[], None]) -> None:
+    def guard(self, fn: Callable[[], None]) -> None:
         try:
             fn()
         except Exception as exc:  # one broken object must not stop the cluster
@@ -191,34 +193,3 @@ class Controllers:
             except TimeoutError:
                 pass
             await asyncio.sleep(0)
-
-
-class Part:
-    """One controller: marks itself dirty on the changes it cares about, reconciles when asked."""
-
-    resources: tuple[str, ...] = ()
-
-    def __init__(self, mgr: Controllers) -> None:
-        self.mgr = mgr
-        self.store = mgr.store
-        self._dirty = False
-
-    def on_change(self, change: Change) -> None:
-        if change.rt.resource in self.resources:
-            self._dirty = True
-
-    def resync(self) -> None:
-        self._dirty = True
-
-    def dirty(self) -> bool:
-        return self._dirty
-
-    def reconcile(self) -> None:
-        self._dirty = False
-        self.sync()
-
-    def sync(self) -> None:
-        raise NotImplementedError
-
-    def stored(self, resource: str) -> list[Any]:
-        return self.store.list(resource).items

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .controllers import Controllers, Part
+from .parts import Host, Part
 from .kinds import RESOURCE_TYPES, Resource
 from .nodefit import (
     CPU,
@@ -78,7 +78,7 @@ def _waiting(pod: JsonObject) -> bool:
 class DefaultScheduler(Part):
     resources = (Resource.PODS, Resource.NODES)
 
-    def __init__(self, mgr: Controllers) -> None:
+    def __init__(self, mgr: Host) -> None:
         super().__init__(mgr)
         self._waiting: set[tuple[str, str]] = set()
         """(namespace, name) of the pods waiting for this scheduler, as of the last change seen."""
@@ -113,7 +113,7 @@ class DefaultScheduler(Part):
                                     p["metadata"].get("creationTimestamp", ""), p["metadata"].get("namespace", ""),
                                     p["metadata"]["name"]))
         for pod in pending:
-            self.mgr._guard(lambda pod=pod: self._schedule(pod, nodes, used, bound))
+            self.mgr.guard(lambda pod=pod: self._schedule(pod, nodes, used, bound))
 
     def _filter(self, pod: JsonObject, node: JsonObject, used: dict[str, dict[str, int]],
                 bound: dict[str, list[JsonObject]]) -> list[str]:

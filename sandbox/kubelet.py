@@ -50,7 +50,7 @@ from typing import Any
 
 from usher.engine.scenario.quantity import parse_duration
 
-from .controllers import Controllers, Part
+from .parts import Host, Part
 from .kinds import RESOURCE_TYPES, Resource
 from .nodelifecycle import kubelet_unreachable
 from .nodefit import (
@@ -105,7 +105,7 @@ class Run:
 class Kubelet(Part):
     resources = (Resource.PODS, Resource.NODES)
 
-    def __init__(self, mgr: Controllers) -> None:
+    def __init__(self, mgr: Host) -> None:
         super().__init__(mgr)
         self.runs: dict[str, Run] = {}
         self._pending: set[tuple[str, str]] = set()
@@ -155,7 +155,7 @@ class Kubelet(Part):
         self._all, self._pending = False, set()
         stored.sort(key=lambda s: (s.obj["metadata"].get("creationTimestamp", ""), s.obj["metadata"]["name"]))
         for s in stored:
-            self.mgr._guard(lambda s=s: self.sync_pod(s.obj["metadata"].get("namespace", ""), s.obj["metadata"]["name"]))
+            self.mgr.guard(lambda s=s: self.sync_pod(s.obj["metadata"].get("namespace", ""), s.obj["metadata"]["name"]))
 
     def sync(self) -> None:  # pragma: no cover - reconcile is overridden
         pass

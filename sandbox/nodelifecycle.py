@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .controllers import Controllers, Part
+from .parts import Host, Part
 from .kinds import RESOURCE_TYPES, Resource
 from .nodefit import is_terminal, node_ready, ready_status, set_condition
 from .store import ApiError, Change, EventType, Stored
@@ -85,7 +85,7 @@ class NodeLifecycle(Part):
 
     resources = (Resource.NODES, Resource.PODS)
 
-    def __init__(self, mgr: Controllers) -> None:
+    def __init__(self, mgr: Host) -> None:
         super().__init__(mgr)
         self._nodes: set[str] = set()
         self._pods: set[tuple[str, str]] = set()
@@ -126,9 +126,9 @@ class NodeLifecycle(Part):
             self._evicting = evicting
             names = [s.obj["metadata"]["name"] for s in self.stored(Resource.NODES)]
         for name in names:
-            self.mgr._guard(lambda name=name: self._sync_node(name))
+            self.mgr.guard(lambda name=name: self._sync_node(name))
         for ns, name in sorted(pods):
-            self.mgr._guard(lambda ns=ns, name=name: self._sync_pod(ns, name))
+            self.mgr.guard(lambda ns=ns, name=name: self._sync_pod(ns, name))
 
     def sync(self) -> None:  # pragma: no cover - reconcile is overridden
         pass

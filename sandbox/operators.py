@@ -1,6 +1,6 @@
 """Stand-ins for the operators AI teams run: JobSet, Kubeflow training jobs, KubeRay, LeaderWorkerSet.
 
-Each is a :class:`~usher.sandbox.controllers.Part` of :class:`~usher.sandbox.controllers.Controllers`
+Each is a :class:`~usher.sandbox.parts.Part` of :class:`~usher.sandbox.controllers.Controllers`
 (as the workload controllers of :mod:`usher.sandbox.workloads` are), reconciling the custom
 resources of the CRDs :mod:`usher.sandbox.crds` serves into the children the real operator
 creates, with the real names, labels, annotations and controller ``ownerReferences``
@@ -119,7 +119,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .controllers import Controllers
+from .parts import Host
 from .kinds import RESOURCE_TYPES, Resource, ResourceType
 from .kubelet import parse_time
 from .nodefit import (
@@ -271,7 +271,7 @@ class CustomPart(OwnerPart):
         for stored in list(self.store.list(rt).items):
             if deleting(stored.obj):
                 continue
-            self.mgr._guard(lambda s=stored, t=rt: self.reconcile_one(t, s))
+            self.mgr.guard(lambda s=stored, t=rt: self.reconcile_one(t, s))
 
     def reconcile_one(self, rt: ResourceType, stored: Stored) -> None:
         raise NotImplementedError
@@ -311,7 +311,7 @@ class StatefulSetController(OwnerPart):
     resources = (Resource.STATEFULSETS, Resource.PODS)
     owner_rt = STS_RT
 
-    def __init__(self, mgr: Controllers) -> None:
+    def __init__(self, mgr: Host) -> None:
         super().__init__(mgr)
         self.mutators: list[Callable[[JsonObject, JsonObject], None]] = []
         """``fn(statefulset, pod)`` run on every pod before it is created: mutating admission webhooks."""
@@ -1235,7 +1235,7 @@ class LeaderWorkerSetController(CustomPart):
     key = "leaderworkersets.leaderworkerset.x-k8s.io"
     kind = "LeaderWorkerSet"
 
-    def __init__(self, mgr: Controllers, statefulsets: StatefulSetController) -> None:
+    def __init__(self, mgr: Host, statefulsets: StatefulSetController) -> None:
         super().__init__(mgr)
         statefulsets.mutators.append(self.admit_pod)
         self._recreate: set[tuple[str, str, str]] = set()
@@ -1432,7 +1432,7 @@ class LeaderWorkerSetController(CustomPart):
 # ====================================================================== wiring
 
 
-def operator_parts(mgr: Controllers) -> list[OwnerPart]:
+def operator_parts(mgr: Host) -> list[OwnerPart]:
     """The StatefulSet controller and the operator stand-ins, in the order they should run."""
     statefulsets = StatefulSetController(mgr)
     return [

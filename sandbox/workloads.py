@@ -49,7 +49,7 @@ import hashlib
 import json
 from typing import Any
 
-from .controllers import Controllers, Part
+from .parts import Host, Part
 from .kinds import RESOURCE_TYPES, Resource, ResourceType
 from .nodefit import (
     condition,
@@ -142,7 +142,7 @@ class OwnerPart(Part):
         for stored in list(self.stored(self.owner_rt.resource)):
             if stored.obj["metadata"].get("deletionTimestamp"):
                 continue
-            self.mgr._guard(lambda s=stored: self.sync_one(s))
+            self.mgr.guard(lambda s=stored: self.sync_one(s))
 
     def sync_one(self, stored: Stored) -> None:
         raise NotImplementedError
@@ -221,7 +221,7 @@ class JobController(OwnerPart):
     resources = (Resource.JOBS, Resource.PODS)
     owner_rt = JOB_RT
 
-    def __init__(self, mgr: Controllers) -> None:
+    def __init__(self, mgr: Host) -> None:
         super().__init__(mgr)
         #: job uid -> pod uid -> the pod as it ended (terminal, or as it was when deleted)
         self.outcomes: dict[str, dict[str, JsonObject]] = {}
