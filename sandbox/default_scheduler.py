@@ -32,7 +32,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .parts import Host, Part
 from .kinds import RESOURCE_TYPES, Resource
 from .nodefit import (
     CPU,
@@ -50,6 +49,7 @@ from .nodefit import (
     set_condition,
     untolerated,
 )
+from .parts import Host, Part
 from .store import ApiError, Change, EventType, LabelSelector
 
 JsonObject = dict[str, Any]

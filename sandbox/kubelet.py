@@ -50,7 +50,6 @@ from typing import Any
 
 from usher.engine.scenario.quantity import parse_duration
 
-from .parts import Host, Part
 from .kinds import RESOURCE_TYPES, Resource
 from .nodelifecycle import kubelet_unreachable
 from .nodefit import (
@@ -68,6 +67,7 @@ from .nodefit import (
     tolerates,
     toleration_matches,
 )
+from .parts import Host, Part
 from .store import ApiError, Change, EventType, Stored, rfc3339
 
 JsonObject = dict[str, Any]

@@ -47,9 +47,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .parts import Host, Part
 from .kinds import RESOURCE_TYPES, Resource
 from .nodefit import is_terminal, node_ready, ready_status, set_condition
+from .parts import Host, Part
 from .store import ApiError, Change, EventType, Stored
 
 JsonObject = dict[str, Any]

@@ -119,7 +119,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .parts import Host
 from .kinds import RESOURCE_TYPES, Resource, ResourceType
 from .kubelet import parse_time
 from .nodefit import (
@@ -130,6 +129,7 @@ from .nodefit import (
     pod_requests,
     set_condition,
 )
+from .parts import Host
 from .store import ApiError, Change, EventType, Stored
 from .workloads import OwnerPart, owner_reference, pod_ready, template_hash
 

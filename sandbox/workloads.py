@@ -49,7 +49,6 @@ import hashlib
 import json
 from typing import Any
 
-from .parts import Host, Part
 from .kinds import RESOURCE_TYPES, Resource, ResourceType
 from .nodefit import (
     condition,
@@ -59,6 +58,7 @@ from .nodefit import (
     set_condition,
     untolerated,
 )
+from .parts import Host, Part
 from .store import ApiError, Change, EventType, LabelSelector, Stored
 
 JsonObject = dict[str, Any]
