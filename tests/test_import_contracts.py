@@ -47,9 +47,10 @@ def package_tree(into: Path) -> Path:
 def lint(tree: Path) -> subprocess.CompletedProcess[str]:
     """``lint-imports`` on ``.importlinter``, finding usher in ``tree`` and the circle contract in tests/."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(TESTS)])}
-    command = Path(sys.executable).parent / "lint-imports"
+    # lint-imports' own entry point, run by this interpreter wherever the script was installed
+    run_cli = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
     return subprocess.run(
-        [str(command), str(ROOT / ".importlinter"), "--no-cache"],
+        [sys.executable, "-c", run_cli, str(ROOT / ".importlinter"), "--no-cache"],
         cwd=tree, env=env, capture_output=True, text=True, timeout=240,
     )
 
