@@ -1,7 +1,9 @@
 """The operator console: one Textual app over a controller's state and its command queue.
 
-The console is a client of the controller, the same for a replay and a cluster: the controller
-runs in the app's event loop, the app reads its state through a cached view model
+The console is a client of the controller, the same for a replay and a cluster, through the
+contract both declare (``usher.engine.contract.ConsoleController``: the members each has, and
+``Capability`` flags for what only one can do, such as a replay's speed or a cluster's pods): the
+controller runs in the app's event loop, the app reads its state through a cached view model
 (``model.ConsoleModel``) and sends operator commands with ``controller.post``, awaiting each
 result. It redraws twice a second, and only the view on screen, and only when the state, the
 clock or the telemetry changed.
@@ -44,10 +46,11 @@ from textual.widgets import ContentSwitcher, Input, Label, Static
 
 from usher.engine import fmt
 from usher.engine.controller import Command
+from usher.engine.contract import ConsoleController, require
 from usher.engine.core import CommandError
-from usher.engine.enums import Action, JobState
+from usher.engine.enums import Action, Capability, JobState
 from usher.engine.state import INF, MILLI
-from usher.engine.backends.kube.connection import Connection, ConnectionState, connection_of
+from usher.engine.backends.kube.connection import Connection, ConnectionState
 from usher.engine.whatif import drain_impact, preempt_impact, quota_preview
 
 from .config_errors import ConfigErrors
@@ -232,7 +235,7 @@ class UsherApp(App[int]):
 
     def __init__(
         self,
-        controller: Any,
+        controller: ConsoleController,
         speed: float | None = 60.0,
         readonly: bool = False,
         theme: str = DEFAULT_THEME,
@@ -241,17 +244,19 @@ class UsherApp(App[int]):
         clock=time.monotonic,
     ) -> None:
         super().__init__()
-        self.controller = controller
+        #: the replay's or the cluster's controller, checked against the console's contract
+        self.controller: ConsoleController = require(controller)
         self.speed = speed
         self.readonly = readonly
         self.live = live
         #: the controller's last published snapshot (``_on_snapshot``); None: none published yet
         self._snapshot = None
         self.model = ConsoleModel(
-            lambda: self.controller.state, borrowing=self._policy_borrows, verdicts=getattr(controller, "verdicts", None),
+            lambda: self.controller.state, borrowing=self._policy_borrows, verdicts=controller.verdicts,
             outside=lambda: self.snapshot().outside,
         )
-        self.is_replay = hasattr(controller, "backend")
+        #: a replay: it has a pace (speed, pause), it ends, and a failure ends it
+        self.is_replay = Capability.PACE in controller.capabilities
         self.view = View.OVERVIEW
         self.history: list[View] = []
         self.filters: dict[View, str] = {}
@@ -283,7 +288,7 @@ class UsherApp(App[int]):
             with Vertical(id=str(View.OVERVIEW)):
                 yield TextPane(id="overview-text")
             with Vertical(id=str(View.QUEUES)):
-                yield ConfigErrors(id="config-errors")
+                yield ConfigErrors(lambda: self.controller.config_refusals, id="config-errors")
                 yield RowTable(QUEUE_COLUMNS, id="queue-table", **QUEUE_FOLD)
                 yield Label("", id="queue-jobs-title")
                 yield RowTable(JOB_COLUMNS, id="queue-jobs", **JOB_FOLD)
@@ -314,7 +319,7 @@ class UsherApp(App[int]):
             # watching the controller is what makes a replay sample its synthetic GPU telemetry
             self.controller.subscribe(self._on_snapshot)
             self.run_worker(self._run_controller(), exclusive=True, name="controller", exit_on_error=False)
-            if hasattr(self.controller, "forbidden_actions") and not self.readonly:
+            if Capability.PERMISSIONS in self.controller.capabilities and not self.readonly:
                 self.run_worker(self._ask_rbac(), name="rbac")
         self.redraw(force=True)
         # and again once laid out: what a view shows depends on the room it has
@@ -346,8 +351,7 @@ class UsherApp(App[int]):
             delay = min(delay * 2, 30.0)
 
     def _policy_borrows(self) -> bool:
-        engine = getattr(self.controller, "engine", None) or getattr(getattr(self.controller, "mirror", None), "engine", None)
-        return bool(getattr(getattr(engine, "policy", None), "borrowing", True))
+        return self.controller.policy.borrowing
 
     def _on_snapshot(self, snapshot) -> None:
         """Snapshots arrive after every step; the refresh timer draws, so they are only kept."""
@@ -369,9 +373,7 @@ class UsherApp(App[int]):
             self.notify(f"keymap ignored: {exc}", severity="error", timeout=10)
 
     async def _ask_rbac(self) -> None:
-        synced = getattr(self.controller, "synced", None)
-        if synced is not None:
-            await synced.wait()
+        await self.controller.synced.wait()
         try:
             self.forbidden = await self.controller.forbidden_actions()
         except Exception as exc:  # noqa: BLE001 - an unanswerable review leaves actions as they are
@@ -439,12 +441,7 @@ class UsherApp(App[int]):
 
     def connection(self) -> Connection | None:
         """How a cluster controller is in touch with its API server (None for a replay)."""
-        if self.is_replay:
-            return None
-        connection = getattr(self.controller, "connection", None)
-        if connection is None and getattr(self.controller, "informers", None):
-            connection = connection_of(self.controller.informers, time.time())
-        return connection
+        return self.controller.connection
 
     def run_state(self) -> RunState:
         if not self.is_replay:
@@ -463,7 +460,7 @@ class UsherApp(App[int]):
         t.append(f"  {self.controller.state.name}  ", Style(bold=True))
         t.append(f"{moment(now)}  ")
         rs = self.run_state()
-        speed = getattr(self.controller, "speed", None)
+        speed = self.controller.speed
         connection = self.connection() if rs in (RunState.RECONNECTING, RunState.STALE) else None
         if connection is not None:
             theme = self.current_theme
@@ -484,7 +481,7 @@ class UsherApp(App[int]):
         return t
 
     def _synced(self) -> bool:
-        return getattr(self.controller, "synced", asyncio.Event()).is_set()
+        return self.controller.synced.is_set()
 
     def set_status(self, text: str, tone: str = "") -> None:
         theme = self.current_theme
@@ -553,12 +550,12 @@ class UsherApp(App[int]):
         stale = self.run_state() in (RunState.RECONNECTING, RunState.STALE)
         self.query_one("#views").set_class(stale, "-stale")
         now = self.controller.now
-        telemetry = getattr(self.controller, "telemetry", None)
+        telemetry = self.controller.telemetry
         key = (
             state_version(self.controller.state),
             self.snapshot().outside,
             round(now, 0),
-            getattr(telemetry, "version", 0),
+            telemetry.version,
             self.filters.get(self.view),
             self.job_sort,
             self.theme_name,
@@ -571,7 +568,7 @@ class UsherApp(App[int]):
 
     def _draw_overview(self, now: float) -> None:
         pane = self.query_one("#overview-text", TextPane)
-        telemetry = getattr(self.controller, "telemetry", None)
+        telemetry = self.controller.telemetry
         util = self._mean_utilization(telemetry, now)
         text = render_overview(
             self.model.overview(now),
@@ -656,7 +653,7 @@ class UsherApp(App[int]):
 
     def _draw_topology(self, now: float) -> None:
         self.query_one("#heatmap", HeatmapPane).draw(
-            self.controller.state, self.palette, getattr(self.controller, "telemetry", None), now
+            self.controller.state, self.palette, self.controller.telemetry, now
         )
 
     def _draw_events(self, now: float) -> None:
@@ -1166,7 +1163,7 @@ class UsherApp(App[int]):
         name = self._job_or_say()
         if name is None:
             return
-        if not hasattr(self.controller, "pod_yaml"):
+        if Capability.PODS not in self.controller.capabilities:
             state = self.controller.state
             self.push_screen(TextScreen(f"YAML of job {name} (a replay: no pods)", yaml_text(replay_job_yaml(state, state.job(name)))))
             return
@@ -1187,7 +1184,7 @@ class UsherApp(App[int]):
         name = self._job_or_say()
         if name is None:
             return
-        if not hasattr(self.controller, "pod_logs"):
+        if Capability.PODS not in self.controller.capabilities:
             self.set_status(NO_LOGS_ON_A_REPLAY, "warning")
             return
         self.set_status(f"reading the logs of {name} from the API server…")
@@ -1200,7 +1197,7 @@ class UsherApp(App[int]):
             self.set_status(f"✗ logs of {name}: {exc}", "error")
             return
         self.set_status("")
-        pods = getattr(self.controller, "pods_of_job", lambda _: [])(name)
+        pods = self.controller.pods_of_job(name)
         shown = len({title.split("/")[0] for title, _, _ in entries})
         self.push_screen(TextScreen(f"Logs of the pods of {name}", logs_text(entries, (shown, len(pods)))))
 
@@ -1210,7 +1207,7 @@ class UsherApp(App[int]):
         now = self.controller.now
         outside = self.model.outside_job(name)
         if outside is not None:  # kept out of the engine's queues: no engine job to tell of
-            pods = getattr(self.controller, "pods_of_job", lambda _: [])(name)
+            pods = self.controller.pods_of_job(name)
             return render_outside_job(outside, pods, state.audit, now)
         job = state.job(name)
         expl = self.model.explanations(now, fresh=True).get(job.id)
@@ -1234,8 +1231,7 @@ class UsherApp(App[int]):
                 t.append(f"  expected to start {when}\n")
             elif expl.reason:
                 t.append("  no start time can be planned yet\n", Style(dim=True))
-        pods_of_job = getattr(self.controller, "pods_of_job", None)
-        pods = pods_of_job(job.name) if pods_of_job is not None else []
+        pods = self.controller.pods_of_job(job.name)
         if pods:
             t.append("\nPods\n", Style(bold=True, underline=True))
             for pod, phase, node in pods[:24]:
@@ -1265,7 +1261,7 @@ class UsherApp(App[int]):
 
 
 def run_console(
-    controller: Any,
+    controller: ConsoleController,
     speed: float | None = 60.0,
     readonly: bool = False,
     theme: str = DEFAULT_THEME,

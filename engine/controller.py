@@ -16,17 +16,21 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .backends.replay import Kind, ReplayBackend
 from .build import build_state, resources_dict
 from .core import CommandError, Engine
-from .enums import Action, JobState, MoveMode, PendingReason
+from .enums import Action, Capability, JobState, MoveMode, PendingReason
 from .eta_accuracy import EtaAccuracy
 from .policy.registry import Policy
 from .scenario import EventSpec, Scenario
 from .state import MILLI, AuditEntry, ClusterState
 from .synthetic_telemetry import SyntheticTelemetry
 from .telemetry import TelemetryStore
+
+if TYPE_CHECKING:
+    from .backends.kube.config_errors import ConfigRefusal
 
 MAX_PASSES = 4
 
@@ -144,6 +148,9 @@ def snapshot_of(st: ClusterState, now: float, outside: tuple[OutsideJob, ...] = 
 
 
 class Controller:
+    #: a replay has a pace, and no pods or RBAC (``contract.ConsoleController``)
+    capabilities = frozenset({Capability.PACE})
+
     def __init__(self, scenario: Scenario, policy: Policy | str = "usher", until: float | None = None, seed: int = 0) -> None:
         self.scenario = scenario
         self.seed = seed
@@ -163,6 +170,11 @@ class Controller:
         self.synthetic_telemetry = SyntheticTelemetry(self.telemetry, seed)
         #: how close the estimated starts come true, when asked for (``record_eta_accuracy``)
         self.eta_accuracy: EtaAccuracy | None = None
+        #: a replay has nothing to list first: its view is complete from the start
+        self.synced = asyncio.Event()
+        self.synced.set()
+        #: a replay reads no ConfigMaps: none is ever refused
+        self.config_refusals: dict[str, ConfigRefusal] = {}
 
     def record_eta_accuracy(self) -> EtaAccuracy:
         """Sample the estimated starts as the replay goes, for the report's ``etaAccuracy``."""
@@ -172,6 +184,35 @@ class Controller:
     @property
     def state(self):
         return self.engine.state
+
+    @property
+    def policy(self) -> Policy:
+        return self.engine.policy
+
+    # -- what only a cluster has (``contract.ConsoleController``): plain answers --------------
+
+    @property
+    def connection(self) -> None:
+        """None: a replay has no API server to lose touch with."""
+        return None
+
+    def verdicts(self) -> dict[int, tuple[PendingReason, str]]:
+        """None written: the engine's own explanations are the replay's word."""
+        return {}
+
+    def pods_of_job(self, name: str) -> list[tuple[str, str, str | None]]:
+        """None: a replay places jobs, not pods."""
+        return []
+
+    async def pod_yaml(self, job_name: str) -> str:
+        raise CommandError(f"a replay has no pods to read: {job_name} is a job of a scenario")
+
+    async def pod_logs(self, job_name: str) -> list[tuple[str, str, str | None]]:
+        raise CommandError(f"a replay has no pods, so no logs: {job_name} is a job of a scenario")
+
+    async def forbidden_actions(self) -> dict[Action, str]:
+        """Nothing: a replay has no RBAC."""
+        return {}
 
     # -- time -----------------------------------------------------------------------------
 

@@ -130,3 +130,14 @@ class DecisionKind(StrEnum):
 
     BIND = "bind"
     EVICT = "evict"
+
+
+class Capability(StrEnum):
+    """What only some controllers can do, as the console asks it (``contract.ConsoleController``)."""
+
+    #: a replay: its speed can be changed, it can be paused, it ends; a failure stops it for good
+    PACE = "pace"
+    #: a cluster: each job's pods can be read from the API server (YAML, logs)
+    PODS = "pods"
+    #: a cluster: the operator's RBAC may forbid actions, and can be asked which
+    PERMISSIONS = "permissions"

@@ -51,7 +51,7 @@ from typing import Any
 from ...controller import Command, Snapshot, settle_reply, snapshot_of
 from ...core import CommandError
 from ...admission import CycleResult, Decision
-from ...enums import Action, AuditAction, DecisionKind, EndReason, PendingReason
+from ...enums import Action, AuditAction, Capability, DecisionKind, EndReason, PendingReason
 from ...explain import explain_all
 from ...fmt import QueueResource, figure, limits_change, plural
 from ...policy.registry import Policy
@@ -198,6 +198,9 @@ class _Written:
 
 
 class KubeController:
+    #: a cluster has pods to read and RBAC to ask, and no pace (``contract.ConsoleController``)
+    capabilities = frozenset({Capability.PODS, Capability.PERMISSIONS})
+
     def __init__(
         self,
         client: KubeClient,
@@ -244,6 +247,8 @@ class KubeController:
         self.commands: asyncio.Queue[Command] | None = None
         self.paused = False
         self.done = False
+        #: a cluster runs in wall time: no speed to set (``Capability.PACE``)
+        self.speed: float | None = None
         self.synced = asyncio.Event()
         self._wake = asyncio.Event()
         self._busy = 0
@@ -304,6 +309,10 @@ class KubeController:
     @property
     def now(self) -> float:
         return self.clock()
+
+    @property
+    def policy(self) -> Policy:
+        return self.mirror.engine.policy
 
     @property
     def is_leader(self) -> bool:
