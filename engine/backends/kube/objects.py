@@ -5,7 +5,7 @@ A pod becomes a ``PodView`` and a node a ``NodeView``: plain records with the en
 (a malformed annotation, a share and whole GPUs at once) carries a ``problem`` instead of being
 dropped, so it can stay pending with a reason that says what is wrong.
 
-Conventions (documented for users in the README):
+Conventions (documented for users in docs/operating.md):
 
 - queue: label ``usher/queue``, or Kueue's ``kueue.x-k8s.io/queue-name``; else the queue whose
   ``namespaces`` lists the pod's namespace (the mirror's ``queue_of``);
