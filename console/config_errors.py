@@ -18,7 +18,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 if TYPE_CHECKING:
-    from usher.engine.backends.kube.config_errors import ConfigRefusal
+    from usher.engine.config_errors import ConfigRefusal
 
 #: seconds between looks at the controller's refusals
 REFRESH = 0.5

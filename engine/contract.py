@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from .enums import Action, Capability
 
 if TYPE_CHECKING:
-    from .backends.kube.config_errors import ConfigRefusal
+    from .config_errors import ConfigRefusal
     from .backends.kube.connection import Connection
     from .controller import Command, Snapshot
     from .enums import PendingReason

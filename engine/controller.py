@@ -16,10 +16,10 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .backends.replay import Kind, ReplayBackend
 from .build import build_state, resources_dict
+from .config_errors import ConfigRefusal
 from .core import CommandError, Engine
 from .enums import Action, Capability, JobState, MoveMode, PendingReason
 from .eta_accuracy import EtaAccuracy
@@ -28,9 +28,6 @@ from .scenario import EventSpec, Scenario
 from .state import MILLI, AuditEntry, ClusterState
 from .synthetic_telemetry import SyntheticTelemetry
 from .telemetry import TelemetryStore
-
-if TYPE_CHECKING:
-    from .backends.kube.config_errors import ConfigRefusal
 
 MAX_PASSES = 4
 

@@ -71,7 +71,7 @@ from .client import (
     ObjectRef,
 )
 from .connection import Connection, connection_of
-from .config_errors import ConfigRefusal
+from ...config_errors import ConfigRefusal
 from .events import EventRecorder
 from .health import HealthServer
 from .informer import DeltaType, Informer

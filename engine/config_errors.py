@@ -16,6 +16,10 @@ path) and said three ways:
 
 A scenario problem is written ``line 3: queues[0].qouta: unknown field``: the ConfigMap and its
 key are said once, in the head.
+
+It is plain data with no I/O, below the controllers, so the console's contract
+(``contract.ConsoleController.config_refusals``) can name it for a replay (which has none) as well
+as for the cluster controller that fills it.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ...scenario.errors import Problem
+from .scenario.errors import Problem
 
 NOTE_LENGTH_LIMIT = 1024
 """Bytes: the most an Event's message may hold (kube-apiserver's NoteLengthLimit)."""
