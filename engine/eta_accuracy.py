@@ -1,4 +1,4 @@
-"""How close usher's estimated starts come true (issue 15): measured over a replay.
+"""How close usher's estimated starts come true, measured over a replay.
 
 At every moment a job is submitted, and at the first moment at least ``SAMPLE_EVERY`` simulated
 seconds after the last sample, the recorder asks the start-time planner what the console and the

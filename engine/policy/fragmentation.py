@@ -31,10 +31,9 @@ last cores beside it changes the fragment by the small weight of those shares, w
 then lost for good. So ``best_placement`` counts a GPU pod's change of the stranded capacity in
 full on top of the change of the fragment, while GPUs are the cluster's scarcer resource (the
 typical pods ask less CPU per GPU than the cluster has; where CPU is the scarcer one, the cores
-kept beside a GPU are worth more to the pods elsewhere than the GPU). On the multigpu workloads
-of the FGD comparison, memory-heavy shares (470 milli, 11 cores, 46 GiB) were left alone on GPUs
-whose node others then filled: usher's lead over fgd at 100% arrived rose from +0.05 to +0.26
-points on multigpu50, +0.09 to +0.35 on multigpu40, +0.15 to +0.42 on multigpu30.
+kept beside a GPU are worth more to the pods elsewhere than the GPU). The case it was written
+for, memory-heavy GPU shares left alone on GPUs whose node others then filled, and what it
+changed on the FGD comparison, are in docs/results.md.
 
 The *typical pods* are the most common pod demands (CPU, GPU share or count, accepted models)
 that together make up ``POPULARITY`` (95%) of the pods, re-weighted to sum to one.

@@ -10,9 +10,9 @@ We build the data from the nodes ourselves so that each mapping key and sequence
 1-based line under its path, e.g. `("jobs", 0, "pods", 0, "gpu") -> 14`. Merge keys (`<<`) and
 aliases work as usual.
 
-`read_plain` is the scenario loader's fast path (issue 14): the same data without lines, built
-straight from the parser's events within the same bounds, 5x faster and in a fraction of the
-memory; it raises `NeedsLines` wherever `read_yaml` would report, and the loader then asks
+`read_plain` is the scenario loader's fast path: the same data without lines, built straight
+from the parser's events within the same bounds, faster and in a fraction of the memory
+(docs/benchmarks.md, "Loading"); it raises `NeedsLines` wherever `read_yaml` would report, and the loader then asks
 `read_yaml` for the report.
 """
 
@@ -484,7 +484,7 @@ class _Builder:
 
 FAST_READER = bool(getattr(yaml, "__with_libyaml__", False))
 """Whether `read_plain` parses with libyaml (PyYAML's C parser). Without it the loaders take
-the line-tracking path only, as before issue 14."""
+the line-tracking path only."""
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _PLAIN_SCALARS = {
@@ -528,7 +528,7 @@ _NO_KEY = object()
 def read_plain(text: str | bytes, limits: YamlLimits = SCENARIO_LIMITS) -> Any:
     """The plain data of the one YAML document in `text`, as `read_yaml` builds it, without lines.
 
-    The fast path of the loaders (issue 14): one flat loop over libyaml's events builds dicts,
+    The fast path of the loaders: one flat loop over libyaml's events builds dicts,
     lists and scalars directly, with no node tree, marks or path-to-line table. It keeps every
     bound of `compose_bounded` (size, nesting depth, values and alias expansions, counted the
     same way and checked at the same events, before anything past them is built) and raises

@@ -4,8 +4,8 @@ Everything usher says to a cluster goes through :class:`KubeClient` over HTTP/1.
 connections, through aiohttp's client: requests on a pool of ``pool_size`` (16) connections, at
 most one request in flight on each (the rest wait their turn in the client, in order); watches on
 a pool of their own (``WATCH_CONNECTIONS``), each holding one connection for as long as it
-streams. (It was httpx over httpcore and anyio until issue 14: some 0.6 ms of CPU a request, five
-times aiohttp's, which made the HTTP client the largest cost of a bind.) The server's address,
+streams. (aiohttp rather than httpx because a request's CPU cost is most of a bind's; the
+measurements are in docs/benchmarks.md, "Kubernetes backend".) The server's address,
 its TLS material (CA, client certificate, ``insecure-skip-tls-verify``, ``tls-server-name`` for
 SNI) and the proxy (the kubeconfig's ``proxy-url``, else ``HTTPS_PROXY``/``HTTP_PROXY``/
 ``ALL_PROXY`` unless ``NO_PROXY`` names the server) are read from the credentials.
