@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import textwrap
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,3 +184,18 @@ async def ops_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     c = await running_cluster(OPS_SCENARIO, tmp_path)
     yield c
     await c.stop()
+
+
+@asynccontextmanager
+async def console_beside(text: str, tmp: Path) -> AsyncIterator[tuple[Cluster, KubeController]]:
+    """The scheduler running on a scenario's sandbox, and a console's controller (not
+    scheduling) to watch it, as an operator's console beside the deployed controller."""
+    c = await running_cluster(text, tmp)
+    client = await KubeClient.connect(str(c.kubeconfig))
+    console = KubeController(client, identity="console", clock=c.clock.now, schedule=False)
+    try:
+        yield c, console
+    finally:
+        await asyncio.sleep(0)
+        await client.aclose()
+        await c.stop()

@@ -9,13 +9,10 @@ scheduler runs on the sandbox, a console watches it, and the config gains a queu
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from harness import running_cluster, wait_for
+from harness import console_beside, wait_for
 from usher.console.app import UsherApp
 from usher.console.table import RowTable
-from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.controller import KubeController
 
 RELOAD = """
@@ -41,15 +38,8 @@ ADDED = "- {name: added, namespaceSelector: {}, quota: {gpu: 4}}\n"
 async def watched(tmp_path, monkeypatch):
     """The scheduler on the sandbox, and a console's controller watching beside it."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    c = await running_cluster(RELOAD, tmp_path)
-    client = await KubeClient.connect(str(c.kubeconfig))
-    console = KubeController(client, identity="console", clock=c.clock.now, schedule=False)
-    try:
-        yield c, console
-    finally:
-        await asyncio.sleep(0)
-        await client.aclose()
-        await c.stop()
+    async with console_beside(RELOAD, tmp_path) as both:
+        yield both
 
 
 async def add_a_queue(c, name: str) -> None:

@@ -11,11 +11,9 @@ import asyncio
 import re
 
 import pytest
-from harness import running_cluster, wait_for
+from harness import console_beside, wait_for
 from usher.console.app import UsherApp
 from usher.console.table import RowTable
-from usher.engine.backends.kube.client import KubeClient
-from usher.engine.backends.kube.controller import KubeController
 
 PREEMPTION = """
 name: preempt
@@ -35,15 +33,8 @@ jobs:
 async def watched(tmp_path, monkeypatch):
     """The scheduler on the sandbox, and a console's controller watching beside it."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    c = await running_cluster(PREEMPTION, tmp_path)
-    client = await KubeClient.connect(str(c.kubeconfig))
-    console = KubeController(client, identity="console", clock=c.clock.now, schedule=False)
-    try:
-        yield c, console
-    finally:
-        await asyncio.sleep(0)
-        await client.aclose()
-        await c.stop()
+    async with console_beside(PREEMPTION, tmp_path) as both:
+        yield both
 
 
 def job_rows(app: UsherApp) -> list[tuple[str, str]]:
