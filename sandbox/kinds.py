@@ -3,7 +3,8 @@
 A :class:`ResourceType` says what the API knows of one resource in one group version: its
 plural, kind, scope, short names, subresources and field selectors. :data:`BUILTIN_TYPES` lists
 what a small real cluster serves to a batch scheduler and its users: the core kinds, apps,
-batch, RBAC, policy, coordination, scheduling, admission, networking and the CRD kind itself.
+batch, RBAC, policy, coordination, scheduling, admission, networking, storage (claims, volumes,
+classes, CSI nodes, drivers and capacities) and the CRD kind itself.
 :class:`Catalogue` is the live registry a store serves from: the built-ins plus one type per
 served version of every ``CustomResourceDefinition`` created, removed again with the CRD.
 
@@ -52,6 +53,12 @@ class Resource(StrEnum):
     NETWORKPOLICIES = "networkpolicies"
     VALIDATINGADMISSIONPOLICIES = "validatingadmissionpolicies"
     VALIDATINGADMISSIONPOLICYBINDINGS = "validatingadmissionpolicybindings"
+    PERSISTENTVOLUMECLAIMS = "persistentvolumeclaims"
+    PERSISTENTVOLUMES = "persistentvolumes"
+    STORAGECLASSES = "storageclasses"
+    CSINODES = "csinodes"
+    CSIDRIVERS = "csidrivers"
+    CSISTORAGECAPACITIES = "csistoragecapacities"
 
 
 class Category(StrEnum):
@@ -127,6 +134,7 @@ _EVENT_FIELDS = {
 
 _ALL = (Category.ALL.value,)
 _RBAC = "rbac.authorization.k8s.io"
+_STORAGE = "storage.k8s.io"
 
 BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ResourceType(
@@ -245,6 +253,16 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         False,
         tracks_generation=True,
     ),
+    ResourceType(
+        Resource.PERSISTENTVOLUMECLAIMS, "", "v1", "PersistentVolumeClaim", True, ("pvc",), status_subresource=True,
+    ),
+    ResourceType(
+        Resource.PERSISTENTVOLUMES, "", "v1", "PersistentVolume", False, ("pv",), status_subresource=True,
+    ),
+    ResourceType(Resource.STORAGECLASSES, _STORAGE, "v1", "StorageClass", False, ("sc",)),
+    ResourceType(Resource.CSINODES, _STORAGE, "v1", "CSINode", False),
+    ResourceType(Resource.CSIDRIVERS, _STORAGE, "v1", "CSIDriver", False),
+    ResourceType(Resource.CSISTORAGECAPACITIES, _STORAGE, "v1", "CSIStorageCapacity", True),
 )
 
 RESOURCE_TYPES: dict[Resource, ResourceType] = {Resource(rt.resource): rt for rt in BUILTIN_TYPES}

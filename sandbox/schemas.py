@@ -129,7 +129,7 @@ BUILTIN_MODELS: dict[Gvk, str] = {
     Gvk("networking.k8s.io", "v1", "Ingress"): "V1Ingress",
     Gvk("discovery.k8s.io", "v1", "EndpointSlice"): "V1EndpointSlice",
     Gvk("events.k8s.io", "v1", "Event"): "EventsV1Event",
-    Gvk("storage.k8s.io", "v1", "StorageClass"): "V1StorageClass",
+    **{Gvk("storage.k8s.io", "v1", kind): f"V1{kind}" for kind in ("StorageClass", "CSINode", "CSIDriver", "CSIStorageCapacity")},
     Gvk("autoscaling", "v2", "HorizontalPodAutoscaler"): "V2HorizontalPodAutoscaler",
     **{
         Gvk(_ADMISSION, "v1", kind): f"V1{kind}"
@@ -169,6 +169,7 @@ _QUANTITY_FIELDS = frozenset({
     ("V1ResourceQuotaSpec", "hard"), ("V1ResourceQuotaStatus", "hard"), ("V1ResourceQuotaStatus", "used"),
     ("V1PersistentVolumeSpec", "capacity"), ("V1PersistentVolumeClaimStatus", "capacity"),
     ("V1PersistentVolumeClaimStatus", "allocatedResources"), ("V1PodStatus", "allocatedResources"),
+    ("V1CSIStorageCapacity", "capacity"), ("V1CSIStorageCapacity", "maximumVolumeSize"),
     *(("V1LimitRangeItem", f) for f in ("default", "defaultRequest", "max", "min", "maxLimitRequestRatio")),
 })
 _MICRO_TIME_FIELDS = frozenset({
