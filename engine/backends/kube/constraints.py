@@ -436,6 +436,22 @@ def _required(raw: Any, problems: list[str]) -> tuple[Term, ...] | None:
     return tuple(out)
 
 
+def parse_node_selector(raw: Any, path: str) -> tuple[tuple[Term, ...] | None, list[str]]:
+    """A ``NodeSelector`` held elsewhere than in a pod (a PersistentVolume's
+    ``spec.nodeAffinity.required``): its terms, ORed, matched as a pod's required node affinity
+    is (None: no selector), and the problems found, named under ``path``."""
+    problems: list[str] = []
+    if raw is None:
+        return None, problems
+    if not isinstance(raw, Mapping):
+        return None, [f"{path}: expected an object, got {_kind(raw)}"]
+    terms = raw.get("nodeSelectorTerms")
+    if not isinstance(terms, list) or not terms:
+        return None, [f"{path}.nodeSelectorTerms: expected a non-empty list of terms, got {_kind(terms)}"]
+    out = [t for i, term in enumerate(terms) if (t := _term(term, f"{path}.nodeSelectorTerms[{i}]", problems)) is not None]
+    return tuple(out), problems
+
+
 def _preferred(raw: Any, problems: list[str]) -> list[Preference]:
     if raw is None:
         return []
