@@ -89,6 +89,7 @@ class ErrorType(StrEnum):
     REQUIRED = "FieldValueRequired"
     FORBIDDEN = "FieldValueForbidden"
     TOO_LONG = "FieldValueTooLong"
+    NOT_SUPPORTED = "FieldValueNotSupported"
 
 
 _TYPE_TEXT = {
@@ -96,6 +97,7 @@ _TYPE_TEXT = {
     ErrorType.REQUIRED: "Required value",
     ErrorType.FORBIDDEN: "Forbidden",
     ErrorType.TOO_LONG: "Too long",
+    ErrorType.NOT_SUPPORTED: "Unsupported value",
 }
 
 
@@ -116,7 +118,7 @@ class FieldError:
     def body(self) -> str:
         """``ErrorBody()``: the message without the field path."""
         text = _TYPE_TEXT[self.type]
-        if self.type is ErrorType.INVALID and self.value is not None:
+        if self.type in (ErrorType.INVALID, ErrorType.NOT_SUPPORTED) and self.value is not None:
             text = f"{text}: {self.value}"
         return f"{text}: {self.detail}" if self.detail else text
 

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Self
 
-from . import defaults, object_validation, smp
+from . import defaults, object_validation, smp, storage
 from .kinds import (
     RESOURCE_TYPES,
     Catalogue,
@@ -1156,6 +1156,7 @@ class Store:
             _admit_default_tolerations(obj)
         elif rt.resource is Resource.PRIORITYCLASSES:
             self._admit_priority_class(rt, obj)
+        storage.admit_create(rt, obj, self._storage_classes)
         _DEFAULTERS.get(rt.key, _no_defaults)(obj, True)
         _validate(rt, obj)
         self.admit(Attempt(Operation.CREATE, rt, meta["name"], meta.get("namespace"), obj, None))
@@ -1216,6 +1217,10 @@ class Store:
             ))
         spec["priority"] = value
         spec["preemptionPolicy"] = policy
+
+    def _storage_classes(self) -> builtins.list[JsonObject]:
+        """The StorageClasses, for the storage admission plugins (:mod:`.storage`)."""
+        return [s.obj for s in self._tables[RESOURCE_TYPES[Resource.STORAGECLASSES].key].objects.values()]
 
     def _prepare_identity(self, rt: ResourceType, obj: JsonObject, namespace: str | None) -> JsonObject:
         _check_type(rt, obj)
@@ -1281,6 +1286,11 @@ class Store:
         if precondition and parse_resource_version(precondition) != old.rv:
             raise ApiError.stale(rt, meta["name"])
         new = self._merge_update(rt, old, obj, subresource)
+        if subresource is None:
+            try:
+                storage.admit_update(rt, old.obj, new, self._storage_classes)
+            except storage.Refusal as refusal:
+                raise ApiError.forbidden(rt.resource, meta["name"], str(refusal), rt.group) from None
         self.admit(Attempt(Operation.UPDATE, rt, meta["name"], namespace if rt.namespaced else None, new, old.obj,
                            str(subresource or "")))
         stored = self.commit_update(rt, old, new)
@@ -1662,7 +1672,7 @@ def _validate(rt: ResourceType, obj: JsonObject) -> None:
     """kube-apiserver's validation of the object (:mod:`.object_validation`): ``422`` with every
     problem found, ``400`` for a value that would not decode."""
     try:
-        errors = object_validation.validate(rt, obj)
+        errors = object_validation.validate(rt, obj) + storage.validate(rt, obj)
     except object_validation.DecodeError as error:
         raise ApiError.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error}') from None
     if errors:
@@ -1752,6 +1762,19 @@ _DEFAULTERS: dict[str, Callable[[JsonObject, bool], None]] = {
         (RESOURCE_TYPES[Resource.SERVICES], defaults.service_defaults),
     )
 }
+def _check_storage_update(rt: ResourceType, old: JsonObject, new: JsonObject) -> None:
+    """The update validation of the storage kinds (:mod:`.storage`): ``422`` with every problem."""
+    errors = storage.validate_update(rt, old, new)
+    if errors:
+        message, details = object_validation.invalid(rt, new["metadata"]["name"], errors)
+        raise ApiError(422, Reason.INVALID, message, details)
+
+
+_DEFAULTERS.update(storage.DEFAULTERS)
 _CHECKS: dict[Resource, Callable[[ResourceType, JsonObject, JsonObject], None]] = {
     Resource.PODS: _check_pod_update,
 }
+_CHECKS.update({  # type: ignore[dict-item]  # keyed as looked up: by ResourceType.key
+    RESOURCE_TYPES[r].key: _check_storage_update
+    for r in (Resource.PERSISTENTVOLUMECLAIMS, Resource.PERSISTENTVOLUMES, Resource.STORAGECLASSES, Resource.CSISTORAGECAPACITIES)
+})
