@@ -150,8 +150,11 @@ def test_a_no_execute_taint_tolerated_only_for_a_time_keeps_the_pod_off():
     result = filter_nodes(parsed(tolerate(limited)), TAINTED)
     text = explain_exclusions(result, parsed(tolerate(limited)))
     assert text is not None and "maint:NoExecute, tolerated for 300s only" in text
-    # a toleration without a time limit as well: tolerated for ever
-    assert allowed(tolerate(limited, {"key": "maint", "operator": "Exists"}), *TAINTED) == {"plain", "maint"}
+    # the first toleration that matches counts, as the taint eviction controller picks it
+    # (GetMatchingTolerations): one for ever before the limited one keeps the pod; after it, not
+    forever = {"key": "maint", "operator": "Exists"}
+    assert allowed(tolerate(forever, limited), *TAINTED) == {"plain", "maint"}
+    assert allowed(tolerate(limited, forever), *TAINTED) == {"plain"}
 
 
 def test_prefer_no_schedule_is_a_score_not_a_filter():

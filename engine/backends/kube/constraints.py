@@ -2,12 +2,12 @@
 
 Without this module usher would place a pod with a ``nodeSelector``, node affinity or
 tolerations as if it had none. Here a pod's ``spec`` is parsed once (``parse_constraints``) into a
-hashable ``NodeConstraints``, and matched against nodes the way kube-scheduler's plugins do:
+hashable ``NodeConstraints``, and matched against nodes the way kube-scheduler's plugins do. The
+rules themselves live once each: label and node selector requirements in ``engine/selectors.py``,
+taints and tolerations in ``taints.py``; this module parses, filters, scores and explains.
 
 - **TaintToleration** (filter): every ``NoSchedule`` and ``NoExecute`` taint of the node must be
-  tolerated. A toleration matches a taint when its effect is empty or equal, its key is empty
-  (with ``Exists``: every key) or equal, and with ``Exists`` any value, with ``Equal`` (the
-  default) an equal value (an empty value matches a taint without one).
+  tolerated (``taints.py`` says when a toleration matches and which one counts).
   ``PreferNoSchedule`` taints are a score only: nodes with fewer untolerated ones are preferred.
 - **NodeAffinity** (filter): every ``nodeSelector`` label must be on the node with that value, and
   when ``requiredDuringSchedulingIgnoredDuringExecution`` is given, at least one of its
@@ -44,29 +44,22 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, NamedTuple, Protocol, TypedDict, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar
 
-
-class SelectorOperator(StrEnum):
-    """Operators of a node selector requirement (``matchExpressions`` / ``matchFields``)."""
-
-    IN = "In"
-    NOT_IN = "NotIn"
-    EXISTS = "Exists"
-    DOES_NOT_EXIST = "DoesNotExist"
-    GT = "Gt"
-    LT = "Lt"
-
-
-class TolerationOperator(StrEnum):
-    EXISTS = "Exists"
-    EQUAL = "Equal"
-
-
-class TaintEffect(StrEnum):
-    NO_SCHEDULE = "NoSchedule"
-    PREFER_NO_SCHEDULE = "PreferNoSchedule"
-    NO_EXECUTE = "NoExecute"
+from ...selectors import NodeSelectorOperator as SelectorOperator
+from ...selectors import label_integer, requirement_matches, selects
+from .taints import (
+    Taint,
+    Toleration,
+    avoided,
+    enum_choices,
+    enum_member,
+    node_taints,
+    parse_tolerations,
+    tolerated_for,
+    type_name,
+    untolerated,
+)
 
 
 class Exclusion(StrEnum):
@@ -81,7 +74,6 @@ class Path(StrEnum):
     """The pod spec fields this module reads (or refuses), as problems name them."""
 
     NODE_SELECTOR = "spec.nodeSelector"
-    TOLERATIONS = "spec.tolerations"
     AFFINITY = "spec.affinity"
     NODE_AFFINITY = "spec.affinity.nodeAffinity"
     REQUIRED = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
@@ -91,16 +83,8 @@ class Path(StrEnum):
     TOPOLOGY_SPREAD = "spec.topologySpreadConstraints"
 
 
-E = TypeVar("E", bound=StrEnum)
-
 #: the one ``matchFields`` key kube-scheduler supports
 NODE_NAME_FIELD = "metadata.name"
-#: taints the control plane mirrors from a node's state, which usher reads directly
-STATE_TAINTS = frozenset({
-    "node.kubernetes.io/unschedulable",
-    "node.kubernetes.io/not-ready",
-    "node.kubernetes.io/unreachable",
-})
 #: kube-scheduler's default score weights of its NodeAffinity and TaintToleration plugins
 AFFINITY_WEIGHT = 2
 TAINT_WEIGHT = 3
@@ -124,17 +108,6 @@ _UNSUPPORTED_AFFINITY = {
 }
 
 
-class Taint(NamedTuple):
-    """One node taint; a plain ``(key, value, effect)`` tuple, as the engine's ``Node.taints`` holds."""
-
-    key: str
-    value: str
-    effect: str
-
-    def __str__(self) -> str:
-        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
-
-
 @dataclass(slots=True, frozen=True)
 class Requirement:
     """One ``matchExpressions`` (on a label) or ``matchFields`` (on the node name) requirement."""
@@ -145,20 +118,7 @@ class Requirement:
 
     def matches(self, value: str | None) -> bool:
         """Whether a node whose label (or field) ``key`` is ``value`` (None: absent) satisfies it."""
-        op = self.operator
-        if op == SelectorOperator.IN:
-            return value is not None and value in self.values
-        if op == SelectorOperator.NOT_IN:
-            return value is None or value not in self.values
-        if op == SelectorOperator.EXISTS:
-            return value is not None
-        if op == SelectorOperator.DOES_NOT_EXIST:
-            return value is None
-        number = _integer(value) if value is not None else None
-        if number is None:
-            return False
-        bound = int(self.values[0])
-        return number > bound if op == SelectorOperator.GT else number < bound
+        return requirement_matches(self.operator, self.values, value)
 
 
 @dataclass(slots=True, frozen=True)
@@ -189,26 +149,6 @@ class Preference:
 
 
 @dataclass(slots=True, frozen=True)
-class Toleration:
-    key: str = ""
-    operator: TolerationOperator = TolerationOperator.EQUAL
-    value: str = ""
-    #: None: every effect
-    effect: TaintEffect | None = None
-    #: how long a ``NoExecute`` taint is tolerated; None: for ever
-    seconds: int | None = None
-
-    def matches(self, taint: tuple[str, str, str]) -> bool:
-        """Whether this toleration covers ``taint`` (kube's ``ToleratesTaint``)."""
-        key, value, effect = taint
-        if self.effect is not None and self.effect != effect:
-            return False
-        if self.key and self.key != key:
-            return False
-        return self.operator == TolerationOperator.EXISTS or self.value == value
-
-
-@dataclass(slots=True, frozen=True)
 class NodeConstraints:
     """Everything in a pod's spec that limits or steers which node it may go on."""
 
@@ -220,27 +160,14 @@ class NodeConstraints:
 
     def untolerated(self, taints: Iterable[tuple[str, str, str]]) -> Taint | None:
         """The first ``NoSchedule`` / ``NoExecute`` taint the pod does not tolerate (for ever)."""
-        for taint in taints:
-            effect = taint[2]
-            if effect not in (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE):
-                continue
-            matching = [t for t in self.tolerations if t.matches(taint)]
-            if not matching:
-                return Taint(*taint)
-            if effect == TaintEffect.NO_EXECUTE and all(t.seconds is not None for t in matching):
-                return Taint(*taint)
-        return None
+        return untolerated(self.tolerations, taints)
 
     def limited_toleration(self, taint: tuple[str, str, str]) -> int | None:
-        """The longest time the pod tolerates a ``NoExecute`` taint it tolerates only for a time."""
-        seconds = [t.seconds for t in self.tolerations if t.matches(taint) and t.seconds is not None]
-        return max(seconds) if seconds and taint[2] == TaintEffect.NO_EXECUTE else None
+        """How long the pod tolerates a ``NoExecute`` taint it tolerates only for a time."""
+        return tolerated_for(self.tolerations, taint)
 
     def selector_matches(self, labels: Mapping[str, str]) -> bool:
-        for key, value in self.node_selector:
-            if labels.get(key) != value:
-                return False
-        return True
+        return selects(dict(self.node_selector), (), labels)
 
     def affinity_matches(self, name: str, labels: Mapping[str, str]) -> bool:
         return self.required is None or any(t.matches(name, labels) for t in self.required)
@@ -261,11 +188,7 @@ class NodeConstraints:
 
     def prefer_no_schedule(self, taints: Iterable[tuple[str, str, str]]) -> int:
         """How many ``PreferNoSchedule`` taints of the node the pod does not tolerate."""
-        return sum(
-            1
-            for t in taints
-            if t[2] == TaintEffect.PREFER_NO_SCHEDULE and not any(tol.matches(t) for tol in self.tolerations)
-        )
+        return avoided(self.tolerations, taints)
 
 
 # -- parsing ------------------------------------------------------------------------------
@@ -277,7 +200,7 @@ def parse_constraints(spec: Mapping[str, Any]) -> tuple[NodeConstraints | None, 
     if not isinstance(spec, Mapping):
         return None, problems
     selector = _node_selector(spec.get("nodeSelector"), problems)
-    tolerations = _tolerations(spec.get("tolerations"), problems)
+    tolerations = parse_tolerations(spec.get("tolerations"), problems)
     required, preferred = _affinity(spec.get("affinity"), problems)
     spread = spec.get("topologySpreadConstraints")
     if spread:
@@ -291,96 +214,22 @@ def _node_selector(raw: Any, problems: list[str]) -> tuple[tuple[str, str], ...]
     if raw is None:
         return ()
     if not isinstance(raw, Mapping):
-        problems.append(f"{Path.NODE_SELECTOR}: expected a map of label to value, got {_kind(raw)}")
+        problems.append(f"{Path.NODE_SELECTOR}: expected a map of label to value, got {type_name(raw)}")
         return ()
     out = []
     for key, value in raw.items():
         if not isinstance(key, str) or not isinstance(value, str):
-            problems.append(f"{Path.NODE_SELECTOR}.{key}: the value must be a string, got {_kind(value)}")
+            problems.append(f"{Path.NODE_SELECTOR}.{key}: the value must be a string, got {type_name(value)}")
             continue
         out.append((key, value))
     return tuple(sorted(out))
-
-
-#: tolerations read before, by their fields as written (every pod of a cluster carries some, the two
-#: the API server adds at least, and the pods of one template the same: reading them at each pod
-#: event was a tenth of the controller's time a bind)
-_TOLERATIONS_READ: dict[tuple[Any, ...], tuple[tuple[Toleration, ...], tuple[str, ...]]] = {}
-_TOLERATIONS_READ_LIMIT = 4096
-
-
-def _tolerations(raw: Any, problems: list[str]) -> tuple[Toleration, ...]:
-    if raw is None:
-        return ()
-    if isinstance(raw, list) and all(isinstance(t, dict) for t in raw):
-        try:
-            # each value with its type: 1, 1.0 and True are equal keys, but not equally valid
-            key = tuple(tuple((type(t.get(f)), t.get(f)) for f in ("key", "operator", "value", "effect", "tolerationSeconds")) + (len(t),)
-                        for t in raw)
-            known = _TOLERATIONS_READ.get(key)
-        except TypeError:  # a field that is not hashable: read it the long way (it is a problem)
-            key, known = None, None
-        if known is not None:
-            problems.extend(known[1])
-            return known[0]
-        if key is not None:
-            found: list[str] = []
-            read = _read_tolerations(raw, found)
-            if len(_TOLERATIONS_READ) >= _TOLERATIONS_READ_LIMIT:
-                _TOLERATIONS_READ.clear()
-            _TOLERATIONS_READ[key] = (read, tuple(found))
-            problems.extend(found)
-            return read
-    return _read_tolerations(raw, problems)
-
-
-def _read_tolerations(raw: Any, problems: list[str]) -> tuple[Toleration, ...]:
-    if not isinstance(raw, list):
-        problems.append(f"{Path.TOLERATIONS}: expected a list, got {_kind(raw)}")
-        return ()
-    out: set[Toleration] = set()
-    for i, item in enumerate(raw):
-        path = f"{Path.TOLERATIONS}[{i}]"
-        if not isinstance(item, Mapping):
-            problems.append(f"{path}: expected an object, got {_kind(item)}")
-            continue
-        key = item.get("key") or ""
-        value = item.get("value") or ""
-        if not isinstance(key, str) or not isinstance(value, str):
-            problems.append(f"{path}: key and value must be strings")
-            continue
-        op_text = item.get("operator") or TolerationOperator.EQUAL
-        operator = _member(TolerationOperator, op_text)
-        if operator is None:
-            problems.append(f"{path}.operator: {op_text!r} is not one of {_choices(TolerationOperator)}")
-            continue
-        if operator == TolerationOperator.EXISTS and value:
-            problems.append(f"{path}.value: must be empty when the operator is Exists (got {value!r})")
-            continue
-        if operator == TolerationOperator.EQUAL and not key:
-            problems.append(f"{path}.key: an empty key (every taint) needs the operator Exists")
-            continue
-        effect_text = item.get("effect") or None
-        effect = _member(TaintEffect, effect_text)
-        if effect_text is not None and effect is None:
-            problems.append(f"{path}.effect: {effect_text!r} is not one of {_choices(TaintEffect)} (or empty for all)")
-            continue
-        seconds = item.get("tolerationSeconds")
-        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
-            problems.append(f"{path}.tolerationSeconds: {seconds!r} is not a whole number of seconds")
-            continue
-        # kube ignores tolerationSeconds unless the toleration can match a NoExecute taint
-        if effect not in (None, TaintEffect.NO_EXECUTE):
-            seconds = None
-        out.add(Toleration(key, operator, value, effect, max(seconds, 0) if seconds is not None else None))
-    return tuple(sorted(out, key=lambda t: (t.key, t.operator, t.value, t.effect or "", -1 if t.seconds is None else t.seconds)))
 
 
 def _affinity(raw: Any, problems: list[str]) -> tuple[tuple[Term, ...] | None, tuple[Preference, ...]]:
     if raw is None:
         return None, ()
     if not isinstance(raw, Mapping):
-        problems.append(f"{Path.AFFINITY}: expected an object, got {_kind(raw)}")
+        problems.append(f"{Path.AFFINITY}: expected an object, got {type_name(raw)}")
         return None, ()
     required: tuple[Term, ...] | None = None
     preferred: tuple[Preference, ...] = ()
@@ -400,7 +249,7 @@ def _node_affinity(raw: Any, problems: list[str]) -> tuple[tuple[Term, ...] | No
     if raw is None:
         return None, ()
     if not isinstance(raw, Mapping):
-        problems.append(f"{Path.NODE_AFFINITY}: expected an object, got {_kind(raw)}")
+        problems.append(f"{Path.NODE_AFFINITY}: expected an object, got {type_name(raw)}")
         return None, ()
     required: tuple[Term, ...] | None = None
     preferred: list[Preference] = []
@@ -418,7 +267,7 @@ def _required(raw: Any, problems: list[str]) -> tuple[Term, ...] | None:
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
-        problems.append(f"{Path.REQUIRED}: expected an object, got {_kind(raw)}")
+        problems.append(f"{Path.REQUIRED}: expected an object, got {type_name(raw)}")
         return None
     for key, value in raw.items():
         if key != "nodeSelectorTerms" and value:
@@ -426,7 +275,7 @@ def _required(raw: Any, problems: list[str]) -> tuple[Term, ...] | None:
     terms = raw.get("nodeSelectorTerms")
     path = f"{Path.REQUIRED}.nodeSelectorTerms"
     if not isinstance(terms, list) or not terms:
-        problems.append(f"{path}: expected a non-empty list of terms, got {_kind(terms)}")
+        problems.append(f"{path}: expected a non-empty list of terms, got {type_name(terms)}")
         return None
     out = []
     for i, term in enumerate(terms):
@@ -444,10 +293,10 @@ def parse_node_selector(raw: Any, path: str) -> tuple[tuple[Term, ...] | None, l
     if raw is None:
         return None, problems
     if not isinstance(raw, Mapping):
-        return None, [f"{path}: expected an object, got {_kind(raw)}"]
+        return None, [f"{path}: expected an object, got {type_name(raw)}"]
     terms = raw.get("nodeSelectorTerms")
     if not isinstance(terms, list) or not terms:
-        return None, [f"{path}.nodeSelectorTerms: expected a non-empty list of terms, got {_kind(terms)}"]
+        return None, [f"{path}.nodeSelectorTerms: expected a non-empty list of terms, got {type_name(terms)}"]
     out = [t for i, term in enumerate(terms) if (t := _term(term, f"{path}.nodeSelectorTerms[{i}]", problems)) is not None]
     return tuple(out), problems
 
@@ -456,13 +305,13 @@ def _preferred(raw: Any, problems: list[str]) -> list[Preference]:
     if raw is None:
         return []
     if not isinstance(raw, list):
-        problems.append(f"{Path.PREFERRED}: expected a list, got {_kind(raw)}")
+        problems.append(f"{Path.PREFERRED}: expected a list, got {type_name(raw)}")
         return []
     out = []
     for i, item in enumerate(raw):
         path = f"{Path.PREFERRED}[{i}]"
         if not isinstance(item, Mapping):
-            problems.append(f"{path}: expected an object, got {_kind(item)}")
+            problems.append(f"{path}: expected an object, got {type_name(item)}")
             continue
         weight = item.get("weight")
         if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
@@ -478,7 +327,7 @@ def _term(raw: Any, path: str, problems: list[str]) -> Term | None:
     if raw is None:
         return Term()
     if not isinstance(raw, Mapping):
-        problems.append(f"{path}: expected an object, got {_kind(raw)}")
+        problems.append(f"{path}: expected an object, got {type_name(raw)}")
         return None
     ok = True
     for key, value in raw.items():
@@ -496,7 +345,7 @@ def _requirements(raw: Any, path: str, on_fields: bool, problems: list[str]) -> 
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        problems.append(f"{path}: expected a list, got {_kind(raw)}")
+        problems.append(f"{path}: expected a list, got {type_name(raw)}")
         return None
     out = []
     for i, item in enumerate(raw):
@@ -509,7 +358,7 @@ def _requirements(raw: Any, path: str, on_fields: bool, problems: list[str]) -> 
 
 def _requirement(raw: Any, path: str, on_field: bool, problems: list[str]) -> Requirement | None:
     if not isinstance(raw, Mapping):
-        problems.append(f"{path}: expected an object, got {_kind(raw)}")
+        problems.append(f"{path}: expected an object, got {type_name(raw)}")
         return None
     key = raw.get("key")
     if not isinstance(key, str) or not key:
@@ -519,9 +368,9 @@ def _requirement(raw: Any, path: str, on_field: bool, problems: list[str]) -> Re
         problems.append(f"{path}.key: {key!r} is not supported (matchFields supports only {NODE_NAME_FIELD})")
         return None
     op_text = raw.get("operator")
-    operator = _member(SelectorOperator, op_text)
+    operator = enum_member(SelectorOperator, op_text)
     if operator is None:
-        problems.append(f"{path}.operator: {op_text!r} is not one of {_choices(SelectorOperator)}")
+        problems.append(f"{path}.operator: {op_text!r} is not one of {enum_choices(SelectorOperator)}")
         return None
     if on_field and operator not in (SelectorOperator.IN, SelectorOperator.NOT_IN):
         problems.append(f"{path}.operator: {op_text!r} is not supported on {NODE_NAME_FIELD} (In, NotIn)")
@@ -537,52 +386,10 @@ def _requirement(raw: Any, path: str, on_field: bool, problems: list[str]) -> Re
         problems.append(f"{path}.values: {operator} takes no values, got {values!r}")
         return None
     numeric = operator in (SelectorOperator.GT, SelectorOperator.LT)
-    if numeric and (len(values) != 1 or _integer(values[0]) is None):
+    if numeric and (len(values) != 1 or label_integer(values[0]) is None):
         problems.append(f"{path}.values: {operator} needs exactly one integer value, got {values!r}")
         return None
     return Requirement(key, operator, tuple(values))
-
-
-def _integer(text: str) -> int | None:
-    """A label value read as kube-scheduler reads one for Gt / Lt (a base-10 integer), else None."""
-    body = text[1:] if text[:1] in ("+", "-") else text
-    if not body.isascii() or not body.isdigit():
-        return None
-    return int(text)
-
-
-def _member(enum: type[E], value: Any) -> E | None:
-    """The member of ``enum`` spelt ``value``; None for anything else (never raises)."""
-    return enum(value) if isinstance(value, str) and value in enum.__members__.values() else None
-
-
-def _kind(value: Any) -> str:
-    return "nothing" if value is None else type(value).__name__
-
-
-def _choices(enum: type[StrEnum]) -> str:
-    return ", ".join(str(m) for m in enum)
-
-
-def node_taints(spec: Mapping[str, Any]) -> tuple[Taint, ...]:
-    """A node's ``spec.taints`` that usher filters on (see the module docstring); never raises.
-
-    Malformed entries and unknown effects (the API server rejects both) are left out.
-    """
-    raw = spec.get("taints") if isinstance(spec, Mapping) else None
-    if not isinstance(raw, list):
-        return ()
-    out = []
-    for item in raw:
-        if not isinstance(item, Mapping):
-            continue
-        key, value, effect = item.get("key"), item.get("value") or "", item.get("effect")
-        if not isinstance(key, str) or not key or not isinstance(value, str) or key in STATE_TAINTS:
-            continue
-        known = _member(TaintEffect, effect)
-        if known is not None:
-            out.append(Taint(key, value, str(known)))
-    return tuple(out)
 
 
 # -- matching against nodes ---------------------------------------------------------------

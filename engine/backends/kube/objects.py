@@ -58,10 +58,11 @@ from ...scenario.quantity import parse_cpu, parse_duration, parse_memory
 from ...scenario.yamltree import YamlLimitError, load_bounded
 from ...selectors import SelectorOperator, selects
 from ...state import HOST_PORT, MILLI, PODS, UNLIMITED, Extras
-from .constraints import NodeConstraints, Taint, node_taints, parse_constraints
+from .constraints import NodeConstraints, parse_constraints
 # usher's labels and annotations, re-exported here where callers have always found them
 from .names import GPU_RESOURCE, SCHEDULER_NAME, Annotation, Label
 from .owners import GroupSpec, infer_group
+from .taints import Taint, node_taints
 
 
 #: gang kinds that are not a workload owner worth naming (a pod alone, usher's own labels)
