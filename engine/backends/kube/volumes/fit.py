@@ -1,0 +1,351 @@
+"""Which nodes a pod may use, by its volumes: kube-scheduler's volume filters, for usher.
+
+``Storage`` is the cluster's storage as usher's caches hold it (claims, volumes, classes,
+capacities, each node's CSI attach limits, and which live pods use which claim where). For one
+pod, ``sort_claims`` is VolumeBinding's PreFilter: each claim of the pod is *bound* (its volume's
+node affinity applies), *delayed* (its class is ``WaitForFirstConsumer``: usher picks the node)
+or a *blocker* that keeps the pod off every node (claim or class not found, an unbound claim of
+an ``Immediate`` class, a ``ReadWriteOncePod`` claim another pod uses...). ``choose`` is the
+Filter for one node, and says what binding there would take: a bound volume must fit the node
+(node affinity and VolumeZone's zone labels); a delayed claim that already has a selected node
+may go only there; else the smallest matching available static volume (class, volume mode,
+access modes, size, selector, node affinity; not claimed by another) is bound to it, else the
+class must be able to provision there (a provisioner, ``allowedTopologies``, and when any
+CSIStorageCapacity names the class, one that serves the node with room for the claim). A node
+where the pod's CSI volumes would exceed a driver's attach limit (CSINode) is out, as with
+NodeVolumeLimits. ``fit_nodes`` runs the filter over the nodes and counts what excluded each.
+
+Two deliberate differences from kube-scheduler: a node fits only where a ``ReadWriteOnce``
+claim already in use by a running pod is (it would fail with a Multi-Attach error elsewhere);
+and capacity is checked for a class as soon as any CSIStorageCapacity names it (kube-scheduler
+asks the driver's CSIDriver object, which usher does not read).
+
+Pure: no I/O. A pod without claims costs one check.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ..constraints import NodeLike
+from . import reasons as say
+from .model import (AccessMode, BindingMode, Capacity, Claim, PodVolume, Source, StorageClass, Volume,
+                    _selects)
+from .reasons import NODE_WORDS, Blocker, VolumeReason
+
+
+@dataclass(slots=True)
+class Storage:
+    """The storage objects usher knows, by key, and who uses which claim."""
+
+    claims: dict[str, Claim] = field(default_factory=dict)
+    volumes: dict[str, Volume] = field(default_factory=dict)
+    classes: dict[str, StorageClass] = field(default_factory=dict)
+    capacities: dict[str, Capacity] = field(default_factory=dict)
+    #: node name -> CSI driver -> attach limit (None: no limit)
+    limits: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    #: claim key -> live pod key -> the pod's node (None: not bound yet)
+    users: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    #: bumped on every change, so callers may keep results until it moves
+    version: int = 0
+    _by_class: dict[str, list[Volume]] | None = None
+    _attached: dict[str, dict[str, set[str]]] | None = None
+
+    def changed(self) -> None:
+        self.version += 1
+        self._by_class = None
+        self._attached = None
+
+    def set_use(self, pod: str, node: str | None, claims: Iterable[str]) -> None:
+        """Record that live pod ``pod`` (on ``node``) uses ``claims``; no claims: it uses none."""
+        wanted = set(claims)
+        for key in [k for k, pods in self.users.items() if pod in pods and k not in wanted]:
+            del self.users[key][pod]
+            if not self.users[key]:
+                del self.users[key]
+        for key in wanted:
+            self.users.setdefault(key, {})[pod] = node
+        self.changed()
+
+    def volumes_of_class(self, name: str) -> list[Volume]:
+        if self._by_class is None:
+            by: dict[str, list[Volume]] = {}
+            for v in self.volumes.values():
+                by.setdefault(v.class_name, []).append(v)
+            for vs in by.values():
+                vs.sort(key=lambda v: (v.capacity, v.name))
+            self._by_class = by
+        return self._by_class.get(name, [])
+
+    def attached(self, node: str) -> dict[str, set[str]]:
+        """The CSI volumes in use on ``node`` by driver (a volume's name, or ``claim:<key>``)."""
+        if self._attached is None:
+            on: dict[str, dict[str, set[str]]] = {}
+            for key, pods in self.users.items():
+                for where in {n for n in pods.values() if n is not None}:
+                    ident = self._volume_id(key)
+                    if ident is not None:
+                        on.setdefault(where, {}).setdefault(ident[0], set()).add(ident[1])
+            self._attached = on
+        return self._attached.get(node, {})
+
+    def _volume_id(self, key: str) -> tuple[str, str] | None:
+        claim = self.claims.get(key)
+        if claim is None:
+            return None
+        if claim.volume_name:
+            v = self.volumes.get(claim.volume_name)
+            return (v.driver, v.name) if v is not None and v.driver else None
+        cls = self.classes.get(claim.class_name)
+        return (cls.provisioner, f"claim:{key}") if cls is not None and cls.provisions else None
+
+    def tracks_capacity(self, klass: str) -> list[Capacity]:
+        return [c for c in self.capacities.values() if c.class_name == klass]
+
+
+@dataclass(slots=True, frozen=True)
+class PodClaims:
+    """A pod's claims sorted as VolumeBinding's PreFilter does."""
+
+    pod: str = ""
+    bound: tuple[tuple[Claim, Volume], ...] = ()
+    delayed: tuple[Claim, ...] = ()
+    blockers: tuple[Blocker, ...] = ()
+    #: single-node claims another running pod uses: claim key -> that pod's node
+    in_use: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def free(self) -> bool:
+        """Nothing about its volumes limits where it goes."""
+        return not (self.bound or self.delayed or self.blockers or self.in_use)
+
+
+NO_CLAIMS = PodClaims()
+
+
+def sort_claims(pod: str, uid: str, volumes: Iterable[PodVolume], storage: Storage) -> PodClaims:
+    """Sort the claims of pod ``pod`` (``ns/name``, uid ``uid``) into bound, delayed and blockers."""
+    namespace = pod.split("/", 1)[0]
+    bound: list[tuple[Claim, Volume]] = []
+    delayed: list[Claim] = []
+    blockers: list[Blocker] = []
+    in_use: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for vol in volumes:
+        key = f"{namespace}/{vol.claim}"
+        if key in seen:
+            continue
+        seen.add(key)
+        claim = storage.claims.get(key)
+        ephemeral = vol.source == Source.EPHEMERAL
+        if claim is None:
+            blockers.append(say.ephemeral_not_found(vol.volume, key) if ephemeral else say.claim_not_found(vol.volume, key))
+            continue
+        if ephemeral and uid and uid not in claim.owner_uids:
+            blockers.append(say.claim_not_owned(vol.volume, key))
+            continue
+        if claim.deleting:
+            blockers.append(say.claim_deleting(key))
+            continue
+        others = {p: n for p, n in storage.users.get(key, {}).items() if p != pod}
+        if AccessMode.RWOP in claim.access_modes and others:
+            blockers.append(say.rwop_in_use(key, min(others)))
+            continue
+        running = sorted({n for n in others.values() if n is not None})
+        if claim.single_node and running:
+            in_use.append((key, running[0]))
+        if claim.volume_name and (claim.bound or claim.phase == "Lost"):
+            volume = storage.volumes.get(claim.volume_name)
+            if volume is None:
+                blockers.append(say.volume_not_found(key, claim.volume_name))
+            elif claim.phase == "Lost":
+                blockers.append(say.claim_lost(key, claim.volume_name))
+            else:
+                bound.append((claim, volume))
+            continue
+        cls = storage.classes.get(claim.class_name) if claim.class_name else None
+        if claim.class_name and cls is None:
+            blockers.append(say.class_not_found(key, claim.class_name))
+        elif cls is not None and cls.binding_mode == BindingMode.WAIT and not claim.volume_name:
+            delayed.append(claim)
+        else:
+            blockers.append(say.unbound_immediate(key, claim.class_name))
+    if not (bound or delayed or blockers or in_use):
+        return NO_CLAIMS
+    delayed.sort(key=lambda c: (c.request, c.name))
+    return PodClaims(pod, tuple(bound), tuple(delayed), tuple(blockers), tuple(in_use))
+
+
+@dataclass(slots=True, frozen=True)
+class Choice:
+    """What binding the pod's claims on one node takes, or why the node does not fit."""
+
+    reason: VolumeReason | None = None
+    claim: str = ""
+    #: delayed claims bound to static volumes: (claim key, volume name)
+    bindings: tuple[tuple[str, str], ...] = ()
+    #: delayed claims to provision on this node
+    provisions: tuple[str, ...] = ()
+
+
+def matches(claim: Claim, volume: Volume, node: str, labels: Mapping[str, str]) -> bool:
+    """Whether a static volume can be bound to a delayed claim for a pod on ``node``."""
+    if volume.deleting or volume.class_name != claim.class_name or volume.volume_mode != claim.volume_mode:
+        return False
+    if volume.claim_ref is not None:
+        ns, name, uid = volume.claim_ref
+        if (ns, name) != (claim.namespace, claim.name) or (uid and claim.uid and uid != claim.uid):
+            return False
+    elif volume.phase != "Available":
+        return False
+    if claim.selector is not None and not _selects(claim.selector, dict(volume.labels)):
+        return False
+    if not claim.access_modes <= volume.access_modes or volume.capacity < claim.request:
+        return False
+    return volume.fits(node, labels)
+
+
+def choose(pods: PodClaims, node: str, labels: Mapping[str, str], storage: Storage,
+           taken: frozenset[str] = frozenset()) -> Choice:
+    """The Filter for one node: the first thing that keeps the pod off it, else what binding takes.
+    ``taken``: static volumes already chosen for other claims (of the gang)."""
+    for key, where in pods.in_use:
+        if where != node:
+            return Choice(VolumeReason.IN_USE_ELSEWHERE, key)
+    for claim, volume in pods.bound:
+        if not volume.fits(node, labels):
+            return Choice(VolumeReason.NODE_CONFLICT, claim.key)
+    bindings: list[tuple[str, str]] = []
+    provisions: list[str] = []
+    chosen = set(taken)
+    for claim in pods.delayed:
+        if claim.selected_node is not None:
+            if claim.selected_node != node:
+                return Choice(VolumeReason.SELECTED_ELSEWHERE, claim.key)
+            provisions.append(claim.key)
+            continue
+        volume = next((v for v in storage.volumes_of_class(claim.class_name)
+                       if v.name not in chosen and matches(claim, v, node, labels)), None)
+        if volume is not None:
+            chosen.add(volume.name)
+            bindings.append((claim.key, volume.name))
+            continue
+        cls = storage.classes[claim.class_name]
+        if not cls.provisions or not cls.allows(labels):
+            return Choice(VolumeReason.NO_VOLUME, claim.key)
+        capacities = storage.tracks_capacity(cls.name)
+        if capacities and claim.request and not any(
+                c.serves(labels) and (c.room() or 0) >= claim.request for c in capacities):
+            return Choice(VolumeReason.NO_CAPACITY, claim.key)
+        provisions.append(claim.key)
+    over = _over_limit(pods, node, storage, bindings, provisions)
+    if over is not None:
+        return Choice(VolumeReason.ATTACH_LIMIT, over)
+    return Choice(None, "", tuple(bindings), tuple(provisions))
+
+
+def _over_limit(pods: PodClaims, node: str, storage: Storage, bindings: list[tuple[str, str]],
+                provisions: list[str]) -> str | None:
+    """The first claim that would take a driver over its attach limit on ``node`` (NodeVolumeLimits)."""
+    limits = storage.limits.get(node)
+    if not limits:
+        return None
+    new: list[tuple[str, str, str]] = []  # (driver, volume id, claim)
+    for claim, volume in pods.bound:
+        if volume.driver:
+            new.append((volume.driver, volume.name, claim.key))
+    for key, name in bindings:
+        v = storage.volumes[name]
+        if v.driver:
+            new.append((v.driver, v.name, key))
+    for key in provisions:
+        cls = storage.classes.get(storage.claims[key].class_name)
+        if cls is not None and cls.provisions:
+            new.append((cls.provisioner, f"claim:{key}", key))
+    attached = storage.attached(node)
+    counts = {d: set(ids) for d, ids in attached.items()}
+    for driver, ident, key in new:
+        counts.setdefault(driver, set()).add(ident)
+        limit = limits.get(driver)
+        if limit is not None and len(counts[driver]) > limit:
+            return key
+    return None
+
+
+@dataclass(slots=True)
+class VolumeFit:
+    """Where a pod's volumes let it go, and why not elsewhere."""
+
+    #: the names of the nodes it may use; None: every node
+    eligible: frozenset[str] | None = None
+    #: reasons it may use no node at all, whatever the nodes
+    blockers: tuple[Blocker, ...] = ()
+    excluded: Counter[VolumeReason] = field(default_factory=Counter)
+    #: for each reason, the first claim it was about
+    claims: dict[VolumeReason, str] = field(default_factory=dict)
+
+    def explain(self, storage: Storage) -> str | None:
+        """Why nodes are out, in words (None when none is)."""
+        if self.blockers:
+            return "; ".join(b.message for b in self.blockers)
+        parts = []
+        for reason, n in sorted(self.excluded.items(), key=lambda kv: -kv[1]):
+            noun = "node" if n == 1 else "nodes"
+            parts.append(f"{n} {noun} {NODE_WORDS[reason]} ({_detail(reason, self.claims[reason], storage)})")
+        return ", ".join(parts) or None
+
+
+FREE = VolumeFit()
+
+
+def fit_nodes(pods: PodClaims, nodes: Iterable[NodeLike], storage: Storage) -> VolumeFit:
+    """Run ``choose`` on every node; the nodes that pass and why the others do not."""
+    if pods.free:
+        return FREE
+    if pods.blockers:
+        return VolumeFit(frozenset(), pods.blockers)
+    result = VolumeFit(frozenset())
+    allowed = []
+    for node in nodes:
+        choice = choose(pods, node.name, node.labels, storage)
+        if choice.reason is None:
+            allowed.append(node.name)
+        else:
+            result.excluded[choice.reason] += 1
+            result.claims.setdefault(choice.reason, choice.claim)
+    result.eligible = frozenset(allowed) if result.excluded else None
+    return result
+
+
+def _detail(reason: VolumeReason, key: str, storage: Storage) -> str:
+    claim = storage.claims.get(key)
+    if claim is None:
+        return f"claim {key}"
+    if reason == VolumeReason.NODE_CONFLICT:
+        volume = storage.volumes.get(claim.volume_name)
+        where = volume.where() if volume is not None else "nowhere known"
+        return f"claim {key} is bound to volume {claim.volume_name}, usable only where {where}"
+    if reason == VolumeReason.SELECTED_ELSEWHERE:
+        return f"claim {key} has selected node {claim.selected_node}"
+    if reason == VolumeReason.IN_USE_ELSEWHERE:
+        nodes = sorted({n for n in storage.users.get(key, {}).values() if n})
+        return f"claim {key} is ReadWriteOnce and in use on {', '.join(nodes)}"
+    size = _size(claim.request)
+    if reason == VolumeReason.NO_CAPACITY:
+        return f"claim {key} asks {size} of class {claim.class_name!r}; no CSIStorageCapacity serving these nodes has room"
+    if reason == VolumeReason.ATTACH_LIMIT:
+        return f"claim {key} would take its driver past the node's attach limit (CSINode)"
+    cls = storage.classes.get(claim.class_name)
+    modes = ", ".join(sorted(claim.access_modes)) or "no access mode"
+    how = ("its class cannot provision (no provisioner)" if cls is None or not cls.provisions
+           else "its class's allowedTopologies exclude them")
+    return f"no available volume of class {claim.class_name!r} for claim {key} ({size}, {modes}), and {how}"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return f"{n} bytes"
