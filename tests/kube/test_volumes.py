@@ -364,3 +364,23 @@ def test_a_gang_whose_claims_are_all_bound_has_nothing_to_prebind():
     s = storage(sc("fast"), pvc("c0", volume="pv-c0", bound=True), pv("pv-c0", claim="c0"))
     assert plan(placed(s, {"gpu-01": ("c0",)}), s).empty
     assert plan(placed(s, {"gpu-01": ()}), s).empty
+
+
+def test_the_index_follows_informer_events_for_claims_volumes_and_pods():
+    from usher.engine.backends.kube.volumes.index import StorageKind, VolumeIndex
+
+    index = VolumeIndex()
+    index.object_changed(StorageKind.CLASSES, "fast", sc("fast"))
+    index.pod_changed("ml/w-0", pod("w-0", "data"))
+    assert index.fit("ml/w-0", nodes(), 1).blockers[0].reason == VolumeReason.CLAIM_NOT_FOUND
+    index.object_changed(StorageKind.CLAIMS, "ml/data", pvc("data", volume="pv-1", bound=True))
+    index.object_changed(StorageKind.VOLUMES, "pv-1", pv("pv-1", host="gpu-02", claim="data"))
+    assert index.fit("ml/w-0", nodes(), 1).eligible == frozenset({"gpu-02"})
+    # a second pod that runs on gpu-02 with the same ReadWriteOnce claim: the first must go there too
+    index.pod_changed("ml/w-1", {**pod("w-1", "data"), "spec": {**pod("w-1", "data")["spec"], "nodeName": "gpu-02"}})
+    assert index.storage.users["ml/data"] == {"ml/w-0": None, "ml/w-1": "gpu-02"}
+    index.pod_changed("ml/w-1", None)
+    assert index.storage.users["ml/data"] == {"ml/w-0": None}
+    index.object_changed(StorageKind.VOLUMES, "pv-1", None)
+    assert index.fit("ml/w-0", nodes(), 1).blockers[0].reason == VolumeReason.VOLUME_NOT_FOUND
+    assert index.fit("ml/nobody", nodes(), 1).eligible is None

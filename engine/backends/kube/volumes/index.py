@@ -1,0 +1,157 @@
+"""The storage side of usher's caches: informer events in, each pod's volume fit out.
+
+The controller feeds this index the objects its storage informers deliver (claims, volumes,
+classes, CSIStorageCapacities, CSINodes) and every pod it sees (``pod_changed``: which claims the
+pod uses, and where it runs, for ReadWriteOncePod, Multi-Attach and attach limits). The mirror
+asks ``fit`` for a waiting pod: the nodes its volumes allow and why not the others. A result is
+kept until the storage or the nodes change (``Storage.version``, the caller's node version), so a
+cycle over a backlog of pods costs one dictionary lookup per pod; a pod without claims costs none.
+
+Pure: the index does no I/O, and reads only what the informers gave it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from ..constraints import NodeLike
+from .fit import FREE, NO_CLAIMS, PodClaims, Storage, VolumeFit, fit_nodes, sort_claims
+from .model import PodVolume, parse_capacity, parse_claim, parse_class, parse_csinode, parse_volume, pod_volumes
+
+
+class StorageKind(StrEnum):
+    """The storage resources usher watches (their plural names, as RBAC names them)."""
+
+    CLAIMS = "persistentvolumeclaims"
+    VOLUMES = "persistentvolumes"
+    CLASSES = "storageclasses"
+    CAPACITIES = "csistoragecapacities"
+    CSINODES = "csinodes"
+
+
+#: where each kind is listed and watched, across all namespaces
+PATHS: dict[StorageKind, str] = {
+    StorageKind.CLAIMS: "/api/v1/persistentvolumeclaims",
+    StorageKind.VOLUMES: "/api/v1/persistentvolumes",
+    StorageKind.CLASSES: "/apis/storage.k8s.io/v1/storageclasses",
+    StorageKind.CAPACITIES: "/apis/storage.k8s.io/v1/csistoragecapacities",
+    StorageKind.CSINODES: "/apis/storage.k8s.io/v1/csinodes",
+}
+
+#: the API group of each kind (``""``: core), for the RBAC list
+GROUPS: dict[StorageKind, str] = {
+    StorageKind.CLAIMS: "",
+    StorageKind.VOLUMES: "",
+    StorageKind.CLASSES: "storage.k8s.io",
+    StorageKind.CAPACITIES: "storage.k8s.io",
+    StorageKind.CSINODES: "storage.k8s.io",
+}
+
+
+@dataclass(slots=True)
+class _Pod:
+    uid: str
+    volumes: tuple[PodVolume, ...]
+    node: str | None
+
+
+@dataclass(slots=True)
+class VolumeIndex:
+    storage: Storage = field(default_factory=Storage)
+    pods: dict[str, _Pod] = field(default_factory=dict)
+    #: pods whose volumes usher cannot read: the field paths and what is wrong
+    problems: dict[str, list[str]] = field(default_factory=dict)
+    _fits: dict[str, tuple[int, int, VolumeFit]] = field(default_factory=dict)
+    #: what the volume problems of each volume are (a PersistentVolume usher cannot read)
+    volume_problems: dict[str, list[str]] = field(default_factory=dict)
+
+    def object_changed(self, kind: StorageKind, key: str, obj: Mapping[str, Any] | None) -> None:
+        """One informer event: ``obj`` is the object as it is now, None when it was deleted."""
+        s = self.storage
+        if kind == StorageKind.CLAIMS:
+            _put(s.claims, key, parse_claim(obj) if obj is not None else None)
+        elif kind == StorageKind.VOLUMES:
+            if obj is None:
+                _put(s.volumes, key, None)
+                self.volume_problems.pop(key, None)
+            else:
+                volume, problems = parse_volume(obj)
+                _put(s.volumes, key, volume)
+                if problems:
+                    self.volume_problems[key] = problems
+                else:
+                    self.volume_problems.pop(key, None)
+        elif kind == StorageKind.CLASSES:
+            _put(s.classes, key, parse_class(obj) if obj is not None else None)
+        elif kind == StorageKind.CAPACITIES:
+            _put(s.capacities, key, parse_capacity(obj) if obj is not None else None)
+        elif kind == StorageKind.CSINODES:
+            if obj is None:
+                s.limits.pop(key, None)
+            else:
+                node, limits = parse_csinode(obj)
+                s.limits[node or key] = limits
+        s.changed()
+
+    def pod_changed(self, key: str, obj: Mapping[str, Any] | None, live: bool = True) -> None:
+        """A pod as the informers see it (None or not ``live``: gone, or ended)."""
+        known = self.pods.get(key)
+        if obj is None or not live:
+            if known is not None:
+                del self.pods[key]
+                self._fits.pop(key, None)
+                self.problems.pop(key, None)
+                if known.volumes:
+                    self.storage.set_use(key, None, ())
+            return
+        volumes, problems = pod_volumes(obj)
+        if problems:
+            self.problems[key] = problems
+        else:
+            self.problems.pop(key, None)
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        node = (obj.get("spec") or {}).get("nodeName") or None
+        pod = _Pod(uid, volumes, node)
+        if known == pod:
+            return
+        self.pods[key] = pod
+        self._fits.pop(key, None)
+        if volumes or (known is not None and known.volumes):
+            namespace = key.split("/", 1)[0]
+            self.storage.set_use(key, node, (f"{namespace}/{v.claim}" for v in volumes))
+
+    def claims_of(self, key: str) -> PodClaims:
+        """The pod's claims, sorted as kube-scheduler's PreFilter does."""
+        pod = self.pods.get(key)
+        if pod is None or not pod.volumes:
+            return NO_CLAIMS
+        return sort_claims(key, pod.uid, pod.volumes, self.storage)
+
+    def claim_keys(self, key: str) -> tuple[str, ...]:
+        pod = self.pods.get(key)
+        if pod is None:
+            return ()
+        namespace = key.split("/", 1)[0]
+        return tuple(dict.fromkeys(f"{namespace}/{v.claim}" for v in pod.volumes))
+
+    def fit(self, key: str, nodes: Iterable[NodeLike], nodes_version: int) -> VolumeFit:
+        """Which of ``nodes`` the pod's volumes allow (``FREE``: all of them)."""
+        pod = self.pods.get(key)
+        if pod is None or not pod.volumes:
+            return FREE
+        known = self._fits.get(key)
+        if known is not None and known[0] == self.storage.version and known[1] == nodes_version:
+            return known[2]
+        result = fit_nodes(self.claims_of(key), nodes, self.storage)
+        self._fits[key] = (self.storage.version, nodes_version, result)
+        return result
+
+
+def _put(into: dict[str, Any], key: str, value: Any) -> None:
+    if value is None:
+        into.pop(key, None)
+    else:
+        into[key] = value
