@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 from test_informer import PODS, QUICK, Recorder, lists, running, until, watches
-from usher.engine.backends.kube import client as client_module
 from usher.engine.backends.kube.client import ApiError, KubeClient, RetryPolicy
+from usher.engine.backends.kube.client import watching as watch_stream
 from usher.engine.backends.kube.connection import (
     Connection,
     ConnectionState,
@@ -210,7 +210,7 @@ async def test_a_silent_watch_is_given_up_by_the_read_timeout(
     without a FIN): the client's read timeout, a little past timeoutSeconds, ends the wait."""
     server = servers.server
     assert server is not None
-    monkeypatch.setattr(client_module, "WATCH_READ_GRACE", 0.2)
+    monkeypatch.setattr(watch_stream, "WATCH_READ_GRACE", 0.2)
     server.inject(FaultKind.STALL, method="GET", path=PODS, watch=True, times=1)
     seen = Recorder()
     async with running(Informer(client, PODS, on_event=seen, backoff=QUICK, watch_timeout=1)) as informer:
