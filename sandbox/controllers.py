@@ -3,7 +3,9 @@
 ``Controllers(store)`` owns a kubelet for every node (:mod:`usher.sandbox.kubelet`, with the
 taint manager), the node lifecycle controller and pod garbage collector
 (:mod:`usher.sandbox.nodelifecycle`), the default scheduler (:mod:`usher.sandbox.default_scheduler`), the workload
-controllers (:mod:`usher.sandbox.workloads`: Job, ReplicaSet, Deployment, DaemonSet) and, with
+controllers (:mod:`usher.sandbox.workloads`: Job, ReplicaSet, Deployment, DaemonSet), with ``storage``
+(the default) the PV controller (:mod:`usher.sandbox.pv_controller`), the ephemeral volume
+controller (:mod:`usher.sandbox.pod_claims`) and the CSI provisioner (:mod:`usher.sandbox.provisioner`), and, with
 ``operators`` (the default), a StatefulSet controller and the stand-ins for the JobSet,
 Kubeflow (PyTorchJob, TFJob, MPIJob), KubeRay (RayCluster, RayJob) and LeaderWorkerSet operators
 (:mod:`usher.sandbox.operators`), whose CRDs (:mod:`usher.sandbox.crds`) are created in the
@@ -41,6 +43,9 @@ from .kubelet import Kubelet
 from .nodelifecycle import NodeLifecycle
 from .operators import operator_parts
 from .parts import Part
+from .pod_claims import EphemeralVolumeController
+from .provisioner import Provisioner
+from .pv_controller import PersistentVolumeController
 from .store import Change, Store
 from .workloads import (
     DaemonSetController,
@@ -73,6 +78,7 @@ class Controllers:
         scheduler: bool = True,
         workloads: bool = True,
         operators: bool = True,
+        storage: bool = True,
     ) -> None:
         self.store = store
         self.skip = skip or (lambda pod: False)
@@ -91,11 +97,16 @@ class Controllers:
         self.replicasets = ReplicaSetController(self) if workloads else None
         self.deployments = DeploymentController(self) if workloads else None
         self.daemonsets = DaemonSetController(self) if workloads else None
+        self.volumes = PersistentVolumeController(self) if storage else None
+        """The PV controller with pvc- and pv-protection (:mod:`usher.sandbox.pv_controller`)."""
+        self.ephemeral = EphemeralVolumeController(self) if storage else None
+        self.provisioner = Provisioner(self) if storage else None
+        """The sandbox CSI drivers' external provisioner (:mod:`usher.sandbox.provisioner`)."""
         self.operators: list[Part] = operator_parts(self) if operators else []
         """The StatefulSet controller and the operator stand-ins (:mod:`usher.sandbox.operators`)."""
         self.parts = [
             p for p in (self.lifecycle, self.deployments, self.replicasets, self.daemonsets, *self.operators, self.jobs,
-                        self.scheduler, self.kubelet)
+                        self.ephemeral, self.volumes, self.provisioner, self.scheduler, self.kubelet)
             if p is not None
         ]
         if operators:

@@ -17,6 +17,8 @@ creates one at a time once the lower ordinals are Running and Ready, ``Parallel`
 terminal pod is deleted and created again; status ``replicas``, ``readyReplicas``,
 ``currentReplicas``, ``updatedReplicas``, ``availableReplicas``, revisions. Mutating admission
 webhooks (the LWS pod webhook) are modelled as :attr:`StatefulSetController.mutators`.
+``volumeClaimTemplates`` give each pod its claims ``<template>-<sts>-<ordinal>``
+(:func:`usher.sandbox.pod_claims.statefulset_claims`; kept when the pod or set goes: ``Retain``).
 
 **JobSet** (jobset.x-k8s.io/v1alpha2, JobSet v0.7/v0.8): the webhook's defaults (Job
 ``completionMode: Indexed``, pod ``restartPolicy: OnFailure``, ``network.enableDNSHostnames``
@@ -92,7 +94,8 @@ pod, owned by the leader pod, ``replicas: size - 1``, ordinals from 1, labels na
 annotation ``leaderworkerset.sigs.k8s.io/leader-name``. Under ``RecreateGroupOnPodRestart`` (the
 default) a pod of a group being deleted or a container restart deletes the leader pod, so the
 whole group is created again. Status ``replicas``, ``readyReplicas``, ``updatedReplicas``,
-``hpaPodSelector``, conditions Available/Progressing.
+``hpaPodSelector``, conditions Available/Progressing. ``leaderWorkerTemplate.volumeClaimTemplates``
+(LWS v0.8) go to the leader and worker StatefulSets, so each pod gets claims of its own.
 
 Not modelled: gang-scheduler integration (PodGroups the operators create for Volcano or
 coscheduling), webhooks' validation, rolling updates of a changed template, autoscaling
@@ -130,6 +133,7 @@ from .nodefit import (
     set_condition,
 )
 from .parts import Host
+from .pod_claims import statefulset_claims
 from .store import ApiError, Change, EventType, Stored
 from .workloads import OwnerPart, owner_reference, pod_ready, template_hash
 
@@ -375,6 +379,7 @@ class StatefulSetController(OwnerPart):
         pod["spec"]["hostname"] = pod_name
         if spec.get("serviceName"):
             pod["spec"]["subdomain"] = spec["serviceName"]
+        statefulset_claims(self.store, sts, pod, ordinal)
         for mutate in self.mutators:
             mutate(sts, pod)
         try:
@@ -1396,6 +1401,7 @@ class LeaderWorkerSetController(CustomPart):
                 "selector": {"matchLabels": {LWS_NAME: name, LWS_WORKER_INDEX: "0"}},
                 "template": template,
                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0, "maxUnavailable": 1}},
+                **({"volumeClaimTemplates": copy.deepcopy(lwt["volumeClaimTemplates"])} if lwt.get("volumeClaimTemplates") else {}),
             },
         }
 
@@ -1425,6 +1431,7 @@ class LeaderWorkerSetController(CustomPart):
                 "serviceName": name,
                 "selector": {"matchLabels": selector},
                 "template": template,
+                **({"volumeClaimTemplates": copy.deepcopy(lwt["volumeClaimTemplates"])} if lwt.get("volumeClaimTemplates") else {}),
             },
         }
 

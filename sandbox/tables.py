@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from . import quantity
 from .kinds import Resource, ResourceType
+from .storage import SHORT_ACCESS_MODES, is_default_class
 from .store import JsonObject, Stored
 
 def human_duration(seconds: float) -> str:
@@ -230,7 +232,46 @@ def _crd_created(crd: JsonObject, now: float) -> str:
     return crd["metadata"].get("creationTimestamp", "")
 
 
+def _access_modes(modes: Any) -> str:
+    """``GetAccessModesAsString``: the short names in a fixed order, whatever the object's."""
+    given = set(modes or [])
+    return ",".join(short for mode, short in SHORT_ACCESS_MODES.items() if mode in given)
+
+
+def _storage_text(raw: Any) -> str:
+    try:
+        return str(quantity.parse(raw)) if raw is not None else ""
+    except quantity.QuantityError:
+        return str(raw)
+
+
+def _storage_phase(obj: JsonObject, now: float) -> str:
+    return "Terminating" if obj["metadata"].get("deletionTimestamp") else (obj.get("status") or {}).get("phase", "")
+
+
+def _claim_bound(claim: JsonObject) -> bool:
+    return bool((claim.get("spec") or {}).get("volumeName"))
+
+
+def _claim_capacity(claim: JsonObject, now: float) -> str:
+    return _storage_text(((claim.get("status") or {}).get("capacity") or {}).get("storage")) if _claim_bound(claim) else ""
+
+
+def _claim_modes(claim: JsonObject, now: float) -> str:
+    return _access_modes((claim.get("status") or {}).get("accessModes")) if _claim_bound(claim) else ""
+
+
+def _volume_claim(volume: JsonObject, now: float) -> str:
+    ref = (volume.get("spec") or {}).get("claimRef")
+    return f"{ref.get('namespace', '')}/{ref.get('name', '')}" if isinstance(ref, dict) else ""
+
+
+def _class_name(sc: JsonObject, now: float) -> str:
+    return sc["metadata"]["name"] + (" (default)" if is_default_class(sc) else "")
+
+
 _NAME, _AGE = Column("Name", _name), Column("Age", _age)
+_UNSET = "<unset>"
 _WORKLOAD_CONTAINERS = (
     Column("Containers", lambda o, now: ",".join(c.get("name", "") for c in _template_containers(o)), priority=1),
     Column("Images", lambda o, now: ",".join(c.get("image", "") for c in _template_containers(o)), priority=1),
@@ -338,6 +379,45 @@ _COLUMNS: dict[Resource, tuple[Column, ...]] = {
         _AGE,
     ),
     Resource.CUSTOMRESOURCEDEFINITIONS: (_NAME, Column("Created At", _crd_created)),
+    Resource.PERSISTENTVOLUMECLAIMS: (
+        _NAME,
+        Column("Status", _storage_phase),
+        Column("Volume", _path("spec", "volumeName", default="")),
+        Column("Capacity", _claim_capacity),
+        Column("Access Modes", _claim_modes),
+        Column("StorageClass", _path("spec", "storageClassName", default="")),
+        Column("VolumeAttributesClass", _path("spec", "volumeAttributesClassName", default=_UNSET)),
+        _AGE,
+        Column("VolumeMode", _path("spec", "volumeMode", default=_UNSET), priority=1),
+    ),
+    Resource.PERSISTENTVOLUMES: (
+        _NAME,
+        Column("Capacity", lambda o, now: _storage_text(((o.get("spec") or {}).get("capacity") or {}).get("storage"))),
+        Column("Access Modes", lambda o, now: _access_modes((o.get("spec") or {}).get("accessModes"))),
+        Column("Reclaim Policy", _path("spec", "persistentVolumeReclaimPolicy", default="")),
+        Column("Status", _storage_phase),
+        Column("Claim", _volume_claim),
+        Column("StorageClass", _path("spec", "storageClassName", default="")),
+        Column("VolumeAttributesClass", _path("spec", "volumeAttributesClassName", default=_UNSET)),
+        Column("Reason", _path("status", "reason", default="")),
+        _AGE,
+        Column("VolumeMode", _path("spec", "volumeMode", default=_UNSET), priority=1),
+    ),
+    Resource.STORAGECLASSES: (
+        Column("Name", _class_name),
+        Column("Provisioner", _path("provisioner", default="")),
+        Column("ReclaimPolicy", _path("reclaimPolicy", default="Delete")),
+        Column("VolumeBindingMode", _path("volumeBindingMode", default="Immediate")),
+        Column("AllowVolumeExpansion", lambda o, now: bool(o.get("allowVolumeExpansion")), type="boolean"),
+        _AGE,
+    ),
+    Resource.CSINODES: (_NAME, Column("Drivers", lambda o, now: len((o.get("spec") or {}).get("drivers") or []), type="integer"), _AGE),
+    Resource.CSISTORAGECAPACITIES: (
+        _NAME,
+        Column("StorageClassName", _path("storageClassName", default="")),
+        Column("Capacity", lambda o, now: _storage_text(o.get("capacity"))),
+        _AGE,
+    ),
     Resource.PODDISRUPTIONBUDGETS: (
         _NAME,
         Column("Min Available", _pdb_value("minAvailable")),

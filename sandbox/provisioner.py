@@ -1,0 +1,352 @@
+"""The external provisioner of the sandbox's CSI drivers: what makes a volume for a claim.
+
+On a cluster each CSI driver runs ``external-provisioner`` beside it: it watches claims the PV
+controller annotated ``volume.kubernetes.io/storage-provisioner: <driver>``, calls the driver's
+``CreateVolume`` and writes a PersistentVolume pre-bound to the claim (``claimRef`` with the
+claim's uid), which the PV controller then binds. This stand-in does that for two drivers:
+
+- :data:`LOCAL_DRIVER` makes node-local volumes: the volume's node affinity is the node's
+  ``kubernetes.io/hostname`` (a local disk, as local-path or TopoLVM make);
+- :data:`ZONAL_DRIVER` makes zonal volumes: node affinity ``topology.kubernetes.io/zone`` (a
+  cloud disk, as the EBS or PD drivers make).
+
+As external-provisioner does, a claim of a ``WaitForFirstConsumer`` class is provisioned only
+once ``volume.kubernetes.io/selected-node`` is set, on that node's topology (refused if outside
+the class's ``allowedTopologies``); an ``Immediate`` claim goes to the first allowed topology.
+Events on the claim: ``Provisioning`` ("External provisioner is provisioning volume for claim
+"ns/name""), ``ProvisioningSucceeded`` ("Successfully provisioned volume pvc-<uid>") and
+``ProvisioningFailed`` ("failed to provision volume with StorageClass "sc": rpc error: code =
+<code> desc = <message>"). A ``ResourceExhausted`` failure of a claim with a selected node is
+final for that node: the annotation is removed, so the scheduler picks again (external-provisioner's
+``ProvisioningReschedule``); any other failure is retried with backoff (1 s, doubling, at most
+300 s). A released volume of reclaim policy ``Delete`` is deleted.
+
+Knobs, in the StorageClass's ``parameters`` (what a driver is configured by) or from Python:
+
+- ``sandbox.usher/capacity``: the space of each topology segment (a node or a zone); a claim
+  larger than what is left fails ``ResourceExhausted``, and the remaining capacity is published
+  as a CSIStorageCapacity per class and segment in ``kube-system``;
+- ``sandbox.usher/fail``: every provisioning of the class fails with this message
+  (``sandbox.usher/fail-code``: the gRPC code, default ``ResourceExhausted``);
+- ``sandbox.usher/delay``: provisioning takes this long (``30s``, ``2m``) on the store's clock;
+- :meth:`Provisioner.fail` makes the next provisioning(s) of one claim fail.
+
+Claims of other provisioners are left alone (as on a cluster where that driver is not running:
+they wait, with the PV controller's ``ExternalProvisioning`` event).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from usher.engine.scenario.quantity import parse_duration
+
+from .events import EventType, record
+from .kinds import RESOURCE_TYPES, Resource
+from .nodefit import term_matches
+from .parts import Host, Part
+from .storage import Annotation, BindingMode, ClaimPhase, ReclaimPolicy, VolumePhase, storage_request, to_bytes
+from .store import ApiError, Change, Stored
+
+JsonObject = dict[str, Any]
+
+LOCAL_DRIVER = "local.csi.sandbox.usher"
+ZONAL_DRIVER = "zonal.csi.sandbox.usher"
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+TOPOLOGY_KEYS = {LOCAL_DRIVER: HOSTNAME, ZONAL_DRIVER: ZONE}
+"""Each driver's topology key: what its volumes' node affinity names."""
+FINALIZER = "external-provisioner.volume.kubernetes.io/finalizer"
+CAPACITY_NAMESPACE = "kube-system"
+
+PVC_RT = RESOURCE_TYPES[Resource.PERSISTENTVOLUMECLAIMS]
+PV_RT = RESOURCE_TYPES[Resource.PERSISTENTVOLUMES]
+SC_RT = RESOURCE_TYPES[Resource.STORAGECLASSES]
+CAP_RT = RESOURCE_TYPES[Resource.CSISTORAGECAPACITIES]
+NODE_RT = RESOURCE_TYPES[Resource.NODES]
+
+
+class Param(StrEnum):
+    CAPACITY = "sandbox.usher/capacity"
+    FAIL = "sandbox.usher/fail"
+    FAIL_CODE = "sandbox.usher/fail-code"
+    DELAY = "sandbox.usher/delay"
+
+
+class RpcCode(StrEnum):
+    """The gRPC codes a driver's CreateVolume answers that change what the provisioner does."""
+
+    RESOURCE_EXHAUSTED = "ResourceExhausted"
+    INVALID_ARGUMENT = "InvalidArgument"
+    INTERNAL = "Internal"
+    UNAVAILABLE = "Unavailable"
+
+
+@dataclass(slots=True)
+class Failure:
+    message: str
+    code: RpcCode
+    times: int
+
+
+class ProvisioningError(Exception):
+    def __init__(self, code: RpcCode, message: str) -> None:
+        super().__init__(f"rpc error: code = {code} desc = {message}")
+        self.code = code
+
+
+def _params(sc: JsonObject) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (sc.get("parameters") or {}).items()}
+
+
+def segment_of(node: JsonObject, key: str) -> str | None:
+    """A node's value of a topology key (its name for the hostname when unlabelled)."""
+    labels = node["metadata"].get("labels") or {}
+    if key == HOSTNAME:
+        return labels.get(HOSTNAME, node["metadata"]["name"])
+    return labels.get(key)
+
+
+def _allowed(sc: JsonObject, key: str, value: str) -> bool:
+    terms = sc.get("allowedTopologies") or []
+    if not terms:
+        return True
+    for term in terms:
+        expressions = term.get("matchLabelExpressions") or []
+        if all(e.get("key") != key or value in (e.get("values") or []) for e in expressions):
+            return True
+    return False
+
+
+class Provisioner(Part):
+    """external-provisioner for the sandbox's drivers (see the module docstring)."""
+
+    resources = (Resource.PERSISTENTVOLUMECLAIMS, Resource.PERSISTENTVOLUMES, Resource.STORAGECLASSES, Resource.NODES)
+
+    def __init__(self, mgr: Host) -> None:
+        super().__init__(mgr)
+        self.failures: dict[tuple[str, str], Failure] = {}
+        self._first_seen: dict[str, float] = {}
+        self._backoff: dict[str, tuple[float, float]] = {}
+        """claim uid -> (next attempt, last backoff)."""
+        self._told: dict[str, tuple[str, str]] = {}
+
+    def fail(self, namespace: str, name: str, message: str, code: RpcCode = RpcCode.RESOURCE_EXHAUSTED, times: int = 1) -> None:
+        """Make the next ``times`` provisionings of claim ``namespace/name`` fail with ``message``."""
+        self.failures[(namespace, name)] = Failure(message, code, times)
+        self._dirty = True
+
+    def on_change(self, change: Change) -> None:
+        if change.rt.resource in self.resources:
+            self._dirty = True
+
+    # ------------------------------------------------------------------ the loop
+
+    def sync(self) -> None:
+        classes = {s.obj["metadata"]["name"]: s.obj for s in self.stored(SC_RT)}
+        for s in self.stored(PVC_RT):
+            claim = s.obj
+            provisioner = (claim["metadata"].get("annotations") or {}).get(Annotation.STORAGE_PROVISIONER)
+            if provisioner not in TOPOLOGY_KEYS or claim["metadata"].get("deletionTimestamp"):
+                continue
+            if (claim.get("spec") or {}).get("volumeName") or (claim.get("status") or {}).get("phase") != ClaimPhase.PENDING:
+                continue
+            sc = classes.get((claim.get("spec") or {}).get("storageClassName") or "")
+            if sc is None or sc.get("provisioner") != provisioner:
+                continue
+            ns, name = claim["metadata"]["namespace"], claim["metadata"]["name"]
+            self.mgr.guard(lambda ns=ns, name=name, sc=sc: self._provision(ns, name, sc))
+        for s in self.stored(PV_RT):
+            self.mgr.guard(lambda s=s: self._reclaim(s))
+        self._publish(classes)
+
+    # ------------------------------------------------------------------ provisioning
+
+    def _provision(self, ns: str, name: str, sc: JsonObject) -> None:
+        try:
+            stored = self.store.get_stored(PVC_RT, name, ns)
+        except ApiError:
+            return
+        claim = stored.obj
+        uid = claim["metadata"]["uid"]
+        pv_name = f"pvc-{uid}"
+        if self.store.exists(PV_RT, pv_name):
+            return  # made already; the PV controller binds it
+        selected = (claim["metadata"].get("annotations") or {}).get(Annotation.SELECTED_NODE)
+        if sc.get("volumeBindingMode") == BindingMode.WAIT_FOR_FIRST_CONSUMER and not selected:
+            return
+        now = self.mgr.now()
+        params = _params(sc)
+        delay = parse_duration(params[Param.DELAY]) if params.get(Param.DELAY) else 0.0
+        start = self._first_seen.setdefault(uid, now)
+        due = max(start + delay, self._backoff.get(uid, (0.0, 0.0))[0])
+        if now < due:
+            self.mgr.at(due, ("provision", uid), self.resync)
+            return
+        provisioner = str(sc.get("provisioner"))
+        self._tell(claim, EventType.NORMAL, "Provisioning", f'External provisioner is provisioning volume for claim "{ns}/{name}"', provisioner)
+        try:
+            segment = self._segment(sc, provisioner, selected)
+            self._check(ns, name, sc, params, provisioner, segment, storage_request(claim))
+        except ProvisioningError as error:
+            self._failed(stored, sc, provisioner, error, selected)
+            return
+        self._backoff.pop(uid, None)
+        self._first_seen.pop(uid, None)
+        self.store.create_stored(PV_RT, self._volume(claim, sc, provisioner, segment), None)
+        self._tell(claim, EventType.NORMAL, "ProvisioningSucceeded", f"Successfully provisioned volume {pv_name}", provisioner)
+
+    def _segment(self, sc: JsonObject, provisioner: str, selected: str | None) -> str:
+        key = TOPOLOGY_KEYS[provisioner]
+        if selected:
+            try:
+                node = self.store.get_stored(NODE_RT, selected).obj
+            except ApiError:
+                raise ProvisioningError(RpcCode.RESOURCE_EXHAUSTED, f'failed to get target node: node "{selected}" not found') from None
+            value = segment_of(node, key)
+            if value is None:
+                raise ProvisioningError(RpcCode.INVALID_ARGUMENT, f'node "{selected}" has no label {key}')
+            if not _allowed(sc, key, value):
+                raise ProvisioningError(RpcCode.INVALID_ARGUMENT, (
+                    f'selected node "{selected}" topology {key}={value} is not in the allowed topologies of StorageClass '
+                    f'"{sc["metadata"]["name"]}"'))
+            return value
+        values = sorted({v for s in self.stored(NODE_RT) if (v := segment_of(s.obj, key)) is not None and _allowed(sc, key, v)})
+        if not values:
+            raise ProvisioningError(RpcCode.RESOURCE_EXHAUSTED, f"no node offers topology {key} allowed by the StorageClass")
+        return values[0]
+
+    def _check(self, ns: str, name: str, sc: JsonObject, params: dict[str, str], provisioner: str, segment: str, size: int) -> None:
+        failure = self.failures.get((ns, name))
+        if failure is not None:
+            failure.times -= 1
+            if failure.times <= 0:
+                del self.failures[(ns, name)]
+            raise ProvisioningError(failure.code, failure.message)
+        if params.get(Param.FAIL):
+            raise ProvisioningError(RpcCode(params.get(Param.FAIL_CODE, RpcCode.RESOURCE_EXHAUSTED)), params[Param.FAIL])
+        if params.get(Param.CAPACITY):
+            left = to_bytes(params[Param.CAPACITY]) - self._used(sc, provisioner, segment)
+            if size > left:
+                raise ProvisioningError(RpcCode.RESOURCE_EXHAUSTED, (
+                    f"insufficient capacity in {TOPOLOGY_KEYS[provisioner]}={segment}: requested {size} bytes, {max(left, 0)} left"))
+
+    def _failed(self, stored: Stored, sc: JsonObject, provisioner: str, error: ProvisioningError, selected: str | None) -> None:
+        claim = stored.obj
+        uid = claim["metadata"]["uid"]
+        message = f'failed to provision volume with StorageClass "{sc["metadata"]["name"]}": {error}'
+        self._tell(claim, EventType.WARNING, "ProvisioningFailed", message, provisioner)
+        self._told.pop(uid, None)  # the next attempt is told again (the event's count grows)
+        if error.code is RpcCode.RESOURCE_EXHAUSTED and selected:
+            # final on this node: give the choice back to the scheduler
+            self._first_seen.pop(uid, None)
+            self._backoff.pop(uid, None)
+            new = stored.copy()
+            new["metadata"]["annotations"].pop(Annotation.SELECTED_NODE, None)
+            self.store.update_stored(PVC_RT, new, claim["metadata"]["namespace"])
+            return
+        _, last = self._backoff.get(uid, (0.0, 0.0))
+        wait = min(300.0, last * 2 if last else 1.0)
+        when = self.mgr.now() + wait
+        self._backoff[uid] = (when, wait)
+        self.mgr.at(when, ("provision", uid), self.resync)
+
+    def _volume(self, claim: JsonObject, sc: JsonObject, provisioner: str, segment: str) -> JsonObject:
+        meta, spec = claim["metadata"], claim.get("spec") or {}
+        key = TOPOLOGY_KEYS[provisioner]
+        return {
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {
+                "name": f"pvc-{meta['uid']}",
+                "annotations": {Annotation.PROVISIONED_BY.value: provisioner,
+                                "volume.kubernetes.io/provisioner-deletion-secret-name": "",
+                                "volume.kubernetes.io/provisioner-deletion-secret-namespace": ""},
+                "finalizers": [FINALIZER],
+            },
+            "spec": {
+                "accessModes": list(spec.get("accessModes") or []),
+                "capacity": {"storage": (spec.get("resources") or {}).get("requests", {}).get("storage", "0")},
+                "claimRef": {"kind": "PersistentVolumeClaim", "namespace": meta["namespace"], "name": meta["name"],
+                             "uid": meta["uid"], "apiVersion": "v1", "resourceVersion": meta["resourceVersion"]},
+                "csi": {"driver": provisioner, "volumeHandle": f"{segment}/pvc-{meta['uid']}", "fsType": "ext4",
+                        "volumeAttributes": {"storage.kubernetes.io/csiProvisionerIdentity": f"{provisioner}-sandbox"}},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": key, "operator": "In", "values": [segment]}]}]}},
+                "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy", ReclaimPolicy.DELETE.value),
+                "storageClassName": sc["metadata"]["name"],
+                "volumeMode": spec.get("volumeMode", "Filesystem"),
+                **({"mountOptions": list(sc["mountOptions"])} if sc.get("mountOptions") else {}),
+            },
+        }
+
+    # ------------------------------------------------------------------ capacity and deletion
+
+    def _used(self, sc: JsonObject, provisioner: str, segment: str) -> int:
+        key = TOPOLOGY_KEYS[provisioner]
+        used = 0
+        for s in self.stored(PV_RT):
+            spec = s.obj.get("spec") or {}
+            if (s.obj["metadata"].get("annotations") or {}).get(Annotation.PROVISIONED_BY) != provisioner:
+                continue
+            if spec.get("storageClassName") != sc["metadata"]["name"]:
+                continue
+            node = {"metadata": {"name": "", "labels": {key: segment}}}
+            terms = ((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms") or []
+            if any(term_matches(t, node) for t in terms):
+                used += to_bytes((spec.get("capacity") or {}).get("storage"))
+        return used
+
+    def _publish(self, classes: dict[str, JsonObject]) -> None:
+        """One CSIStorageCapacity per class with a capacity and per segment, kept current."""
+        wanted: dict[str, JsonObject] = {}
+        nodes = [s.obj for s in self.stored(NODE_RT)]
+        for sc in classes.values():
+            provisioner, params = sc.get("provisioner"), _params(sc)
+            if provisioner not in TOPOLOGY_KEYS or not params.get(Param.CAPACITY):
+                continue
+            key = TOPOLOGY_KEYS[str(provisioner)]
+            for segment in sorted({v for n in nodes if (v := segment_of(n, key)) is not None and _allowed(sc, key, v)}):
+                left = max(0, to_bytes(params[Param.CAPACITY]) - self._used(sc, str(provisioner), segment))
+                name = f"csisc-{sc['metadata']['name']}-{segment}".lower().replace("_", "-")[:253]
+                wanted[name] = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+                                "metadata": {"name": name, "namespace": CAPACITY_NAMESPACE,
+                                             "labels": {"csi.storage.k8s.io/drivername": str(provisioner)}},
+                                "storageClassName": sc["metadata"]["name"],
+                                "nodeTopology": {"matchLabels": {key: segment}}, "capacity": str(left)}
+        for s in self.store.list(CAP_RT, CAPACITY_NAMESPACE, label_selector="csi.storage.k8s.io/drivername").items:
+            name = s.obj["metadata"]["name"]
+            if s.obj["metadata"]["labels"]["csi.storage.k8s.io/drivername"] not in TOPOLOGY_KEYS:
+                continue
+            want = wanted.pop(name, None)
+            if want is None:
+                self.store.delete_stored(CAP_RT, name, CAPACITY_NAMESPACE)
+            elif to_bytes(s.obj.get("capacity")) != to_bytes(want["capacity"]):
+                new = s.copy()
+                new["capacity"] = want["capacity"]
+                self.store.update_stored(CAP_RT, new, CAPACITY_NAMESPACE)
+        for want in wanted.values():
+            self.store.create(CAP_RT.resource, want, CAPACITY_NAMESPACE)
+
+    def _reclaim(self, stored: Stored) -> None:
+        """Delete a released volume of ours whose policy is Delete (DeleteVolume, then the PV)."""
+        pv = stored.obj
+        meta = pv["metadata"]
+        if (meta.get("annotations") or {}).get(Annotation.PROVISIONED_BY) not in TOPOLOGY_KEYS:
+            return
+        if (pv.get("status") or {}).get("phase") != VolumePhase.RELEASED or (pv.get("spec") or {}).get("persistentVolumeReclaimPolicy") != ReclaimPolicy.DELETE:
+            return
+        if FINALIZER in (meta.get("finalizers") or []):
+            new = stored.copy()
+            new["metadata"]["finalizers"] = [f for f in meta["finalizers"] if f != FINALIZER]
+            stored = self.store.update_stored(PV_RT, new, None)
+        if not stored.obj["metadata"].get("deletionTimestamp"):
+            self.store.delete_stored(PV_RT, meta["name"], None)
+
+    def _tell(self, claim: JsonObject, type_: EventType, reason: str, message: str, provisioner: str) -> None:
+        uid = claim["metadata"]["uid"]
+        if self._told.get(uid) == (reason, message):
+            return
+        self._told[uid] = (reason, message)
+        record(self.store, claim, type_, reason, message, f"{provisioner}_csi-provisioner-0")
