@@ -34,7 +34,8 @@ are Ready again).
 The taint manager (the node lifecycle controller's part) evicts any bound, running or pending
 pod that does not tolerate a ``NoExecute`` taint in the node's ``spec.taints``: a
 ``DisruptionTarget`` condition (reason ``DeletionByTaintManager``) and a graceful delete, at
-once or after the smallest ``tolerationSeconds`` of the tolerations that match. The
+once or after the smallest ``tolerationSeconds`` of the tolerations that count (for each taint the
+first that matches it, :func:`nodefit.eviction_delay`). The
 ``not-ready``/``unreachable`` taints come from :mod:`usher.sandbox.nodelifecycle`.
 
 Not modelled: probes, image pulls, volumes, cgroups and eviction on node pressure, static pods.
@@ -54,6 +55,7 @@ from .kinds import RESOURCE_TYPES, Resource
 from .nodelifecycle import kubelet_unreachable
 from .nodefit import (
     add_usage,
+    eviction_delay,
     host_ports,
     insufficient,
     is_terminal,
@@ -65,7 +67,6 @@ from .nodefit import (
     port_conflict,
     set_condition,
     tolerates,
-    toleration_matches,
 )
 from .parts import Host, Part
 from .store import ApiError, Change, EventType, Stored, rfc3339
@@ -228,17 +229,16 @@ class Kubelet(Part):
         for taint in (node.get("spec") or {}).get("taints") or []:
             if taint.get("effect") != "NoExecute":
                 continue
-            matching = [t for t in tolerations if toleration_matches(t, taint)]
-            if not matching:
+            delay = eviction_delay(tolerations, taint)
+            if delay is None:
+                continue
+            if delay == 0 and not tolerates(tolerations, taint):
                 evict_at = now
                 break
-            seconds = [t.get("tolerationSeconds") for t in matching]
-            if any(s is None for s in seconds):
-                continue
             key = (node["metadata"]["name"], taint.get("key", ""), taint.get("value", ""), taint.get("effect", ""),
                    str(taint.get("timeAdded", "")))
             since = self._taint_seen.setdefault(uid, {}).setdefault(key, parse_time(taint.get("timeAdded")) or now)
-            at = since + max(0, min(int(s) for s in seconds))
+            at = since + delay
             evict_at = at if evict_at is None else min(evict_at, at)
         if evict_at is None:
             self.mgr.cancel(("taint", uid))

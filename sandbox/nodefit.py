@@ -7,16 +7,25 @@
 - :func:`node_allocatable`, :func:`usage` (the non-terminal pods bound to each node);
 - :func:`insufficient`: the resources that do not fit, as ``(name, requested, used, capacity)``;
   :func:`known_to_node`: what the kubelet's admission checks of them (the scheduler checks all);
-- taints and tolerations (:func:`tolerates`, :func:`untolerated`), node selectors and required
-  node affinity (:func:`matches_node_selector`), conditions (:func:`set_condition`).
+- taints and tolerations (:func:`toleration_matches`, :func:`tolerates`, :func:`untolerated`,
+  and :func:`eviction_delay`, the taint eviction controller's ``tolerationSeconds``), node
+  selectors and required node affinity (:func:`matches_node_selector`, each requirement by
+  :mod:`usher.sandbox.labels`, the rule list and watch selectors use too), conditions
+  (:func:`set_condition`).
+
+These are the sandbox's own readings of Kubernetes' rules, never usher's: the sandbox is the
+oracle usher is checked against (``tests/kube/test_rule_agreement.py`` holds both to kube's answers).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from enum import StrEnum
 from typing import Any
 
 from usher.engine.scenario.quantity import parse_cpu, parse_memory
+
+from .labels import Operator, Requirement, parse_int64
 
 JsonObject = dict[str, Any]
 
@@ -160,19 +169,48 @@ def insufficient(
 # ------------------------------------------------------------------ taints and tolerations
 
 
+class TolerationOperator(StrEnum):
+    EQUAL = "Equal"
+    EXISTS = "Exists"
+
+
 def toleration_matches(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """``Toleration.ToleratesTaint``: an empty effect or key matches every one; ``Exists`` any
+    value, ``Equal`` (or no operator) the same value; any other operator nothing."""
     effect = toleration.get("effect") or ""
     if effect and effect != taint.get("effect"):
         return False
     key = toleration.get("key") or ""
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return not key or key == taint.get("key")
-    return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+    if key and key != taint.get("key"):
+        return False
+    match toleration.get("operator") or TolerationOperator.EQUAL:
+        case TolerationOperator.EXISTS:
+            return True
+        case TolerationOperator.EQUAL:
+            return (toleration.get("value") or "") == (taint.get("value") or "")
+        case _:
+            return False
+
+
+def deciding_toleration(tolerations: Iterable[Mapping[str, Any]] | None, taint: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The toleration that counts for ``taint``: the first that matches it, as the taint eviction
+    controller picks it (``GetMatchingTolerations``); None when none does."""
+    return next((t for t in tolerations or () if toleration_matches(t, taint)), None)
 
 
 def tolerates(tolerations: Iterable[Mapping[str, Any]] | None, taint: Mapping[str, Any]) -> bool:
-    return any(toleration_matches(t, taint) for t in tolerations or ())
+    return deciding_toleration(tolerations, taint) is not None
+
+
+def eviction_delay(tolerations: Iterable[Mapping[str, Any]] | None, taint: Mapping[str, Any]) -> int | None:
+    """Seconds until the taint eviction controller evicts a pod for a ``NoExecute`` ``taint``:
+    0 when no toleration matches (or the deciding one's ``tolerationSeconds`` is 0 or less);
+    None when the deciding one has no ``tolerationSeconds`` (tolerated for ever)."""
+    toleration = deciding_toleration(tolerations, taint)
+    if toleration is None:
+        return 0
+    seconds = toleration.get("tolerationSeconds")
+    return None if seconds is None else max(0, int(seconds))
 
 
 def node_taints(node: Mapping[str, Any]) -> list[JsonObject]:
@@ -218,24 +256,23 @@ def node_ready(node: Mapping[str, Any]) -> bool | None:
 # ------------------------------------------------------------------ node selection
 
 
-def _expression_matches(expr: Mapping[str, Any], value: str | None) -> bool:
-    op = expr.get("operator")
+#: a NodeSelectorRequirement's operator as the label requirement kube turns it into
+_NODE_OPERATORS = {
+    "In": Operator.IN, "NotIn": Operator.NOT_IN, "Exists": Operator.EXISTS, "DoesNotExist": Operator.DOES_NOT_EXIST,
+    "Gt": Operator.GREATER_THAN, "Lt": Operator.LESS_THAN,
+}
+
+
+def _requirement(expr: Mapping[str, Any]) -> Requirement | None:
+    """A node selector requirement as a label requirement; None where kube could not build one
+    (an unknown operator, a ``Gt`` / ``Lt`` without exactly one integer): such a term matches nothing."""
+    operator = _NODE_OPERATORS.get(expr.get("operator") or "")
     values = [str(v) for v in expr.get("values") or []]
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt"):
-        try:
-            have, bound = int(value or ""), int(values[0])
-        except (ValueError, IndexError):
-            return False
-        return have > bound if op == "Gt" else have < bound
-    return False
+    if operator is None:
+        return None
+    if operator in (Operator.GREATER_THAN, Operator.LESS_THAN) and (len(values) != 1 or parse_int64(values[0]) is None):
+        return None
+    return Requirement(str(expr.get("key") or ""), operator, frozenset(values))
 
 
 def term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
@@ -244,13 +281,12 @@ def term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     if not exprs and not fields:
         return False  # an empty term matches no objects
     labels = node["metadata"].get("labels") or {}
-    for expr in exprs:
-        if not _expression_matches(expr, labels.get(expr.get("key"))):
-            return False
-    for expr in fields:
-        value = node["metadata"]["name"] if expr.get("key") == "metadata.name" else None
-        if not _expression_matches(expr, value):
-            return False
+    node_fields = {"metadata.name": node["metadata"]["name"]}
+    for requirements, against in ((exprs, labels), (fields, node_fields)):
+        for expr in requirements:
+            requirement = _requirement(expr)
+            if requirement is None or not requirement.matches(against):
+                return False
     return True
 
 

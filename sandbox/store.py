@@ -68,6 +68,7 @@ from .kinds import (
     UnknownResource,
     crd_types,
 )
+from .labels import Operator, Requirement
 from .schemas import schema_for
 
 JsonObject = dict[str, Any]
@@ -187,35 +188,7 @@ def _patch_failed(message: str) -> ApiError:
 
 
 # --------------------------------------------------------------------------- selectors
-
-
-class Operator(StrEnum):
-    """Label selector operators (the set-based and equality-based ones)."""
-
-    EQUALS = "="
-    NOT_EQUALS = "!="
-    IN = "in"
-    NOT_IN = "notin"
-    EXISTS = "exists"
-    DOES_NOT_EXIST = "!"
-
-
-@dataclass(frozen=True, slots=True)
-class Requirement:
-    key: str
-    operator: Operator
-    values: frozenset[str] = frozenset()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        match self.operator:
-            case Operator.EXISTS:
-                return self.key in labels
-            case Operator.DOES_NOT_EXIST:
-                return self.key not in labels
-            case Operator.EQUALS | Operator.IN:
-                return self.key in labels and labels[self.key] in self.values
-            case _:
-                return labels.get(self.key) not in self.values
+# (parsed here; a requirement's rule is labels.Requirement, shared with nodefit's node selectors)
 
 
 _KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
