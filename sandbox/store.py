@@ -68,7 +68,7 @@ from .kinds import (
     UnknownResource,
     crd_types,
 )
-from .labels import Operator, Requirement
+from .labels import Operator, Requirement, parse_int64
 from .schemas import schema_for
 
 JsonObject = dict[str, Any]
@@ -196,6 +196,7 @@ _VALUE = r"[-A-Za-z0-9_.]*"
 _EQUALITY = re.compile(rf"\s*({_KEY})\s*(==|=|!=)\s*({_VALUE})\s*")
 _SET = re.compile(rf"\s*({_KEY})\s+(in|notin)\s*\(([^()]*)\)\s*")
 _EXISTS = re.compile(rf"\s*(!?)\s*({_KEY})\s*")
+_ORDER = re.compile(rf"\s*({_KEY})\s*([<>])\s*({_VALUE})\s*")
 _SET_VALUE = re.compile(_VALUE)
 
 
@@ -207,7 +208,7 @@ class LabelSelector:
 
     @classmethod
     def parse(cls, text: str | None) -> LabelSelector:
-        """Parse the ``labelSelector`` query syntax (``a=b,c!=d,e in (f,g),!h``)."""
+        """Parse the ``labelSelector`` query syntax (``a=b,c!=d,e in (f,g),!h,i>1``)."""
         if not text or not text.strip():
             return cls()
         return cls(tuple(_parse_requirement(part) for part in _split_top_level(text)))
@@ -260,6 +261,11 @@ def _parse_requirement(part: str) -> Requirement:
         if not all(_SET_VALUE.fullmatch(v) for v in values):
             raise ApiError.bad_request(f"unable to parse requirement: invalid value in {part.strip()!r}")
         return Requirement(m[1], Operator.IN if m[2] == "in" else Operator.NOT_IN, frozenset(values))
+    if m := _ORDER.fullmatch(part):
+        if parse_int64(m[3]) is None:
+            raise ApiError.bad_request(f"unable to parse requirement: values[0]: Invalid value: {m[3]!r}: for 'Gt', 'Lt' "
+                                       "operators, the value must be an integer")
+        return Requirement(m[1], Operator.GREATER_THAN if m[2] == ">" else Operator.LESS_THAN, frozenset([m[3]]))
     if m := _EXISTS.fullmatch(part):
         return Requirement(m[2], Operator.DOES_NOT_EXIST if m[1] else Operator.EXISTS)
     raise ApiError.bad_request(f"unable to parse requirement: {part.strip()!r}")

@@ -16,10 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kubectl import Kubectl
+from sandboxes import kubectl_fixture, two_node_sandbox_fixture  # noqa: F401 (the kubectl and sandbox fixtures)
 
 from usher.engine.backends.kube.constraints import parse_constraints
 from usher.engine.backends.kube.objects import GPU_RESOURCE, pod_requests, selector_matches
 from usher.sandbox import nodefit
+from usher.sandbox.apiserver import ServerThread
 from usher.sandbox.store import LabelSelector
 
 MI = 2**20
@@ -53,9 +56,23 @@ def test_label_selectors(selector: dict[str, Any], labels: dict[str, str], expec
 
 @pytest.mark.parametrize(("query", "expected"), [
     ("app=train,tier in (gpu,cpu)", True), ("team notin (a)", True), ("!app", False), ("tier!=gpu", False), ("", True),
+    ("gen>3", True), ("gen<4", False), ("team>1", False),
 ])
 def test_the_query_syntax_uses_the_same_requirement_rule(query: str, expected: bool) -> None:
-    assert LabelSelector.parse(query).matches(LABELS) is expected
+    """A list or watch's ``labelSelector`` (``-l`` in kubectl), ``>`` and ``<`` included."""
+    assert LabelSelector.parse(query).matches({**LABELS, "gen": "4"}) is expected
+
+
+def test_kubectl_selects_nodes_by_a_label_read_as_an_integer(sandbox: ServerThread, kubectl: Kubectl) -> None:
+    """What ``kubectl get -l 'gen>3'`` answers on a cluster: only labels ParseInt reads as more
+    than 3 (``1_0`` is no base-10 integer), and a bound that is no integer is refused."""
+    four, ten = kubectl.ok("get", "nodes", "-o", "name").split()[:2]
+    kubectl.ok("label", four, "gen=4")
+    kubectl.ok("label", ten, "gen=1_0")
+    assert kubectl.ok("get", "nodes", "-l", "gen>3", "-o", "name").split() == [four]
+    assert kubectl.ok("get", "nodes", "-l", "gen<5", "-o", "name").split() == [four]
+    refused = kubectl.run("get", "nodes", "-l", "gen>x")
+    assert refused.returncode != 0 and "must be an integer" in refused.stderr
 
 
 # -- node selectors and required node affinity (nodeSelector, matchExpressions incl. Gt/Lt) -----
