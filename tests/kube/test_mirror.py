@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from usher.engine.backends.kube.decisions import parse_decisions
+from usher.engine.backends.kube.gang import GangPhase
 from usher.engine.backends.kube.mirror import Mirror
 from usher.engine.backends.kube.objects import node_view, parse_time, pod_view
 from usher.engine.backends.kube.owners import GroupSpec
@@ -164,7 +165,7 @@ def test_a_partly_bound_gang_found_at_start_keeps_its_gpus_until_torn_down():
     # a leader that finds it half-bound instead tears it down
     m.pod_changed(None, "ml/w-1", 0.0)
     add(m, pod("w-1", gang="train", size=2, uid="uid-w-1-new"))
-    gang.teardown = "found partly bound"
+    m.tear_down(gang, "found partly bound", replace=True)
     m.sync(gang, 0.0)
     assert [g.key for g in m.teardowns()] == ["ml/train"] and "being stopped" in gang.message
     m.pod_changed(None, "ml/w-0", 0.0)
@@ -320,7 +321,7 @@ def test_a_refused_rollback_is_not_completed_after_a_rebuild_that_gave_its_room_
     node0, gpus0 = where["w-0"]
     # as the controller leaves it: w-0 bound, w-1's bind failed, the eviction of w-0 refused
     add(m, pod("w-0", gang="train", size=2, node_name=node0, phase="Running", annotations={"usher/gpus": ",".join(map(str, gpus0))}))
-    gang.teardown = "rolled back: 1 of 2 binds failed"
+    m.tear_down(gang, "rolled back: 1 of 2 binds failed", replace=True)
     gang.to_bind = {"w-1": (where["w-1"][0], list(where["w-1"][1]))}
     m.dirty = True
     m.rebuild(0.0)
@@ -370,12 +371,12 @@ def test_a_gang_whose_pods_all_went_while_its_binds_failed_is_forgotten_after_th
         add(m, obj)
     gang = m.gangs["ml/j"]
     m.engine.cycle(0.0)
-    gang.binding = True  # the controller binds...
+    m.move(gang, GangPhase.RESERVED)  # the controller binds...
     for obj in objs:  # ... while the Job is deleted
         m.pod_changed(None, pod_view(obj).key, 1.0)
     assert "ml/j" in m.gangs  # it runs (being bound): kept for now
     m.engine.unbind(gang.job, 1.0, "2 of 2 binds failed")  # the binds failed: what the controller does then
-    gang.binding = False
+    m.binds_over(gang)
     m.sync(gang, 1.0)
     m.forget_if_empty(gang)
     assert "ml/j" not in m.gangs and not m.gang_of_job
@@ -442,7 +443,7 @@ def test_a_rebuild_counts_the_gpus_of_a_gang_whose_eviction_is_under_way():
     restart_with(m, *pods)
     gang = m.gangs["ml/train"]
     m.engine.unbind(gang.job, 0.0, "preempted")  # the engine gave its capacity away ...
-    gang.teardown = "Preempted"  # ... and the controller is evicting its pods
+    m.tear_down(gang, "Preempted", replace=True)  # ... and the controller is evicting its pods
     evicting = pods[0] | {"metadata": pods[0]["metadata"] | {"deletionTimestamp": "2026-11-21T11:00:00Z"}}
     add(m, evicting)
     m.dirty = True
@@ -530,7 +531,7 @@ def test_a_moved_gang_made_anew_under_other_names_starts_in_the_room_kept_for_it
     # the controller evicts them; the old pods go and their owners create new ones
     for name in evicted:
         gang = m.gangs[name]
-        gang.teardown = "moved"
+        m.tear_down(gang, "moved", replace=True)
         old = next(iter(gang.pods))
         m.pod_changed(None, f"ml/{old}", T0 + 20)
         add(m, _created(pod(f"{old[:2]}-b", gpus=4, gang=old[:2], size=1, annotations={"usher/movable": "true"}), "10:00:30"), now=T0 + 30)
@@ -591,7 +592,7 @@ def test_a_rebuild_while_the_movers_pods_go_keeps_their_rooms_until_the_new_pods
         assert len(kept) == 2
         for name in kept:
             old = next(iter(m.gangs[name].pods))
-            m.gangs[name].teardown = "moved"  # the controller evicts them
+            m.tear_down(m.gangs[name], "moved", replace=True)  # the controller evicts them
             add(m, _terminating(old, f"n{old[1]}"), now=T0 + 20)
             if window == "gone":
                 m.pod_changed(None, f"ml/{old}", T0 + 20)
@@ -624,7 +625,7 @@ def test_a_job_whose_room_is_kept_is_not_moved_again_and_nothing_is_held_twice()
     kept = _moved(m)
     for name in kept:
         old = next(iter(m.gangs[name].pods))
-        m.gangs[name].teardown = "moved"
+        m.tear_down(m.gangs[name], "moved", replace=True)
         add(m, _terminating(old, f"n{old[1]}"), now=T0 + 20)
     m.dirty = True
     m.rebuild(T0 + 21)
@@ -689,7 +690,9 @@ def test_a_gang_whose_binds_are_on_their_way_is_no_victim_even_after_a_rebuild()
     [bind] = [d for d in m.engine.cycle(0.0).decisions if d.kind == DecisionKind.BIND]
     gang = m.gangs["ml/low"]
     m.pods_of(gang, bind.placements)
-    gang.binding, gang.binds_sent, bind.job.settling = True, True, True  # as the controller's bind task does
+    m.move(gang, GangPhase.RESERVED)  # as the controller's bind task does
+    m.move(gang, GangPhase.BINDS_SENT)
+    bind.job.settling = True
     m.dirty = True
     m.rebuild(5.0)
     assert gang.job is not bind.job and gang.job.settling

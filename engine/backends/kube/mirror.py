@@ -34,7 +34,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections import Counter
 from typing import Any
 
 from ...build import group_request, queue_from_spec
@@ -49,6 +49,7 @@ from ...state import MILLI, AuditEntry, ClusterState, Extras, Job, KeptRoom, Nod
 from .decisions import NONE as NO_DECISIONS
 from .decisions import Decisions
 from .constraints import GroupConstraints, NodeConstraints, group_constraints
+from .gang import TRANSITIONS, Gang, GangPhase, IllegalMove
 from .objects import Holding, NodeView, Phase, PodView, Requests, natural_key
 
 log = logging.getLogger("usher.controller")
@@ -66,79 +67,6 @@ FINISHED_JOBS_KEPT = 10_000
 #: namespace may not use (``not-allowed/<namespace>``: no queue config may name it, a queue name
 #: having no ``/``)
 NOT_ALLOWED_PREFIX = "not-allowed/"
-
-
-@dataclass(slots=True)
-class Gang:
-    """The pods of one job, and the engine job standing for them."""
-
-    key: str
-    seq: int
-    pods: dict[str, PodView] = field(default_factory=dict)
-    size: int | None = None
-    #: the fewest pods that may start (an elastic workload's minimum); None: all ``size`` of them
-    minimum: int | None = None
-    #: the owner makes the pods beyond ``minimum`` only once those run: it starts at its minimum
-    staged: bool = False
-    #: how the gang is shown (``PyTorchJob research/llama-ft``); None: by its key
-    title: str | None = None
-    #: what the gang's size waits for (its owner not seen yet); None: nothing
-    waiting_for: str | None = None
-    job: Job | None = None
-    #: pod names per engine pod group, in the order the job's groups were built
-    group_pods: list[list[str]] = field(default_factory=list)
-    #: binds of the current run are in flight: its pods are not all seen bound yet
-    binding: bool = False
-    #: the binds themselves have been sent (before that, the bind task waits for evicted pods
-    #: to leave its nodes, and can still be called off)
-    binds_sent: bool = False
-    #: why the bind task still waiting for its room must not bind (the gang was preempted
-    #: meanwhile); None: it goes on
-    called_off: str | None = None
-    #: why the gang is not in the engine's queue (None when it is, or is running)
-    reason: PendingReason | None = None
-    message: str | None = None
-    #: why the gang's bound pods are being evicted (None: it is not being torn down)
-    teardown: str | None = None
-    #: a rollback (some binds failed) whose evictions a PodDisruptionBudget refused: the pods left
-    #: unbound and the node and GPUs each was to be bound to, to complete the gang instead
-    to_bind: dict[str, tuple[str, list[int]]] = field(default_factory=dict)
-    #: when the controller may next try to complete it (monotonic seconds), and the wait before
-    complete_at: tuple[float, float] = (-math.inf, 0.0)
-    #: its teardown found it short of pods (found partly bound: a leader died between its binds;
-    #: or a member lost, with pods made anew waiting): when a budget refuses every eviction, the
-    #: pods it lacks are placed and bound instead (``Engine.complete``), so that the pods kept
-    #: running are not left waiting for their peers for as long as the budget holds
-    completable: bool = False
-    #: its binds failed: not admitted again before this moment (monotonic seconds), the wait
-    #: that led to it (doubled at the next failure), and the first error of the last try
-    bind_retry: tuple[float, float] = (-math.inf, 0.0)
-    bind_error: str | None = None
-    #: pods of the gang that ran to completion (a finished member is not a lost one)
-    completed: set[str] = field(default_factory=set)
-    #: pods that were deleted while bound, and how they were last seen
-    departed: dict[str, str] = field(default_factory=dict)
-    #: fewer of its pods are on nodes than it needs: being bound (by the leader, seen from a
-    #: standby or a console) or left half-bound by a leader that died (the leader tears it down)
-    partial: bool = False
-    #: an eviction of its pods was refused (a PodDisruptionBudget): until then it is neither a
-    #: victim nor a mover (``Mirror.spare``)
-    spared_until: float = -math.inf
-
-    def live(self) -> list[PodView]:
-        return [p for p in self.pods.values() if p.live]
-
-    def bound(self) -> list[PodView]:
-        """Pods on a node that still hold it (those in their termination grace period too)."""
-        return [p for p in self.pods.values() if p.live and p.bound]
-
-    def unbound(self) -> list[PodView]:
-        """Pods waiting for a node (a pod being deleted is not waiting)."""
-        return [p for p in self.pods.values() if p.live and not p.bound and not p.terminating]
-
-    @property
-    def required(self) -> int:
-        return self.size if self.size is not None else max(1, len(self.live()))
 
 
 class Mirror:
@@ -196,10 +124,52 @@ class Mirror:
         #: during a rebuild: the runs of the gangs that ran before it, by gang key (their start and
         #: their pods); a gang found running on the same pods keeps that run (``_adopt``)
         self._known_runs: dict[str, tuple[float, frozenset[str]]] = {}
+        #: phase moves refused (``move``), by (from, to): each one is a bug, and logged
+        self.refused_moves: Counter[tuple[GangPhase, GangPhase]] = Counter()
 
     @property
     def state(self) -> ClusterState:
         return self.engine.state
+
+    # -- a gang's phase (``gang.TRANSITIONS``) ----------------------------------------------
+
+    def move(self, gang: Gang, to: GangPhase, why: str | None = None) -> None:
+        """Move ``gang`` to phase ``to`` (with the reason it is there), as ``TRANSITIONS``
+        allows; any other move is logged, counted (``refused_moves``) and raised as
+        ``IllegalMove``, never made."""
+        if to not in TRANSITIONS[gang.phase]:
+            self.refused_moves[gang.phase, to] += 1
+            log.error("gang %s: refused the move %s -> %s (%s)", gang.key, gang.phase, to, why or "no reason given")
+            raise IllegalMove(f"gang {gang.key} may not move from {gang.phase} to {to}")
+        gang.phase, gang.why = to, why
+
+    def tear_down(self, gang: Gang, why: str, replace: bool = False) -> None:
+        """Its bound pods are to be evicted (``why``): torn down, or, while its bind task is in
+        flight, unreserving; already so, it keeps its first reason unless ``replace``. A
+        reservation called off has nothing bound: its task ends and queues it again."""
+        if gang.teardown is not None:
+            if replace:
+                gang.why = why
+        elif gang.phase in (GangPhase.RESERVED, GangPhase.BINDS_SENT):
+            self.move(gang, GangPhase.UNRESERVING, why)
+        elif gang.phase == GangPhase.IDLE:
+            self.move(gang, GangPhase.TEARDOWN, why)
+
+    def stop_tearing_down(self, gang: Gang, back_to: GangPhase = GangPhase.BINDS_SENT) -> None:
+        """Its teardown is over without its run ending (nothing could be evicted, it was
+        completed, or a rebuild judges it again from the cluster): a bind task still in flight
+        goes on in ``back_to``; otherwise the gang is idle."""
+        if gang.phase == GangPhase.UNRESERVING:
+            self.move(gang, back_to)
+        elif gang.phase in (GangPhase.TEARDOWN, GangPhase.COMPLETING):
+            self.move(gang, GangPhase.IDLE)
+
+    def binds_over(self, gang: Gang) -> None:
+        """Its bind task ended: idle, or torn down if its bound pods are being evicted."""
+        if gang.phase == GangPhase.UNRESERVING:
+            self.move(gang, GangPhase.TEARDOWN, gang.why)
+        elif gang.phase in (GangPhase.RESERVED, GangPhase.CALLED_OFF, GangPhase.BINDS_SENT):
+            self.move(gang, GangPhase.IDLE)
 
     def spare(self, gang: Gang, until: float) -> None:
         """An eviction of ``gang``'s pods was refused: from the next rebuild until ``until`` its
@@ -446,8 +416,8 @@ class Mirror:
                 # members that ran to completion free their node at once (the rest run on)
                 self.engine.shrink(job, done, now, note=False)
                 self.retake_short()
-            if gang.teardown is None:
-                gang.teardown = self._lost_member(gang, job.current_run.placements, now)
+            if gang.teardown is None and (lost := self._lost_member(gang, job.current_run.placements, now)) is not None:
+                self.tear_down(gang, lost)
             self._explain_leftovers(gang)
             return
         if bound:
@@ -462,7 +432,7 @@ class Mirror:
             return
         if gang.binding:
             return  # a bind called off is winding down: it syncs the gang again when it ends
-        gang.teardown = None
+        self.stop_tearing_down(gang)
         ready, reason, message = self._readiness(gang)
         gang.reason, gang.message = reason, message
         if job is not None and job.state == JobState.FINISHED:
@@ -506,10 +476,9 @@ class Mirror:
             self.retired.discard(job.queue)
         self.retake_short()
         gang.job = None
-        gang.teardown = None
+        self.stop_tearing_down(gang)
         gang.to_bind = {}
         gang.complete_at = (-math.inf, 0.0)
-        gang.completable = False
         gang.partial = False
         gang.completed.clear()
         gang.departed.clear()
@@ -550,7 +519,7 @@ class Mirror:
         if job is None or job.current_run is None or gang.binding:
             return False
         self.engine.unbind(job, now, None)
-        gang.teardown = None
+        self.stop_tearing_down(gang)
         gang.departed.clear()
         self._adopt(gang, gang.bound(), now)
         return gang.partial
@@ -792,7 +761,8 @@ class Mirror:
             if not ran:
                 what = ("started", f"on {plural(nodes, 'node')}") if same else ("adopt", f"found running on {plural(nodes, 'node')}")
                 self.state.audit.append(AuditEntry(now, "scheduler", what[0], job.name, what[1]))
-            gang.teardown = gang.teardown or self._lost_member(gang, placements, now)
+            if gang.teardown is None and (lost := self._lost_member(gang, placements, now)) is not None:
+                self.tear_down(gang, lost)
         self._explain_leftovers(gang)
 
     def _placement_of(
@@ -992,9 +962,8 @@ class Mirror:
                 # judged again from what the cluster shows: pods still on nodes hold them (a gang
                 # being torn down is adopted, so its GPUs stay counted until its pods are gone; a
                 # refused rollback's room is not kept, so it is not completed there any more)
-                gang.teardown = None
+                self.stop_tearing_down(gang)
                 gang.to_bind = {}
-                gang.completable = False
                 self.sync(gang, now)
         self._known_runs = {}
         for key, runs in ended_runs.items():

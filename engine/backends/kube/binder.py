@@ -1,0 +1,330 @@
+"""The binder: a decided gang from "reserved" to "bound", whole or not at all.
+
+Per gang, kube-scheduler's bind steps, each a method here and a ``GangPhase``:
+
+- ``reserve``: the engine's decision holds the gang's room (its run); the gang is RESERVED and
+  can still be called off (``call_off``: preempted, held, a node cordoned) while it waits.
+- ``prebind``: whatever must be true before a pod may start on its node. Today: the pods usher
+  evicted from those nodes are gone (they hold their GPUs through their grace period), however
+  long that takes. Volumes and device claims wait here too: a step is a method called from
+  ``prebind`` that returns why the gang may not bind (or None), not a new flag.
+- ``bind``: every pod bound, concurrently, over the client's kept-alive connections
+  (BINDS_SENT: nothing calls them off, and the job is no victim until they end).
+- ``unreserve``: any bind failed (a refusal, a transport error, a lost lease): the pods that did
+  bind are evicted and the gang is torn down and requeued (UNRESERVING, then TEARDOWN), with a
+  back-off that doubles while its binds keep failing.
+
+``bind_extra`` binds the pods an elastic gang grew by (one that fails is given back) and
+``complete`` the pods a refused teardown binds instead (``teardown.py`` plans them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+
+from ...admission import Decision
+from ...state import Job, PodPlacement
+from .client import NotSent
+from .context import (
+    BIND_CONCURRENCY,
+    BIND_RETRY_MAX,
+    EVENT_SHARE,
+    Context,
+    EventReason,
+    doubled_wait,
+    pod_ref,
+)
+from .evictor import BUDGET_REFUSED, Evictor
+from .gang import Gang, GangPhase
+from .metrics import queued_since
+from .objects import Annotation, PodView, natural_key
+from .status import StatusWriter
+
+log = logging.getLogger("usher.controller")
+
+#: how often a bind that waits for evicted pods to leave its nodes says it is still waiting
+EVICTION_WAIT_LOG = 60.0
+
+#: one pod to bind: the pod, its node, its GPUs
+BindJob = tuple[PodView, str, list[int]]
+
+
+class Binder:
+    """Reserve, PreBind, Bind and Unreserve for each gang the cycle admits."""
+
+    def __init__(self, ctx: Context, status: StatusWriter, evictor: Evictor) -> None:
+        self.ctx = ctx
+        self.status = status
+        self.evictor = evictor
+        pool = ctx.client.pool_size
+        events = max(1, int(pool * EVENT_SHARE))
+        self._bind_slots = asyncio.Semaphore(max(1, min(BIND_CONCURRENCY, pool - events)))
+        #: per gang key, set when the gang's bind task, still waiting for its room, is called
+        #: off (``call_off``): the task stops waiting at once
+        self._call_offs: dict[str, asyncio.Event] = {}
+
+    # -- Reserve ------------------------------------------------------------------------------
+
+    def reserve(self, gang: Gang, decision: Decision) -> None:
+        """The cycle admitted ``gang`` (its run holds the room): its bind task starts."""
+        self.ctx.mirror.move(gang, GangPhase.RESERVED)
+        self._call_offs[gang.key] = asyncio.Event()
+        self.ctx.spawn(self._bind_gang(gang, decision, self._call_offs[gang.key]))
+
+    def call_off(self, gang: Gang, why: str) -> None:
+        """The gang's reserved binds must not be sent (it was preempted while it waited for its
+        room): its task stops waiting at once. Binds already sent are not called off."""
+        if gang.phase == GangPhase.RESERVED:
+            self.ctx.mirror.move(gang, GangPhase.CALLED_OFF, why)
+        if (event := self._call_offs.get(gang.key)) is not None:
+            event.set()
+
+    async def _bind_gang(self, gang: Gang, decision: Decision, call_off: asyncio.Event) -> None:
+        """Bind every pod of an admitted gang, or none: any failure (an API error, a transport
+        error, a timeout, a lost lease) evicts those that bound and requeues the gang."""
+        ctx, mirror = self.ctx, self.ctx.mirror
+        ctx.busy += 1
+        errors: list[str] = []
+        jobs: list[BindJob] = []
+        try:
+            pairs = mirror.pods_of(gang, decision.placements)
+            jobs = [(view, mirror.state.nodes[p.node_id].name, p.gpus) for view, p in pairs]
+            nodes = {node for _, node, _ in jobs}
+            if not await self.prebind(gang, nodes, call_off):
+                errors.append("the wait for evicted pods to leave its nodes was cut short")
+            elif not ctx.may_write():
+                errors.append("this replica no longer holds the leader lease")
+            elif gang.phase == GangPhase.RESERVED and (withdrawn := self.withdrawn(gang, nodes)) is not None:
+                # nothing sent yet: the job goes back to its queue, and is decided again as it is now
+                mirror.move(gang, GangPhase.CALLED_OFF, withdrawn)
+                mirror.engine.unbind(decision.job, ctx.clock(), withdrawn)
+            elif gang.phase in (GangPhase.RESERVED, GangPhase.UNRESERVING):
+                errors = await self.bind(gang, decision.job, jobs)
+        except Exception as exc:  # whatever broke, the gang must not stay half-bound
+            log.exception("binding gang %s failed", gang.key)
+            errors.append(f"{type(exc).__name__}: {exc}")
+        try:
+            if gang.phase == GangPhase.CALLED_OFF:
+                # preempted while it waited for its room: nothing was sent, nothing to undo; the
+                # engine ended its run already, and the sync below queues its pods again
+                log.info("bind %s called off before any was sent: %s", gang.key, gang.called_off)
+            elif errors:
+                ctx.stats.binds += len(jobs) - len(errors)
+                await self.unreserve(gang, jobs, errors)
+            else:
+                ctx.stats.binds += len(jobs)
+                gang.bind_retry, gang.bind_error = (-math.inf, 0.0), None
+                log.info("bind %s: %s", gang.key, ", ".join(sorted({n for _, n, _ in jobs}, key=natural_key)))
+                for view, node, _ in jobs:
+                    message = f"Successfully assigned {view.key} to {node} with gang {gang.title or gang.key}"
+                    ctx.spawn(self.status.event(pod_ref(view), EventReason.SCHEDULED, message))
+                if decision.starts_work:
+                    ctx.metrics.job_started(decision.job.queue, ctx.clock() - queued_since(decision.job))
+        finally:
+            if self._call_offs.get(gang.key) is call_off:
+                del self._call_offs[gang.key]
+            self._binds_over(gang, decision.job)
+            ctx.busy -= 1
+            mirror.sync(gang, ctx.clock())
+            mirror.forget_if_empty(gang)
+
+    # -- PreBind ------------------------------------------------------------------------------
+
+    async def prebind(self, gang: Gang, nodes: set[str], call_off: asyncio.Event | None = None) -> bool:
+        """What must be true before the gang's pods may start on ``nodes``: the pods usher
+        evicted from them are gone (``wait_for_evictions``). False when the wait was cut short
+        (this replica stopped leading)."""
+        return await self.wait_for_evictions(nodes, call_off)
+
+    def withdrawn(self, gang: Gang, nodes: set[str]) -> str | None:
+        """Why binds decided for ``gang`` onto ``nodes`` must not be sent after all (None: they
+        may): while they waited for their room (a victim's grace period), an operator held the job,
+        or a node was cordoned (drained), failed or went. The operator was told it is done, and the
+        mirror shows it: a bind now would undo the operator's command."""
+        mirror = self.ctx.mirror
+        if mirror.held(gang):
+            return "held by an operator while it waited for its room"
+        for name in sorted(nodes, key=natural_key):
+            view = mirror.nodes.get(name)
+            if view is None:
+                return f"node {name} went while it waited for its room"
+            if view.unschedulable:
+                return f"node {name} was cordoned while it waited for its room"
+            if not view.ready:
+                return f"node {name} stopped being ready while it waited for its room"
+        return None
+
+    async def wait_for_evictions(self, nodes: set[str], call_off: asyncio.Event | None = None) -> bool:
+        """Wait until the pods usher evicted from ``nodes`` are gone (they hold their GPUs
+        through their grace period), or until ``call_off`` is set (the gang's binds were called
+        off: its task ends at once, and the gang goes back to its queue); False if this replica
+        stopped leading meanwhile."""
+        ctx = self.ctx
+        while True:
+            if call_off is not None and call_off.is_set():
+                return ctx.may_write()
+            waits = ctx.departures.on(nodes)
+            if not waits:
+                return ctx.may_write()
+            watched = [asyncio.ensure_future(asyncio.gather(*(ev.wait() for ev in waits)))]
+            if call_off is not None:
+                watched.append(asyncio.ensure_future(call_off.wait()))
+            try:
+                done, _ = await asyncio.wait(watched, timeout=EVICTION_WAIT_LOG, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in watched:
+                    task.cancel()
+                await asyncio.gather(*watched, return_exceptions=True)
+            if not done:
+                log.info("still waiting for %d evicted pod(s) to leave %s", len(waits), ", ".join(sorted(nodes)))
+            if not ctx.may_write():
+                return False
+
+    # -- Bind ---------------------------------------------------------------------------------
+
+    async def bind(self, gang: Gang, job: Job, jobs: list[BindJob]) -> list[str]:
+        """Send every bind (from here on nothing can call them off, and the job is no victim
+        until they are done: what they take cannot be evicted before it is seen bound); the
+        errors of those that failed."""
+        if gang.phase == GangPhase.RESERVED:
+            self.ctx.mirror.move(gang, GangPhase.BINDS_SENT)
+        job.settling = True
+        return [e for e in await asyncio.gather(*(self.bind_one(gang, *j) for j in jobs)) if e]
+
+    async def bind_one(self, gang: Gang, view: PodView, node: str, gpus: list[int]) -> str | None:
+        """Bind one pod (None when it bound), or say why not."""
+        ctx = self.ctx
+        async with self._bind_slots:
+            if not ctx.may_write():
+                return f"{view.name}: not bound, the leader lease was lost"
+            try:
+                await ctx.client.bind(view.namespace, view.name, node, {Annotation.GPUS: ",".join(map(str, gpus))}, view.uid,
+                                      may_send=ctx.may_write)
+            except NotSent:
+                return f"{view.name}: not bound, the leader lease was lost"
+            except Exception as exc:  # noqa: BLE001 - API, transport and decoding errors alike
+                return f"{view.name}: {exc}"
+            ctx.mirror.assume_bound(gang, view.name, node, gpus)
+            return None
+
+    # -- Unreserve ----------------------------------------------------------------------------
+
+    async def unreserve(self, gang: Gang, jobs: list[BindJob], errors: list[str]) -> None:
+        """Some binds failed: the pods that bound are evicted and the gang torn down (or, with
+        none bound, its job goes back to its queue); refused by the API server, the gang backs
+        off before it is admitted again."""
+        ctx, mirror = self.ctx, self.ctx.mirror
+        ctx.stats.bind_errors += len(errors)
+        for _ in errors:
+            ctx.metrics.bind_failed()
+        why = f"{len(errors)} of {len(jobs)} binds failed ({errors[0]})"
+        if ctx.may_write():  # refused by the API server, not cut short by a lost lease: back off
+            first = gang.bind_retry[1] == 0 and gang.bind_error is None
+            wait = 0.0 if first else doubled_wait(gang.bind_retry[1], ctx.bind_retry, BIND_RETRY_MAX)
+            gang.bind_retry = (ctx.monotonic() + wait, wait)
+            gang.bind_error = f"by the API server: {errors[0]}"
+        job = gang.job  # the gang's job now: a rebuild during the binds replaces the decision's
+        current = (gang.pods.get(v.name) for v, _, _ in jobs)
+        bound = [v for v in current if v is not None and v.bound and v.live]
+        log.warning("rollback %s: %s; evicting the %d pod(s) that bound", gang.key, why, len(bound))
+        if job is not None and job.current_run is not None:
+            if bound:
+                # the bound pods hold their nodes until they are gone: tear the gang down
+                mirror.tear_down(gang, f"rolled back: {why}", replace=True)
+            else:
+                mirror.engine.unbind(job, ctx.clock(), why)
+        refused = 0
+        for view in bound:
+            failure = await self.evictor.evict(view, f"rolling back gang {gang.title or gang.key}: {why}", EventReason.GANG_ROLLBACK)
+            refused += failure is not None and BUDGET_REFUSED in failure
+        if bound and refused == len(bound) and gang.teardown is not None:
+            # a budget keeps every bound pod there: rather than half a gang for as long as it
+            # refuses, bind the rest where they were to go (the run still holds that room)
+            on = {v.name for v in bound}
+            gang.to_bind = {v.name: (node, list(gpus)) for v, node, gpus in jobs if v.name not in on}
+        ctx.wake.set()
+
+    def _binds_over(self, gang: Gang, job: Job) -> None:
+        """A bind task of the gang's ended: nothing of it is in flight any more, for the job it
+        bound and for the job a rebuild made for the gang meanwhile."""
+        self.ctx.mirror.binds_over(gang)
+        job.settling = False
+        if gang.job is not None:
+            gang.job.settling = False
+
+    # -- the pods an elastic gang grew by, and a refused teardown's --------------------------------
+
+    def grow(self, gang: Gang, job: Job, placements: list[PodPlacement]) -> None:
+        """Bind the pods an elastic gang grew by (its own task)."""
+        # no call-off here: the grow is as good as sent, and the job no victim until it is done
+        self.ctx.mirror.move(gang, GangPhase.BINDS_SENT)
+        job.settling = True
+        self.ctx.spawn(self._bind_extra(gang, job, placements))
+
+    async def _bind_extra(self, gang: Gang, job: Job, placements: list[PodPlacement]) -> None:
+        """Bind pods an elastic gang grew by; one that fails is given back, the gang runs on."""
+        ctx, mirror = self.ctx, self.ctx.mirror
+        ctx.busy += 1
+        failed: set[str] = set()
+        try:
+            pairs = mirror.pods_of(gang, placements)
+            jobs = [(view, mirror.state.nodes[p.node_id].name, p.gpus) for view, p in pairs]
+            if not await self.prebind(gang, {node for _, node, _ in jobs}):
+                failed = {view.name for view, _, _ in jobs}
+            elif (withdrawn := self.withdrawn(gang, {node for _, node, _ in jobs})) is not None:
+                log.info("grow %s called off: %s", gang.key, withdrawn)
+                failed = {view.name for view, _, _ in jobs}
+            else:
+                results = await asyncio.gather(*(self.bind_one(gang, *j) for j in jobs))
+                failed = {view.name for (view, _, _), error in zip(jobs, results) if error}
+                ctx.stats.binds += len(jobs) - len(failed)
+                bound = sorted({n for (v, n, _), e in zip(jobs, results) if not e}, key=natural_key)
+                if bound:
+                    log.info("grow %s: %d more pod(s) on %s", gang.key, len(jobs) - len(failed), ", ".join(bound))
+        except Exception:
+            log.exception("growing gang %s failed", gang.key)
+            failed = {p.pod for p in placements}
+        finally:
+            if failed and job.current_run is not None and gang.job is job:
+                mirror.engine.shrink(job, failed, ctx.clock())
+            self._binds_over(gang, job)
+            ctx.busy -= 1
+            mirror.sync(gang, ctx.clock())
+            mirror.forget_if_empty(gang)
+
+    async def complete(self, gang: Gang) -> bool:
+        """Bind the pods a refused teardown left unbound (``Gang.to_bind``: a rollback's, where
+        they were to go; a gang found partly bound, where ``Engine.complete`` placed them); True
+        when the gang is whole again and runs on."""
+        ctx, mirror = self.ctx, self.ctx.mirror
+        if not ctx.may_write():
+            return False
+        views = [(gang.pods.get(name), node, gpus) for name, (node, gpus) in sorted(gang.to_bind.items())]
+        if any(v is None or not v.live or v.terminating or (v.bound and v.node != node) for v, node, _ in views):
+            # a pod went, or is bound elsewhere: the teardown goes on; a completion placed anew
+            # gives its room back, to be placed again at the next refusal
+            job = gang.job
+            if gang.completable and job is not None and job.current_run is not None:
+                mirror.engine.shrink(job, set(gang.to_bind), ctx.clock(), note=False)
+                gang.to_bind = {}
+            return False
+        todo = [(v, node, gpus) for v, node, gpus in views if v is not None and not v.bound]
+        errors = [e for e in await asyncio.gather(*(self.bind_one(gang, v, node, gpus) for v, node, gpus in todo)) if e]
+        if errors:
+            log.warning("completing %s after its teardown was refused: %s", gang.key, errors[0])
+            return False
+        why = gang.teardown if gang.completable else "its first bind failed"
+        log.info("bind %s: completed where its teardown was refused by a PodDisruptionBudget (%s)", gang.key, why)
+        for v, node, _ in todo:
+            ctx.spawn(self.status.event(pod_ref(v), EventReason.SCHEDULED,
+                                        f"Successfully assigned {v.key} to {node} with gang {gang.title or gang.key} "
+                                        f"(completed: {why}, and a PodDisruptionBudget kept the rest of the gang running)"))
+        mirror.stop_tearing_down(gang)
+        gang.to_bind = {}
+        gang.complete_at = (-math.inf, 0.0)
+        gang.partial = False
+        gang.bind_retry, gang.bind_error = (-math.inf, 0.0), None
+        mirror.sync(gang, ctx.clock())
+        return True
