@@ -45,6 +45,7 @@ from .operators import operator_parts
 from .parts import Part
 from .pod_claims import EphemeralVolumeController
 from .provisioner import Provisioner
+from .provisioner import install as install_storage
 from .pv_controller import PersistentVolumeController
 from .store import Change, Store
 from .workloads import (
@@ -111,6 +112,8 @@ class Controllers:
         ]
         if operators:
             install_crds(store)
+        if storage:
+            install_storage(store)
         store.add_listener(self._on_change)
 
     # ------------------------------------------------------------------ clock and timers

@@ -38,7 +38,12 @@ once or after the smallest ``tolerationSeconds`` of the tolerations that count (
 first that matches it, :func:`nodefit.eviction_delay`). The
 ``not-ready``/``unreachable`` taints come from :mod:`usher.sandbox.nodelifecycle`.
 
-Not modelled: probes, image pulls, volumes, cgroups and eviction on node pressure, static pods.
+Volumes (:mod:`usher.sandbox.volume_manager`): a pod whose claims are missing or not bound,
+or whose volume cannot attach on the node (node affinity, Multi-Attach), stays Pending with its
+containers ``ContainerCreating`` and the real ``FailedMount``/``FailedAttachVolume`` event, and
+starts once the claims and volumes allow it.
+
+Not modelled: probes, image pulls, cgroups and eviction on node pressure, static pods.
 """
 
 from __future__ import annotations
@@ -68,8 +73,10 @@ from .nodefit import (
     set_condition,
     tolerates,
 )
+from .events import record
 from .parts import Host, Part
 from .store import ApiError, Change, EventType, Stored, rfc3339
+from .volume_manager import VolumeProblem, volume_problem
 
 JsonObject = dict[str, Any]
 
@@ -104,7 +111,7 @@ class Run:
 
 
 class Kubelet(Part):
-    resources = (Resource.PODS, Resource.NODES)
+    resources = (Resource.PODS, Resource.NODES, Resource.PERSISTENTVOLUMECLAIMS, Resource.PERSISTENTVOLUMES)
 
     def __init__(self, mgr: Host) -> None:
         super().__init__(mgr)
@@ -118,13 +125,19 @@ class Kubelet(Part):
         self._taint_seen: dict[str, dict[tuple[str, str, str, str, str], float]] = {}
         #: pods seen on a node while its kubelet was silent (made Ready again when it is back)
         self._cut_off: set[str] = set()
+        #: pods admitted but waiting for their volumes, by uid: (namespace, name) and what was last said
+        self._volume_wait: dict[str, tuple[tuple[str, str], str]] = {}
 
     # ------------------------------------------------------------------ what changed
 
     def on_change(self, change: Change) -> None:
         if change.rt.resource == Resource.NODES:
             self._all = True
+        elif change.rt.resource in (Resource.PERSISTENTVOLUMECLAIMS, Resource.PERSISTENTVOLUMES):
+            self._pending.update(key for key, _ in self._volume_wait.values())
         elif change.rt.resource == Resource.PODS:
+            if self._volume_wait and (change.type is EventType.DELETED or is_terminal(change.new.obj)):
+                self._pending.update(key for key, _ in self._volume_wait.values())  # a Multi-Attach may be over
             meta = change.new.obj["metadata"]
             if change.type is EventType.DELETED:
                 run = self.runs.pop(meta["uid"], None)
@@ -134,6 +147,7 @@ class Kubelet(Part):
                 self.mgr.cancel(("taint", meta["uid"]))
                 self._taint_seen.pop(meta["uid"], None)
                 self._cut_off.discard(meta["uid"])
+                self._volume_wait.pop(meta["uid"], None)
             elif (change.new.obj.get("spec") or {}).get("nodeName"):
                 self._pending.add((meta.get("namespace", ""), meta["name"]))
 
@@ -294,7 +308,34 @@ class Kubelet(Part):
         if port_conflict(host_ports(pod), ports) is not None:
             self._reject(stored, "NodePorts", "Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports")
             return
+        problem = volume_problem(self.store, pod, node)
+        if problem is not None:
+            self._wait_for_volumes(stored, node, problem)
+            return
+        self._volume_wait.pop(pod["metadata"]["uid"], None)
         self._start(stored, node)
+
+    def _wait_for_volumes(self, stored: Stored, node: JsonObject, problem: VolumeProblem) -> None:
+        """Admitted, but its volumes cannot be attached or mounted: ContainerCreating, and the event."""
+        pod = stored.obj
+        meta = pod["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        said = self._volume_wait.get(meta["uid"], (key, ""))[1]
+        self._volume_wait[meta["uid"]] = (key, problem.message)
+        new = stored.copy()
+        status = new.setdefault("status", {})
+        status.setdefault("startTime", self.store.now())
+        status["containerStatuses"] = [
+            {"name": c.get("name"), "state": {"waiting": {"reason": "ContainerCreating"}}, "lastState": {},
+             "ready": False, "restartCount": 0, "image": c.get("image"), "imageID": "", "started": False}
+            for c in (pod.get("spec") or {}).get("containers") or []
+        ]
+        set_condition(status, self.store.now(), "PodScheduled", "True")
+        _order_conditions(status)
+        self.store.commit_update(PODS, stored, new)
+        if problem.message != said:
+            host = node["metadata"]["name"] if problem.component == "kubelet" else None
+            record(self.store, pod, problem.type, problem.reason, problem.message, problem.component, host)
 
     def _reject(self, stored: Stored, reason: str, message: str) -> None:
         """What the kubelet's admission does with a pod that does not fit: Failed, with why."""

@@ -29,7 +29,9 @@ Knobs, in the StorageClass's ``parameters`` (what a driver is configured by) or 
 - ``sandbox.usher/fail``: every provisioning of the class fails with this message
   (``sandbox.usher/fail-code``: the gRPC code, default ``ResourceExhausted``);
 - ``sandbox.usher/delay``: provisioning takes this long (``30s``, ``2m``) on the store's clock;
-- :meth:`Provisioner.fail` makes the next provisioning(s) of one claim fail.
+- :meth:`Provisioner.fail` makes the next provisioning(s) of one claim fail;
+- ``sandbox.usher/csi-attach-limit`` on a Node: its CSINode's ``allocatable.count`` for both
+  drivers (each node's CSINode is written here, as the drivers' node-driver-registrar does).
 
 Claims of other provisioners are left alone (as on a cluster where that driver is not running:
 they wait, with the PV controller's ``ExternalProvisioning`` event).
@@ -47,8 +49,17 @@ from .events import EventType, record
 from .kinds import RESOURCE_TYPES, Resource
 from .nodefit import term_matches
 from .parts import Host, Part
-from .storage import Annotation, BindingMode, ClaimPhase, ReclaimPolicy, VolumePhase, storage_request, to_bytes
-from .store import ApiError, Change, Stored
+from .storage import (
+    Annotation,
+    BindingMode,
+    ClaimPhase,
+    ReclaimPolicy,
+    VolumePhase,
+    binary_quantity,
+    storage_request,
+    to_bytes,
+)
+from .store import ApiError, Change, Store, Stored
 
 JsonObject = dict[str, Any]
 
@@ -66,6 +77,8 @@ PV_RT = RESOURCE_TYPES[Resource.PERSISTENTVOLUMES]
 SC_RT = RESOURCE_TYPES[Resource.STORAGECLASSES]
 CAP_RT = RESOURCE_TYPES[Resource.CSISTORAGECAPACITIES]
 NODE_RT = RESOURCE_TYPES[Resource.NODES]
+CSINODE_RT = RESOURCE_TYPES[Resource.CSINODES]
+ATTACH_LIMIT = "sandbox.usher/csi-attach-limit"
 
 
 class Param(StrEnum):
@@ -161,6 +174,31 @@ class Provisioner(Part):
         for s in self.stored(PV_RT):
             self.mgr.guard(lambda s=s: self._reclaim(s))
         self._publish(classes)
+        self._register()
+
+    def _register(self) -> None:
+        """node-driver-registrar's part: each node's CSINode lists both drivers, their topology key
+        and, from the node annotation ``sandbox.usher/csi-attach-limit``, how many volumes attach."""
+        for s in self.stored(NODE_RT):
+            node = s.obj
+            name = node["metadata"]["name"]
+            limit = (node["metadata"].get("annotations") or {}).get(ATTACH_LIMIT)
+            drivers = [{"name": d, "nodeID": name, "topologyKeys": [key],
+                        **({"allocatable": {"count": int(limit)}} if limit and limit.isdigit() else {})}
+                       for d, key in sorted(TOPOLOGY_KEYS.items())]
+            want = {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+                    "metadata": {"name": name, "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name,
+                                                                    "uid": node["metadata"]["uid"]}]},
+                    "spec": {"drivers": drivers}}
+            try:
+                current = self.store.get_stored(CSINODE_RT, name)
+            except ApiError:
+                self.store.create(CSINODE_RT.resource, want)
+                continue
+            if (current.obj.get("spec") or {}) != want["spec"]:
+                new = current.copy()
+                new["spec"] = want["spec"]
+                self.store.update_stored(CSINODE_RT, new, None)
 
     # ------------------------------------------------------------------ provisioning
 
@@ -314,7 +352,7 @@ class Provisioner(Part):
                                 "metadata": {"name": name, "namespace": CAPACITY_NAMESPACE,
                                              "labels": {"csi.storage.k8s.io/drivername": str(provisioner)}},
                                 "storageClassName": sc["metadata"]["name"],
-                                "nodeTopology": {"matchLabels": {key: segment}}, "capacity": str(left)}
+                                "nodeTopology": {"matchLabels": {key: segment}}, "capacity": binary_quantity(left)}
         for s in self.store.list(CAP_RT, CAPACITY_NAMESPACE, label_selector="csi.storage.k8s.io/drivername").items:
             name = s.obj["metadata"]["name"]
             if s.obj["metadata"]["labels"]["csi.storage.k8s.io/drivername"] not in TOPOLOGY_KEYS:
@@ -350,3 +388,38 @@ class Provisioner(Part):
             return
         self._told[uid] = (reason, message)
         record(self.store, claim, type_, reason, message, f"{provisioner}_csi-provisioner-0")
+
+
+# ---------------------------------------------------------------------- what the drivers install
+
+DEFAULT_CLASS = "standard"
+ZONAL_CLASS = "zonal"
+
+
+def driver_objects() -> list[tuple[Resource, JsonObject]]:
+    """The CSIDrivers and StorageClasses the sandbox's drivers install: a default class
+    ``standard`` (node-local volumes, ``WaitForFirstConsumer``, as most CSI drivers install) and a
+    class ``zonal`` (zonal volumes, ``WaitForFirstConsumer``)."""
+    objects: list[tuple[Resource, JsonObject]] = []
+    for driver, attach in ((LOCAL_DRIVER, False), (ZONAL_DRIVER, True)):
+        objects.append((Resource.CSIDRIVERS, {
+            "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": driver},
+            "spec": {"attachRequired": attach, "storageCapacity": True, "podInfoOnMount": False,
+                     "volumeLifecycleModes": ["Persistent"]},
+        }))
+    for name, driver, default in ((DEFAULT_CLASS, LOCAL_DRIVER, True), (ZONAL_CLASS, ZONAL_DRIVER, False)):
+        annotations = {Annotation.DEFAULT_CLASS.value: "true"} if default else {}
+        objects.append((Resource.STORAGECLASSES, {
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": name, **({"annotations": annotations} if annotations else {})},
+            "provisioner": driver, "reclaimPolicy": ReclaimPolicy.DELETE.value,
+            "volumeBindingMode": BindingMode.WAIT_FOR_FIRST_CONSUMER.value, "allowVolumeExpansion": True,
+        }))
+    return objects
+
+
+def install(store: Store) -> None:
+    """Create what :func:`driver_objects` lists, unless it exists already."""
+    for resource, obj in driver_objects():
+        if not store.exists(resource, obj["metadata"]["name"]):
+            store.create(resource, obj)

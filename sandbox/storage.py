@@ -144,6 +144,14 @@ def to_bytes(raw: Any) -> int:
         return 0
 
 
+def binary_quantity(n: int) -> str:
+    """Bytes as ``resource.NewQuantity(n, BinarySI)`` prints them (``100Gi``, ``1536Mi``, ``1000``)."""
+    for suffix, power in (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)):
+        if n and n % (1 << power) == 0:
+            return f"{n >> power}{suffix}"
+    return str(n)
+
+
 # --------------------------------------------------------------------------- defaults
 
 
@@ -371,8 +379,9 @@ def validate_claim_update(old: JsonObject, new: JsonObject) -> Iterator[FieldErr
         compared_old["resources"], compared_new["resources"] = old_res, new_res
         capacity = ((old.get("status") or {}).get("capacity") or {}).get("storage")
         wanted = storage_request(new)
-        floor, what = (to_bytes(capacity), "status.capacity") if capacity else (storage_request(old), "previous value")
-        if wanted < floor:
+        # shrinking is only the recovery from a failed expansion: still above what is allocated
+        if wanted < storage_request(old) and (not capacity or wanted <= to_bytes(capacity)):
+            what = "status.capacity" if capacity else "previous value"
             yield FieldError(ErrorType.FORBIDDEN, "spec.resources.requests.storage", f"field can not be less than {what}")
     if compared_old != compared_new:
         detail = "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims"
