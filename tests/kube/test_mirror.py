@@ -342,7 +342,7 @@ def test_gangs_whose_pods_all_went_before_they_ran_are_forgotten():
 
 
 def test_months_of_gangs_coming_and_going_are_compacted_by_a_rebuild(monkeypatch):
-    import usher.engine.backends.kube.mirror as mirror_module
+    import usher.engine.backends.kube.mirror_rebuild as mirror_module  # where the rebuild's limits live
 
     monkeypatch.setattr(mirror_module, "FINISHED_JOBS_KEPT", 50)
     monkeypatch.setattr(mirror_module, "AUDIT_KEPT", 30)
