@@ -2,7 +2,7 @@
 
 Every pair of phases is tried: each move the table allows is made, each other one is refused
 loudly (``IllegalMove``, an error in the log, a count in ``Mirror.refused_moves``) and leaves the
-gang where it was.
+gang where it was. On a sandbox cluster, a gang's bind goes through the binder's steps in order.
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import logging
 from itertools import product
 
 import pytest
+from sandboxes import UsherOnSandbox, node, pod, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
 
 from usher.engine.backends.kube.gang import TRANSITIONS, Gang, GangPhase, IllegalMove
 from usher.engine.backends.kube.mirror import Mirror
+from usher.sandbox.apiserver import FaultKind
 
 PAIRS = list(product(GangPhase, GangPhase))
 
@@ -85,3 +87,64 @@ def test_the_questions_asked_of_a_gang_follow_its_phase():
         GangPhase.TEARDOWN: (False, False, None, "w", False),
         GangPhase.COMPLETING: (False, False, None, "w", True),
     }
+
+
+# -- on a cluster: the bind path goes through its named steps ---------------------------------
+
+PODS = "/api/v1/namespaces/default/pods"
+QUEUES = "queues:\n  - {name: research, quota: {gpu: 64}, namespaces: [default]}\n"
+
+
+def _member(name: str) -> dict:
+    body = pod(name, 4, scheduler="usher")
+    body["metadata"]["labels"] = {"usher/gang": "g", "usher/gang-size": "2"}
+    return body
+
+
+def _record_moves(sb: UsherOnSandbox) -> list[str]:
+    """The phases gang default/g is moved to, in order, as the controller moves it."""
+    moves: list[str] = []
+    mirror = sb.usher.mirror
+    real = mirror.move
+
+    def move(gang: Gang, to: GangPhase, why: str | None = None) -> None:
+        real(gang, to, why)
+        if gang.key == "default/g":
+            moves.append(str(to))
+
+    mirror.move = move  # type: ignore[method-assign]
+    return moves
+
+
+async def _running(sb: UsherOnSandbox) -> bool:
+    return len([p for p in await sb.pods("usher/gang=g") if p.get("status", {}).get("phase") == "Running"]) == 2
+
+
+async def test_a_gang_is_reserved_then_its_binds_sent_then_it_runs(sb: UsherOnSandbox) -> None:
+    await sb.create("/api/v1/nodes", node("gpu-0"))
+    await sb.start_usher(sb.tmp, QUEUES)
+    moves = _record_moves(sb)
+    for i in range(2):
+        await sb.create(PODS, _member(f"g-{i}"))
+    await sb.until(lambda: _running(sb), "the gang runs whole")
+    await sb.usher.wait_idle()
+    assert moves == ["reserved", "binds-sent", "idle"]
+    assert not sb.usher.mirror.refused_moves
+
+
+async def test_a_gang_whose_bind_fails_is_unreserved_then_torn_down(sb: UsherOnSandbox) -> None:
+    await sb.create("/api/v1/nodes", node("gpu-0"))
+    await sb.start_usher(sb.tmp, QUEUES)
+    moves = _record_moves(sb)
+    sb.server.inject(FaultKind.ERROR, method="POST", path="*/pods/g-1/binding", status=403, times=1)
+    for i in range(2):
+        await sb.create(PODS, _member(f"g-{i}"))
+
+    async def rolled_back() -> bool:
+        return await sb.get(f"{PODS}/g-0") is None and "idle" in moves[3:]
+
+    await sb.until(rolled_back, "the pod that bound is evicted and the teardown over")
+    # reserved, sent, one bind refused: the pod that bound is evicted while the task ends, then
+    # the teardown goes on until it is gone
+    assert moves[:5] == ["reserved", "binds-sent", "unreserving", "teardown", "idle"], moves
+    assert not sb.usher.mirror.refused_moves
