@@ -23,8 +23,14 @@ first, then oldest. The scheduler keeps the keys of the pods it has waiting: whi
 none, the changes of other schedulers' pods (usher's binds, their status) and of nodes cost it
 nothing, rather than a scan of every pod per change.
 
+Volumes: kube-scheduler's VolumeBinding (:mod:`usher.sandbox.volume_binding`): PreFilter and
+Filter on the pod's claims, and a PreBind that sets ``selected-node`` (or pre-binds a static
+volume) and binds the pod only once every claim is bound; a PreBind failure is
+``PodScheduled=False`` reason ``SchedulerError`` with a ``FailedScheduling`` event, retried
+after a backoff (1 s doubling to 10 s).
+
 Not modelled: preemption, preferred (soft) affinity and spreading, pod affinity (only
-anti-affinity), ports, volumes, scheduling gates, nominated nodes.
+anti-affinity), ports, scheduling gates, nominated nodes.
 """
 
 from __future__ import annotations
@@ -49,8 +55,11 @@ from .nodefit import (
     set_condition,
     untolerated,
 )
+from .events import EventType as Severity
+from .events import record
 from .parts import Host, Part
-from .store import ApiError, Change, EventType, LabelSelector
+from .store import ApiError, Change, EventType, LabelSelector, Stored
+from .volume_binding import BIND_TIMEOUT, Pending, VolumeBinding, pod_claims
 
 JsonObject = dict[str, Any]
 
@@ -75,13 +84,21 @@ def _waiting(pod: JsonObject) -> bool:
     )
 
 
+_STORAGE = (Resource.PERSISTENTVOLUMECLAIMS, Resource.PERSISTENTVOLUMES, Resource.STORAGECLASSES, Resource.CSISTORAGECAPACITIES)
+
+
 class DefaultScheduler(Part):
-    resources = (Resource.PODS, Resource.NODES)
+    resources = (Resource.PODS, Resource.NODES, *_STORAGE)
 
     def __init__(self, mgr: Host) -> None:
         super().__init__(mgr)
         self._waiting: set[tuple[str, str]] = set()
         """(namespace, name) of the pods waiting for this scheduler, as of the last change seen."""
+        self.volumes = VolumeBinding(self.store)
+        self._prebind: dict[tuple[str, str], Pending] = {}
+        """Pods whose volumes are being bound on their chosen node (VolumeBinding's PreBind)."""
+        self._backoff: dict[tuple[str, str], tuple[float, float]] = {}
+        """Pods whose PreBind failed: not tried again before (when, last backoff)."""
 
     def on_change(self, change: Change) -> None:
         """Dirty when a pod of its own waits: then any pod or node change may let it fit."""
@@ -100,7 +117,16 @@ class DefaultScheduler(Part):
         pending = [p for p in pods if _waiting(p)]
         self._waiting = {(p["metadata"].get("namespace", ""), p["metadata"]["name"]) for p in pending}
         if not pending:
+            self._prebind.clear()
             return
+        by_key = {(p["metadata"].get("namespace", ""), p["metadata"]["name"]): p for p in pending}
+        for key in list(self._prebind):
+            if key in by_key:
+                self.mgr.guard(lambda key=key: self._finish_prebind(by_key[key], key))
+            else:
+                del self._prebind[key]
+        now = self.mgr.now()
+        pending = [p for key, p in by_key.items() if key not in self._prebind and self._backoff.get(key, (0.0, 0.0))[0] <= now]
         nodes = sorted((s.obj for s in self.stored(Resource.NODES)), key=lambda n: n["metadata"]["name"])
         used: dict[str, dict[str, int]] = {}
         bound: dict[str, list[JsonObject]] = {}
@@ -109,6 +135,8 @@ class DefaultScheduler(Part):
             if node and not is_terminal(p):
                 add_usage(used.setdefault(node, {}), pod_requests(p))
                 bound.setdefault(node, []).append(p)
+        for key, prebind in self._prebind.items():  # assumed on their node while their volumes bind
+            add_usage(used.setdefault(prebind.node, {}), pod_requests(by_key[key]))
         pending.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0),
                                     p["metadata"].get("creationTimestamp", ""), p["metadata"].get("namespace", ""),
                                     p["metadata"]["name"]))
@@ -140,7 +168,8 @@ class DefaultScheduler(Part):
         for term in _anti_affinity_terms(pod):
             if self._anti_affinity_violated(pod, term, node, bound):
                 return ["node(s) didn't match pod anti-affinity rules"]
-        return []
+        volume = self.volumes.filter(pod, node) if pod_claims(pod) else None
+        return [volume] if volume else []
 
     def _anti_affinity_violated(self, pod: JsonObject, term: JsonObject, node: JsonObject,
                                 bound: dict[str, list[JsonObject]]) -> bool:
@@ -166,7 +195,8 @@ class DefaultScheduler(Part):
                   bound: dict[str, list[JsonObject]]) -> None:
         reasons: Counter[str] = Counter()
         feasible = []
-        for node in nodes:
+        blocked = self.volumes.prefilter(pod) if pod_claims(pod) else None
+        for node in nodes if blocked is None else ():
             why = self._filter(pod, node, used, bound)
             if why:
                 reasons.update(why)
@@ -180,7 +210,7 @@ class DefaultScheduler(Part):
         new = stored.copy()
         if not feasible:
             n = len(nodes)
-            parts = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
+            parts = blocked or ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
             message = f"0/{n} nodes are available: {parts}." if parts else f"0/{n} nodes are available."
             message += f" preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
             status = new.setdefault("status", {})
@@ -191,6 +221,44 @@ class DefaultScheduler(Part):
         best = max(feasible, key=lambda n: (self._score(n, used.get(n["metadata"]["name"], {}), requests),
                                             [-ord(ch) for ch in n["metadata"]["name"]]))
         name = best["metadata"]["name"]
+        add_usage(used.setdefault(name, {}), requests)
+        if pod_claims(pod):
+            prebind = self.volumes.prebind(pod, best)
+            key = (meta.get("namespace", ""), meta["name"])
+            self._prebind[key] = prebind
+            self.mgr.at(prebind.since + BIND_TIMEOUT, ("prebind", key), self.resync)
+            self._finish_prebind(pod, key)
+            return
+        self._bind(stored, name)
+        bound.setdefault(name, []).append(pod)
+
+    def _finish_prebind(self, pod: JsonObject, key: tuple[str, str]) -> None:
+        """Bind the pod once its volumes are bound; on a PreBind failure, back to the queue with why."""
+        prebind = self._prebind[key]
+        outcome = self.volumes.check(pod, prebind)
+        if outcome is None:
+            return
+        del self._prebind[key]
+        self.mgr.cancel(("prebind", key))
+        try:
+            stored = self.store.get_stored(POD_RT, key[1], key[0])
+        except ApiError:
+            return
+        if outcome is True:
+            self._backoff.pop(key, None)
+            self._bind(stored, prebind.node)
+            return
+        new = stored.copy()
+        set_condition(new.setdefault("status", {}), self.store.now(), "PodScheduled", "False", "SchedulerError", str(outcome))
+        self.store.commit_update(POD_RT, stored, new)
+        record(self.store, stored.obj, Severity.WARNING, "FailedScheduling", str(outcome), DEFAULT_SCHEDULER)
+        _, last = self._backoff.get(key, (0.0, 0.0))
+        wait = min(10.0, last * 2 if last else 1.0)  # podInitialBackoffSeconds 1, podMaxBackoffSeconds 10
+        self._backoff[key] = (self.mgr.now() + wait, wait)
+        self.mgr.at(self.mgr.now() + wait, ("backoff", key), self.resync)
+
+    def _bind(self, stored: Stored, name: str) -> None:
+        new = stored.copy()
         new["spec"]["nodeName"] = name
         status = new.setdefault("status", {})
         set_condition(status, self.store.now(), "PodScheduled", "True")
@@ -199,8 +267,6 @@ class DefaultScheduler(Part):
                 c.pop("reason", None)
                 c.pop("message", None)
         self.store.commit_update(POD_RT, stored, new)
-        add_usage(used.setdefault(name, {}), requests)
-        bound.setdefault(name, []).append(new)
 
     @staticmethod
     def _score(node: JsonObject, used: dict[str, int], requests: dict[str, int]) -> float:

@@ -23,9 +23,10 @@ final for that node: the annotation is removed, so the scheduler picks again (ex
 
 Knobs, in the StorageClass's ``parameters`` (what a driver is configured by) or from Python:
 
-- ``sandbox.usher/capacity``: the space of each topology segment (a node or a zone); a claim
-  larger than what is left fails ``ResourceExhausted``, and the remaining capacity is published
-  as a CSIStorageCapacity per class and segment in ``kube-system``;
+- ``sandbox.usher/capacity``: the space of each topology segment (a node or a zone; default
+  10Ti); a claim larger than what is left fails ``ResourceExhausted``, and the remaining
+  capacity is published as a CSIStorageCapacity per class and segment in ``kube-system`` (the
+  drivers' CSIDrivers say ``storageCapacity: true``, so schedulers read them);
 - ``sandbox.usher/fail``: every provisioning of the class fails with this message
   (``sandbox.usher/fail-code``: the gRPC code, default ``ResourceExhausted``);
 - ``sandbox.usher/delay``: provisioning takes this long (``30s``, ``2m``) on the store's clock;
@@ -79,6 +80,8 @@ CAP_RT = RESOURCE_TYPES[Resource.CSISTORAGECAPACITIES]
 NODE_RT = RESOURCE_TYPES[Resource.NODES]
 CSINODE_RT = RESOURCE_TYPES[Resource.CSINODES]
 ATTACH_LIMIT = "sandbox.usher/csi-attach-limit"
+DEFAULT_CAPACITY = "10Ti"
+"""Each topology segment's space when the class does not say (``sandbox.usher/capacity``)."""
 
 
 class Param(StrEnum):
@@ -265,11 +268,10 @@ class Provisioner(Part):
             raise ProvisioningError(failure.code, failure.message)
         if params.get(Param.FAIL):
             raise ProvisioningError(RpcCode(params.get(Param.FAIL_CODE, RpcCode.RESOURCE_EXHAUSTED)), params[Param.FAIL])
-        if params.get(Param.CAPACITY):
-            left = to_bytes(params[Param.CAPACITY]) - self._used(sc, provisioner, segment)
-            if size > left:
-                raise ProvisioningError(RpcCode.RESOURCE_EXHAUSTED, (
-                    f"insufficient capacity in {TOPOLOGY_KEYS[provisioner]}={segment}: requested {size} bytes, {max(left, 0)} left"))
+        left = to_bytes(params.get(Param.CAPACITY, DEFAULT_CAPACITY)) - self._used(sc, provisioner, segment)
+        if size > left:
+            raise ProvisioningError(RpcCode.RESOURCE_EXHAUSTED, (
+                f"insufficient capacity in {TOPOLOGY_KEYS[provisioner]}={segment}: requested {size} bytes, {max(left, 0)} left"))
 
     def _failed(self, stored: Stored, sc: JsonObject, provisioner: str, error: ProvisioningError, selected: str | None) -> None:
         claim = stored.obj
@@ -342,11 +344,11 @@ class Provisioner(Part):
         nodes = [s.obj for s in self.stored(NODE_RT)]
         for sc in classes.values():
             provisioner, params = sc.get("provisioner"), _params(sc)
-            if provisioner not in TOPOLOGY_KEYS or not params.get(Param.CAPACITY):
+            if provisioner not in TOPOLOGY_KEYS:
                 continue
             key = TOPOLOGY_KEYS[str(provisioner)]
             for segment in sorted({v for n in nodes if (v := segment_of(n, key)) is not None and _allowed(sc, key, v)}):
-                left = max(0, to_bytes(params[Param.CAPACITY]) - self._used(sc, str(provisioner), segment))
+                left = max(0, to_bytes(params.get(Param.CAPACITY, DEFAULT_CAPACITY)) - self._used(sc, str(provisioner), segment))
                 name = f"csisc-{sc['metadata']['name']}-{segment}".lower().replace("_", "-")[:253]
                 wanted[name] = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
                                 "metadata": {"name": name, "namespace": CAPACITY_NAMESPACE,

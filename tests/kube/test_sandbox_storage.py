@@ -412,3 +412,47 @@ def test_claims_are_validated_and_immutable_as_kube_apiserver_does(cluster: Clus
             "storageclass that provisions the pvc must support resize") in grow.stderr
     mode = cluster.kubectl.run("patch", "sc", "fixed", "-p", '{"volumeBindingMode": "WaitForFirstConsumer"}')
     assert "volumeBindingMode: Invalid value" in mode.stderr and "field is immutable" in mode.stderr
+
+
+# ---------------------------------------------------------------- the default scheduler's VolumeBinding
+
+
+def scheduled_pod_yaml(name: str, claims: dict[str, str], zone: str | None = None) -> str:
+    body = yaml.safe_load(pod_yaml(name, claims))
+    if zone:
+        body["spec"]["nodeSelector"] = {"topology.kubernetes.io/zone": zone}
+    return yaml.safe_dump(body)
+
+
+def test_the_default_scheduler_provisions_a_delayed_claim_on_the_node_it_chooses_before_binding(cluster: Cluster) -> None:
+    cluster.apply(claim_yaml("data", cls="zonal") + "---\n" + scheduled_pod_yaml("p", {"d": "data"}, zone="zone-b"))
+    pod = cluster.until(lambda: (p := cluster.pod("p")).spec.node_name and p, "pod bound")
+    claim = cluster.claim("data")
+    assert pod.spec.node_name == "n2" and claim.metadata.annotations["volume.kubernetes.io/selected-node"] == "n2"
+    assert claim.status.phase == "Bound"  # bound before the pod was
+    assert affinity(cluster.volume(claim.spec.volume_name)) == ("topology.kubernetes.io/zone", ["zone-b"])
+    cluster.until(lambda: cluster.pod("p").status.phase == "Running", "pod running")
+
+
+def test_the_default_scheduler_follows_a_bound_volume_and_says_when_it_cannot(cluster: Cluster) -> None:
+    cluster.apply(local_pv_yaml("disk-n1", "n1") + "---\n" + claim_yaml("data", cls=""))
+    cluster.bound("data")
+    cluster.apply(scheduled_pod_yaml("follows", {"d": "data"}) + "---\n" + scheduled_pod_yaml("elsewhere", {"d": "data"}, zone="zone-b"))
+    assert cluster.until(lambda: cluster.pod("follows").spec.node_name, "bound") == "n1"
+    blocked = cluster.until(lambda: next((c for c in cluster.pod("elsewhere").status.conditions or []
+                                          if c.type == "PodScheduled" and c.status == "False"), None), "unschedulable")
+    assert blocked.message.startswith("0/3 nodes are available: 1 node(s) had volume node affinity conflict, "
+                                      "2 node(s) didn't match Pod's node affinity/selector.")
+    cluster.apply(scheduled_pod_yaml("no-claim", {"d": "missing"}))
+    missing = cluster.until(lambda: next((c for c in cluster.pod("no-claim").status.conditions or []
+                                          if c.type == "PodScheduled" and c.status == "False"), None), "unschedulable")
+    assert missing.message.startswith('0/3 nodes are available: persistentvolumeclaim "missing" not found.')
+
+
+def test_the_default_scheduler_does_not_bind_a_pod_whose_claim_fails_to_provision(cluster: Cluster) -> None:
+    cluster.apply(class_yaml("broken", "zonal.csi.sandbox.usher", params={"sandbox.usher/fail": "quota exceeded"})
+                  + "---\n" + claim_yaml("data", cls="broken") + "---\n" + scheduled_pod_yaml("p", {"d": "data"}))
+    failed = cluster.event("p", "FailedScheduling")
+    assert failed.message == 'running PreBind plugin "VolumeBinding": binding volumes: selectedNode annotation reset for PVC "data"'
+    assert not cluster.pod("p").spec.node_name and cluster.claim("data").status.phase == "Pending"
+    assert "quota exceeded" in cluster.event("data", "ProvisioningFailed").message
