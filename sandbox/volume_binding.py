@@ -13,7 +13,8 @@ kube-scheduler does:
   ``kubernetes.io/no-provisioner``, the node inside ``allowedTopologies``, and, when the
   driver's CSIDriver says ``storageCapacity``, a CSIStorageCapacity of the class whose topology
   holds the node with room for the claim ("node(s) didn't find available persistent volumes to
-  bind", "node(s) did not have enough free storage");
+  bind", "node(s) did not have enough free storage"); a delayed claim that another pod's PreBind
+  gave a ``selected-node`` already fits only that node;
 - **PreBind**: on the chosen node, a static volume's ``claimRef`` is written (the PV controller
   completes the binding) or the claim gets ``volume.kubernetes.io/selected-node`` (the
   provisioner provisions); the pod is bound only once every claim is ``Bound``. If a claim's
@@ -126,6 +127,9 @@ class VolumeBinding:
                 if not _affinity_ok(pv, node):
                     return NODE_CONFLICT
                 continue
+            selected = (claim["metadata"].get("annotations") or {}).get(Annotation.SELECTED_NODE)
+            if selected and selected != node["metadata"]["name"]:
+                return BIND_CONFLICT  # another pod's PreBind chose a node for it already
             static = self._static_volume(claim, node, taken)
             if static is not None:
                 taken.add(static["metadata"]["name"])
