@@ -19,7 +19,9 @@ Events on the claim: ``Provisioning`` ("External provisioner is provisioning vol
 <code> desc = <message>"). A ``ResourceExhausted`` failure of a claim with a selected node is
 final for that node: the annotation is removed, so the scheduler picks again (external-provisioner's
 ``ProvisioningReschedule``); any other failure is retried with backoff (1 s, doubling, at most
-300 s). A released volume of reclaim policy ``Delete`` is deleted.
+300 s). A released volume of reclaim policy ``Delete`` is deleted. A bound claim of a class with
+``allowVolumeExpansion`` that asks for more is expanded at once (external-resizer and the
+kubelet's resize in one step: the volume's capacity, then the claim's ``status.capacity``).
 
 Knobs, in the StorageClass's ``parameters`` (what a driver is configured by) or from Python:
 
@@ -176,6 +178,10 @@ class Provisioner(Part):
             self.mgr.guard(lambda ns=ns, name=name, sc=sc: self._provision(ns, name, sc))
         for s in self.stored(PV_RT):
             self.mgr.guard(lambda s=s: self._reclaim(s))
+        for s in self.stored(PVC_RT):
+            sc = classes.get((s.obj.get("spec") or {}).get("storageClassName") or "")
+            if sc is not None and sc.get("provisioner") in TOPOLOGY_KEYS and sc.get("allowVolumeExpansion"):
+                self.mgr.guard(lambda s=s: self._expand(s))
         self._publish(classes)
         self._register()
 
@@ -368,6 +374,27 @@ class Provisioner(Part):
                 self.store.update_stored(CAP_RT, new, CAPACITY_NAMESPACE)
         for want in wanted.values():
             self.store.create(CAP_RT.resource, want, CAPACITY_NAMESPACE)
+
+    def _expand(self, stored: Stored) -> None:
+        """external-resizer and the kubelet's filesystem resize, at once: a bound claim that asks
+        for more gets it (the volume's capacity, then the claim's ``status.capacity``)."""
+        claim = stored.obj
+        status = claim.get("status") or {}
+        wanted = storage_request(claim)
+        if status.get("phase") != ClaimPhase.BOUND or wanted <= to_bytes((status.get("capacity") or {}).get("storage")):
+            return
+        try:
+            pv = self.store.get_stored(PV_RT, claim["spec"]["volumeName"])
+        except ApiError:
+            return
+        if to_bytes((pv.obj["spec"].get("capacity") or {}).get("storage")) < wanted:
+            new_pv = pv.copy()
+            new_pv["spec"]["capacity"] = {"storage": claim["spec"]["resources"]["requests"]["storage"]}
+            self.store.update_stored(PV_RT, new_pv, None)
+        new = stored.copy()
+        new["status"]["capacity"] = {"storage": claim["spec"]["resources"]["requests"]["storage"]}
+        self.store.update_stored(PVC_RT, new, claim["metadata"]["namespace"], subresource="status")
+        self._tell(claim, EventType.NORMAL, "VolumeResizeSuccessful", f'resize volume "{pv.obj["metadata"]["name"]}" by resizer "{pv.obj["spec"]["csi"]["driver"]}" finished successfully', str(pv.obj["spec"]["csi"]["driver"]))
 
     def _reclaim(self, stored: Stored) -> None:
         """Delete a released volume of ours whose policy is Delete (DeleteVolume, then the PV)."""

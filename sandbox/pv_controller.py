@@ -23,6 +23,8 @@ one does:
   controller chose it) and phase ``Bound``, then the claim's ``volumeName``,
   ``pv.kubernetes.io/bind-completed`` and status (``Bound``, the volume's access modes and
   capacity);
+- an unbound claim with no ``storageClassName`` at all gets the default class once one exists
+  (the retroactive default StorageClass assignment);
 - a bound claim whose volume is gone, or bound elsewhere, is ``Lost`` (``ClaimLost``); a volume
   whose claim is gone is ``Released``, then kept (``Retain``), left to its provisioner
   (``Delete`` of a provisioned volume) or ``Failed`` (``Delete`` of a static volume: no deleter).
@@ -51,6 +53,7 @@ from .storage import (
     Finalizer,
     ReclaimPolicy,
     VolumePhase,
+    default_class,
     storage_request,
     to_bytes,
 )
@@ -262,6 +265,8 @@ class PersistentVolumeController(Part):
                 return
             self._bind(stored, pv)
             return
+        if spec.get("storageClassName") is None and self._retroactive_default(stored):
+            return  # the claim changed: synced again with its class
         class_name = spec.get("storageClassName") or ""
         sc = self._class(class_name) if class_name else None
         delayed = sc is not None and sc.get("volumeBindingMode") == BindingMode.WAIT_FOR_FIRST_CONSUMER
@@ -280,6 +285,16 @@ class PersistentVolumeController(Part):
             self._tell(claim, EventType.WARNING, "ProvisioningFailed", f"no volume plugin matched name: {NO_PROVISIONER}")
         else:
             self._ask_provisioner(stored, str(sc.get("provisioner")))
+
+    def _retroactive_default(self, stored: Stored) -> bool:
+        """A claim made with no class before any default existed gets today's default class."""
+        chosen = default_class([s.obj for s in self.stored(SC_RT)])
+        if chosen is None:
+            return False
+        new = stored.copy()
+        new["spec"]["storageClassName"] = chosen["metadata"]["name"]
+        self.store.update_stored(PVC_RT, new, stored.obj["metadata"]["namespace"])
+        return True
 
     def _matching(self, claim: JsonObject, delayed: bool) -> Stored | None:
         """The volume this claim binds to: one pre-bound to it, else (not delayed) the smallest that fits."""

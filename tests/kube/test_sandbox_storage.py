@@ -406,6 +406,8 @@ def test_claims_are_validated_and_immutable_as_kube_apiserver_does(cluster: Clus
     select(cluster, "data", "n1")
     cluster.bound("data")
     cluster.kubectl.ok("patch", "pvc", "data", "-p", '{"spec": {"resources": {"requests": {"storage": "20Gi"}}}}')
+    grown = cluster.until(lambda: (c := cluster.claim("data")).status.capacity == {"storage": "20Gi"} and c, "claim expanded")
+    assert cluster.volume(grown.spec.volume_name).spec.capacity == {"storage": "20Gi"}
     shrink = cluster.kubectl.run("patch", "pvc", "data", "-p", '{"spec": {"resources": {"requests": {"storage": "5Gi"}}}}')
     assert "spec.resources.requests.storage: Forbidden: field can not be less than status.capacity" in shrink.stderr
     cluster.apply(class_yaml("fixed", "zonal.csi.sandbox.usher", "Immediate") + "---\n" + claim_yaml("fixed", cls="fixed"))
@@ -505,3 +507,12 @@ def test_the_leaderworkerset_example_gives_each_pod_its_own_claim(cluster: Clust
         claim = cluster.claim(claim_name)
         assert claim.status.phase == "Bound" and claim.spec.storage_class_name == "standard"
         assert affinity(cluster.volume(claim.spec.volume_name)) == ("kubernetes.io/hostname", [pod["spec"]["nodeName"]])
+
+
+def test_a_claim_made_before_any_default_class_gets_the_default_once_there_is_one(cluster: Cluster) -> None:
+    cluster.kubectl.ok("annotate", "sc", "standard", "storageclass.kubernetes.io/is-default-class-")
+    cluster.apply(claim_yaml("early"))
+    cluster.advance(1)
+    assert cluster.claim("early").spec.storage_class_name is None
+    cluster.kubectl.ok("annotate", "sc", "zonal", "storageclass.kubernetes.io/is-default-class=true")
+    cluster.until(lambda: cluster.claim("early").spec.storage_class_name == "zonal", "the default class given afterwards")
