@@ -40,6 +40,9 @@ class PendingReason(StrEnum):
     #: the API server refused to bind one of its pods (an admission webhook, a policy): tried
     #: again after a wait that doubles with each refusal
     BIND_REFUSED = "BindRefused"
+    #: a pod's volumes let it start nowhere yet (a claim or class not found, an unbound claim of
+    #: an Immediate class, a ReadWriteOncePod claim in use), or its gang's claims are being bound
+    WAITING_FOR_VOLUMES = "WaitingForVolumes"
 
 
 class EndReason(StrEnum):

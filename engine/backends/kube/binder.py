@@ -25,8 +25,9 @@ import logging
 import math
 
 from ...admission import Decision
+from ...enums import PendingReason
 from ...state import Job, PodPlacement
-from .client import NotSent
+from .client import ConditionStatus, NotSent
 from .context import (
     BIND_CONCURRENCY,
     BIND_RETRY_MAX,
@@ -40,7 +41,9 @@ from .evictor import BUDGET_REFUSED, Evictor
 from .gang import Gang, GangPhase
 from .metrics import queued_since
 from .objects import Annotation, PodView, natural_key
-from .status import StatusWriter
+from .status import StatusWriter, pod_scheduled_condition
+from .volumes import Blocker
+from .volumes_prebind import VolumeBinder
 
 log = logging.getLogger("usher.controller")
 
@@ -61,6 +64,9 @@ class Binder:
         pool = ctx.client.pool_size
         events = max(1, int(pool * EVENT_SHARE))
         self._bind_slots = asyncio.Semaphore(max(1, min(BIND_CONCURRENCY, pool - events)))
+        #: PreBind's volume step: the gang's claims bound before any of its pods (``volumes_prebind``)
+        self.volumes = VolumeBinder(ctx.client, ctx.mirror.volumes, self._labels, ctx.may_write, ctx.monotonic,
+                                    storage_changed=ctx.storage_changed)
         #: per gang key, set when the gang's bind task, still waiting for its room, is called
         #: off (``call_off``): the task stops waiting at once
         self._call_offs: dict[str, asyncio.Event] = {}
@@ -96,6 +102,11 @@ class Binder:
                 errors.append("the wait for evicted pods to leave its nodes was cut short")
             elif not ctx.may_write():
                 errors.append("this replica no longer holds the leader lease")
+            elif gang.phase == GangPhase.RESERVED and (refused := await self.bind_volumes(gang, jobs, call_off)) is not None:
+                # no pod was bound: the gang goes back to its queue, placed again as its claims are now
+                if gang.phase == GangPhase.RESERVED:
+                    mirror.move(gang, GangPhase.CALLED_OFF, refused)
+                mirror.engine.unbind(decision.job, ctx.clock(), refused)
             elif gang.phase == GangPhase.RESERVED and (withdrawn := self.withdrawn(gang, nodes)) is not None:
                 # nothing sent yet: the job goes back to its queue, and is decided again as it is now
                 mirror.move(gang, GangPhase.CALLED_OFF, withdrawn)
@@ -137,6 +148,44 @@ class Binder:
         evicted from them are gone (``wait_for_evictions``). False when the wait was cut short
         (this replica stopped leading)."""
         return await self.wait_for_evictions(nodes, call_off)
+
+    async def bind_volumes(self, gang: Gang, jobs: list[BindJob], call_off: asyncio.Event | None = None) -> str | None:
+        """PreBind's volume step: every claim of every pod of the gang bound on the pod's node
+        (None), or why not: then no pod is bound, the selected nodes not acted on are withdrawn,
+        the pods are told why (a Warning Event) and the gang backs off before it is tried again."""
+        ctx = self.ctx
+        plan = self.volumes.reserve([(view.key, node) for view, node, _ in jobs])
+        if isinstance(plan, Blocker):
+            blocker: Blocker | None = plan
+        elif plan.empty:
+            return None
+        else:
+            async def show(waiting: Blocker) -> None:
+                reason, message = pod_scheduled_condition(PendingReason.WAITING_FOR_VOLUMES, waiting.message)
+                for view, _, _ in jobs:
+                    if ctx.may_write():
+                        try:
+                            await ctx.client.patch_pod_condition(view.namespace, view.name, "PodScheduled", ConditionStatus.FALSE,
+                                                                 reason, message, may_send=ctx.may_write)
+                        except Exception as exc:  # noqa: BLE001 - the wait goes on; said again on the next change
+                            log.info("could not say why %s waits: %s", view.key, exc)
+
+            blocker = await self.volumes.prebind(plan, show, call_off)
+        if blocker is None:
+            return None
+        log.info("volumes of %s not bound: %s", gang.key, blocker.message)
+        if ctx.may_write():
+            first = gang.bind_retry[1] == 0 and gang.bind_error is None
+            wait = 0.0 if first else doubled_wait(gang.bind_retry[1], ctx.bind_retry, BIND_RETRY_MAX)
+            gang.bind_retry = (ctx.monotonic() + wait, wait)
+            gang.bind_error = f"by its volumes: {blocker.message}"
+            for view, _, _ in jobs:
+                ctx.spawn(self.status.event(pod_ref(view), EventReason.VOLUME_BINDING_FAILED, blocker.message, warning=True))
+        return blocker.message
+
+    def _labels(self, node: str) -> dict[str, str]:
+        view = self.ctx.mirror.nodes.get(node)
+        return view.labels if view is not None else {}
 
     def withdrawn(self, gang: Gang, nodes: set[str]) -> str | None:
         """Why binds decided for ``gang`` onto ``nodes`` must not be sent after all (None: they

@@ -78,6 +78,8 @@ class Source(StrEnum):
     NAMESPACES = "namespaces"
     #: the operators' approvals and holds (ConfigMap usher-decisions)
     OPERATOR_DECISIONS = "operator-decisions"
+    #: claims, volumes, storage classes, CSIStorageCapacities and CSINodes (``volumes``)
+    STORAGE = "storage"
 
 
 class EventReason(StrEnum):
@@ -92,6 +94,8 @@ class EventReason(StrEnum):
     #: on a Node: its kubelet refused a pod usher bound there (usher's view of it was wrong)
     BIND_REFUSED_BY_KUBELET = "UsherBindRefused"
     INVALID_QUEUE_CONFIG = "InvalidQueueConfig"
+    #: a gang's claims could not all be bound: no pod of it was bound (``volumes_prebind``)
+    VOLUME_BINDING_FAILED = "FailedVolumeBinding"
     INVALID_OPERATOR_DECISIONS = "InvalidOperatorDecisions"
 
 
@@ -160,6 +164,8 @@ class Context:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     deltas: asyncio.Queue[tuple[Source, DeltaType, dict[str, Any]]] = field(default_factory=asyncio.Queue)
     departures: Departures = field(default_factory=Departures)
+    #: set at every storage informer event (the binder's volume step waits on it)
+    storage_changed: asyncio.Event = field(default_factory=asyncio.Event)
     #: the clock of the teardown's and the binds' retries (a test drives it)
     monotonic: Callable[[], float] = time.monotonic
     bind_retry: float = BIND_RETRY

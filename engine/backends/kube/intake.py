@@ -31,6 +31,7 @@ from .owners import OWNER_RESOURCES, GroupSpec, OwnerKey, OwnerResource, infer_g
 from .rbac import DECISIONS_CONFIG_KEY, DECISIONS_CONFIGMAP, QUEUES_CONFIG_KEY, QUEUES_CONFIGMAP
 from .status import StatusWriter, shown_to_operators
 from .teardown import Teardown
+from .volumes import PATHS, StorageKind
 
 log = logging.getLogger("usher.controller")
 
@@ -85,6 +86,13 @@ class Intake:
 
             return put
 
+        def feed_storage(kind: StorageKind):
+            def put(delta: DeltaType, obj: dict[str, Any]) -> None:
+                ctx.deltas.put_nowait((Source.STORAGE, delta, {"kind": kind, "object": obj}))
+                ctx.wake.set()
+
+            return put
+
         def feed_owner(resource: OwnerResource):
             def put(kind: DeltaType, obj: dict[str, Any]) -> None:
                 ctx.deltas.put_nowait((Source.OWNERS, kind, {"resource": resource.key, "object": obj}))
@@ -129,6 +137,8 @@ class Intake:
             ),
             Informer(client, "/api/v1/namespaces", on_event=feed(Source.NAMESPACES)),
             *(inf for informers in self._owner_informers.values() for inf in informers),
+            # a cluster without CSIStorageCapacity or CSINode (an old one) still schedules
+            *(Informer(client, path, on_event=feed_storage(kind), optional=True) for kind, path in PATHS.items()),
             *decisions,
         ]
         return self.informers
@@ -155,8 +165,16 @@ class Intake:
         if source == Source.ASSIGNED_PODS:
             if (obj.get("spec") or {}).get("schedulerName") != SCHEDULER_NAME:
                 mirror.holding_changed(key_of(obj), None if deleted else holding_of(obj))
+                self._uses_claims(key_of(obj), obj, deleted)
+        elif source == Source.STORAGE:
+            owned = obj["object"]
+            kind = StorageKind(obj["kind"])
+            mirror.volumes.object_changed(kind, key_of(owned), None if deleted else owned)
+            ctx.storage_changed.set()
+            mirror.storage_changed(now)
         elif source == Source.PODS:
             key = key_of(obj)
+            self._uses_claims(key, obj, deleted)
             view = None if deleted else as_the_kubelet_counts(pod_view(obj, self._group_of(key, obj)), obj.get("spec") or {})
             if deleted:
                 self._forget_depends(key)
@@ -198,6 +216,15 @@ class Intake:
                     mirror.pod_changed(as_the_kubelet_counts(pod_view(pod, group), pod.get("spec") or {}), pod_key, now)
         else:
             self.pending_config = (None if deleted else obj, obj)
+
+    def _uses_claims(self, key: str, obj: dict[str, Any], deleted: bool) -> None:
+        """Which claims a pod uses, and where (``volumes``): ReadWriteOncePod, Multi-Attach and
+        attach limits count every pod, usher's or not; a pod that ended uses none."""
+        ctx = self.ctx
+        phase = (obj.get("status") or {}).get("phase")
+        if ctx.mirror.volumes.pod_changed(key, None if deleted else obj, live=phase not in (Phase.SUCCEEDED, Phase.FAILED)):
+            ctx.storage_changed.set()
+            ctx.mirror.storage_changed(ctx.clock())
 
     def _decision(self, event: dict[str, Any]) -> None:
         """One of the scheduler's Events, into this (console's) audit trail, in time order: one

@@ -37,8 +37,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 from ...core import Engine
 from ...enums import EndReason, JobState, MoveMode
@@ -54,12 +55,14 @@ from .mirror_jobs import JobsOfGangs
 from .mirror_rebuild import RebuildFromCaches
 from .mirror_waiting import WhyWaiting
 from .objects import Holding, NodeView, Phase, PodView, Requests, natural_key
+from .volumes import VolumeIndex
+from .volumes_mirror import VolumesOfPods
 
 log = logging.getLogger("usher.controller")
 
 
 
-class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches):
+class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOfPods):
     """Caches of nodes, pods and config, kept consistent with one ``Engine``."""
 
     def __init__(self, name: str, policy: Policy | str = "usher") -> None:
@@ -83,6 +86,10 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches):
         self._debts: dict[str, Holding] = {}
         #: ``group_constraints`` per pod constraints, on the nodes of this state (``_constraints_of``)
         self._constraints_seen: dict[NodeConstraints | None, GroupConstraints] = {}
+        #: the storage objects and each pod's claims (``volumes_mirror``)
+        self.volumes = VolumeIndex()
+        self._volume_epoch = 0
+        self._volume_sigs: dict[str, tuple[Any, ...]] = {}
         self.dirty = True  # the engine must be rebuilt before the next cycle
         self._seq = 0
         #: when the first gang spared after a refused eviction may be a victim again (``spare``)
@@ -418,7 +425,7 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches):
             if job is not None and job.submitted:
                 engine.withdraw(job)
             return
-        if job is None or self._shape_changed(gang, job):
+        if job is None or self._shape_changed(gang, job) or self._volumes_changed(gang, job):
             old = job
             if job is not None:
                 if job.submitted:

@@ -66,8 +66,9 @@ class JobsOfGangs:
         state = self.state
         groups: dict[tuple[Any, ...], list[str]] = {}
         views = sorted(pods, key=lambda p: natural_key(p.name))
+        fits = {p.name: self.volume_fit(p) for p in views}
         for p in views:
-            groups.setdefault(p.signature(), []).append(p.name)
+            groups.setdefault((p.signature(), fits[p.name].eligible), []).append(p.name)
         by_name = {p.name: p for p in views}
         pod_groups = []
         for gi, (sig, names) in enumerate(groups.items()):
@@ -82,7 +83,7 @@ class JobsOfGangs:
             pod_groups.append(
                 PodGroup(
                     f"g{gi}", len(names), first.gpu_milli, first.cpu, first.memory, first.models, mode, level,
-                    **self._constraints_of(first.constraints), extra=first.extra,
+                    **self._with_volumes(self._constraints_of(first.constraints), fits[names[0]]), extra=first.extra,
                 )
             )
         first = views[0]
@@ -117,6 +118,7 @@ class JobsOfGangs:
         state.job_by_name[job.name] = job.id
         gang.job = job
         gang.group_pods = list(groups.values())
+        self._volume_sigs[gang.key] = self._volume_sig(sorted(views, key=lambda p: p.name))
         self.gang_of_job[job.id] = gang
         return job
 

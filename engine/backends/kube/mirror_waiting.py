@@ -66,6 +66,9 @@ class WhyWaiting:
                 )
         if gang.waiting_for is not None:
             return False, PendingReason.WAITING_FOR_GANG, f"Waiting to learn the gang's size: {gang.waiting_for}."
+        blocked = self._volume_blocker(unbound)
+        if blocked is not None:
+            return False, *blocked
         wait = gang.bind_retry[0] - self.monotonic()
         if wait > 0:
             self.backing_off[gang.key] = gang.bind_retry[0]

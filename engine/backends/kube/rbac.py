@@ -90,6 +90,7 @@ def _grants(
 
 _READ = (Verb.GET, Verb.LIST, Verb.WATCH)
 _COORDINATION = "coordination.k8s.io"
+_STORAGE = "storage.k8s.io"
 #: (group, plural) of every owner kind usher reads, once (both MPIJob versions are one resource)
 _OWNER_RESOURCES = tuple(dict.fromkeys((r.group, r.plural) for r in OWNER_RESOURCES))
 
@@ -115,6 +116,20 @@ CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
     # The workloads that own pods (Job, JobSet, PyTorchJob, RayCluster, LeaderWorkerSet, ...) and
     # PodGroups: a gang's size and minimum (informers: list and watch only, never written).
     *(p for group, plural in _OWNER_RESOURCES for p in _grants(group, plural, _LIST_WATCH, Scope.CLUSTER)),
+    # Storage (informers: list and watch): a pod's claims, the volumes they are bound to, the
+    # classes that provision them, the room CSI drivers report and each node's attach limits
+    # decide where the pod may go (issue 31).
+    *_grants("", "persistentvolumeclaims", _LIST_WATCH, Scope.CLUSTER),
+    *_grants("", "persistentvolumes", _LIST_WATCH, Scope.CLUSTER),
+    *_grants(_STORAGE, "storageclasses", _LIST_WATCH, Scope.CLUSTER),
+    *_grants(_STORAGE, "csinodes", _LIST_WATCH, Scope.CLUSTER),
+    *_grants(_STORAGE, "csistoragecapacities", _LIST_WATCH, Scope.CLUSTER),
+    # A gang's PreBind: volume.kubernetes.io/selected-node on the claims to provision (set, and
+    # withdrawn when the gang does not bind), a claimRef on a static volume chosen for a claim;
+    # the provisioner's ProvisioningFailed Event on a claim that failed, for its words.
+    *_grants("", "persistentvolumeclaims", (Verb.PATCH,), Scope.CLUSTER),
+    *_grants("", "persistentvolumes", (Verb.PATCH,), Scope.CLUSTER),
+    *_grants("", "events", (Verb.LIST,), Scope.CLUSTER),
     # The queue config, read only (an informer on the one object: list and watch by name);
     # operators change it, with their own credentials (OPERATOR_PERMISSIONS).
     *_grants("", "configmaps", _LIST_WATCH, Scope.NAMESPACE, (QUEUES_CONFIGMAP,)),

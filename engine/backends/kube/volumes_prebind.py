@@ -25,7 +25,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .client import KubeClient, PatchType
-from .volumes import Blocker, Known, Placed, Plan, Step, VolumeIndex, VolumeReason, leftovers, plan, progress, undo
+from .volumes import (Blocker, Known, Placed, Plan, Progress, Step, VolumeIndex, VolumeReason, leftovers, plan,
+                      progress, undo)
+from .volumes.model import resource_version
 
 log = logging.getLogger("usher.controller")
 
@@ -63,7 +65,8 @@ class VolumeBinder:
         why not (and what was not acted on is withdrawn)."""
         if the_plan.empty:
             return None
-        written = await self._write(the_plan)
+        seen: dict[str, int] = {}
+        written = await self._write(the_plan, seen)
         if written is not None:
             await self.unreserve(the_plan)
             return written
@@ -78,7 +81,11 @@ class VolumeBinder:
                 await self.unreserve(the_plan)
                 return Blocker(VolumeReason.BINDING_TIMED_OUT, "called off while its claims were being bound")
             labels = {node: self.node_labels(node) for _, node in the_plan.waits}
-            now = progress(the_plan, self.index.storage, labels, self.monotonic() - start, self.timeout)
+            waited = self.monotonic() - start
+            if self._behind(seen) and waited < self.timeout:
+                now = Progress(Step.WAIT)  # the cache has not seen our writes yet
+            else:
+                now = progress(the_plan, self.index.storage, labels, waited, self.timeout)
             if now.step == Step.DONE:
                 return None
             if now.step == Step.FAIL:
@@ -93,8 +100,7 @@ class VolumeBinder:
                         log.info("provisioning of %s on %s failed: %s", blocker.claim, node, said)
                 await self.unreserve(the_plan)
                 return blocker
-            assert now.blocker is not None
-            if now.blocker.message != shown:
+            if now.blocker is not None and now.blocker.message != shown:
                 shown = now.blocker.message
                 await show(now.blocker)
             self.storage_changed.clear()
@@ -103,7 +109,7 @@ class VolumeBinder:
             except TimeoutError:
                 pass
 
-    async def _write(self, the_plan: Plan) -> Blocker | None:
+    async def _write(self, the_plan: Plan, seen: dict[str, int]) -> Blocker | None:
         storage = self.index.storage
         for key, volume in the_plan.bindings:
             if not self.may_write():
@@ -122,17 +128,25 @@ class VolumeBinder:
             if not self.may_write():
                 return Blocker(VolumeReason.BINDING_TIMED_OUT, "this replica stopped leading")
             try:
-                await self._annotate(key, node)
+                await self._annotate(key, node, seen)
             except Exception as exc:  # noqa: BLE001
                 return Blocker(VolumeReason.PROVISIONING_FAILED,
                                f"claim {key} could not be given node {node} to provision on: {exc}", key)
         return None
 
-    async def _annotate(self, key: str, node: str | None) -> None:
+    async def _annotate(self, key: str, node: str | None, seen: dict[str, int] | None = None) -> None:
         namespace, name = key.split("/", 1)
-        await self.client.patch(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}",
-                                {"metadata": {"annotations": {Known.SELECTED_NODE: node}}},
-                                patch_type=PatchType.MERGE, may_send=self.may_write)
+        done = await self.client.patch(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}",
+                                       {"metadata": {"annotations": {Known.SELECTED_NODE: node}}},
+                                       patch_type=PatchType.MERGE, may_send=self.may_write)
+        if seen is not None:
+            seen[key] = resource_version((done.get("metadata") or {}).get("resourceVersion"))
+
+    def _behind(self, seen: dict[str, int]) -> bool:
+        """Whether the claims cache has not yet seen every write of ours (as kube-scheduler
+        compares resource versions): judging it now would take our own write for undone."""
+        claims = self.index.storage.claims
+        return any(key in claims and claims[key].version < at for key, at in seen.items())
 
     async def unreserve(self, the_plan: Plan) -> None:
         """Withdraw the selected nodes not yet acted on (claims already bound stay so)."""

@@ -96,8 +96,9 @@ class VolumeIndex:
                 s.limits[node or key] = limits
         s.changed()
 
-    def pod_changed(self, key: str, obj: Mapping[str, Any] | None, live: bool = True) -> None:
-        """A pod as the informers see it (None or not ``live``: gone, or ended)."""
+    def pod_changed(self, key: str, obj: Mapping[str, Any] | None, live: bool = True) -> bool:
+        """A pod as the informers see it (None or not ``live``: gone, or ended). True when the
+        use of some claim changed (which pods use it, or where): other pods' fits may change."""
         known = self.pods.get(key)
         if obj is None or not live:
             if known is not None:
@@ -106,7 +107,8 @@ class VolumeIndex:
                 self.problems.pop(key, None)
                 if known.volumes:
                     self.storage.set_use(key, None, ())
-            return
+                    return True
+            return False
         volumes, problems = pod_volumes(obj)
         if problems:
             self.problems[key] = problems
@@ -116,12 +118,14 @@ class VolumeIndex:
         node = (obj.get("spec") or {}).get("nodeName") or None
         pod = _Pod(uid, volumes, node)
         if known == pod:
-            return
+            return False
         self.pods[key] = pod
         self._fits.pop(key, None)
         if volumes or (known is not None and known.volumes):
             namespace = key.split("/", 1)[0]
             self.storage.set_use(key, node, (f"{namespace}/{v.claim}" for v in volumes))
+            return True
+        return False
 
     def claims_of(self, key: str) -> PodClaims:
         """The pod's claims, sorted as kube-scheduler's PreFilter does."""

@@ -108,6 +108,8 @@ class Claim:
     phase: str = "Pending"
     owner_uids: frozenset[str] = frozenset()
     deleting: bool = False
+    #: ``metadata.resourceVersion`` as a number (0: unknown), to tell a cache older than a write
+    version: int = 0
 
     @property
     def key(self) -> str:
@@ -261,7 +263,16 @@ def parse_claim(obj: Mapping[str, Any]) -> Claim:
         phase=str((obj.get("status") or {}).get("phase") or "Pending"),
         owner_uids=frozenset(str(o.get("uid")) for o in meta.get("ownerReferences") or [] if isinstance(o, Mapping)),
         deleting=bool(meta.get("deletionTimestamp")),
+        version=resource_version(meta.get("resourceVersion")),
     )
+
+
+def resource_version(raw: Any) -> int:
+    """A resourceVersion as kube-scheduler compares them (etcd's revision, a number)."""
+    try:
+        return int(str(raw))
+    except ValueError:
+        return 0
 
 
 def parse_volume(obj: Mapping[str, Any]) -> tuple[Volume, list[str]]:

@@ -1,0 +1,79 @@
+"""A waiting pod's volumes as the engine sees them: node constraints, and reasons to wait.
+
+A part of ``Mirror`` (a mixin, as ``mirror_jobs`` and ``mirror_waiting`` are). The mirror holds a
+``VolumeIndex`` (``volumes``) that intake feeds with the storage informers' objects and every
+pod. For a gang's job, each waiting pod's volume fit (``volumes.fit``: the nodes its claims allow,
+and why not the others) is intersected into its pod group's ``eligible`` nodes and added to its
+``exclusions``, so placement, the why-pending message and backfill plans all see it; pods whose
+fits differ are in different pod groups. A pod whose claims allow no node at all (a claim or
+class not found, an unbound claim of an ``Immediate`` class, a ``ReadWriteOncePod`` claim in use)
+keeps its gang out of the queue, waiting with that reason (``_volume_blocker``).
+
+A storage change re-judges the waiting gangs with claims (``storage_changed``): a job whose pods'
+volume fits changed is made anew, as one whose pods changed is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...enums import PendingReason
+from ...state import Job
+from .constraints import GroupConstraints
+from .gang import Gang
+from .objects import PodView
+from .volumes import VolumeFit, VolumeIndex
+
+
+class VolumesOfPods:
+    """How ``Mirror`` reads its waiting pods' volumes (see the module's docstring)."""
+
+    volumes: VolumeIndex
+    #: bumped when the engine's nodes are rebuilt: a volume fit is judged on one set of nodes
+    _volume_epoch: int
+    #: each gang's pods' volume fits when its job was made (``_volumes_changed``)
+    _volume_sigs: dict[str, tuple[Any, ...]]
+
+    def volume_fit(self, pod: PodView) -> VolumeFit:
+        return self.volumes.fit(pod.key, self.state.nodes, self._volume_epoch)
+
+    def _volume_sig(self, pods: list[PodView]) -> tuple[Any, ...]:
+        return tuple((p.name, self.volume_fit(p).eligible) for p in pods)
+
+    def _with_volumes(self, constraints: GroupConstraints, fit: VolumeFit) -> GroupConstraints:
+        """A pod group's node constraints narrowed to the nodes its volumes allow."""
+        if fit.eligible is None:
+            return constraints
+        ids = frozenset(n.id for n in self.state.nodes if n.name in fit.eligible)
+        eligible = ids if constraints["eligible"] is None else constraints["eligible"] & ids
+        preferred = tuple(t & eligible for t in constraints["preferred"] if t & eligible)
+        why = ", ".join(w for w in (constraints["exclusions"], fit.explain(self.volumes.storage)) if w)
+        return GroupConstraints(eligible=eligible, preferred=preferred, exclusions=why or None)
+
+    def _volume_blocker(self, unbound: list[PodView]) -> tuple[PendingReason, str] | None:
+        """Why a waiting gang cannot start anywhere because of a pod's volumes (None: it may)."""
+        for p in unbound:
+            if p.key in self.volumes.problems:
+                return PendingReason.INVALID_REQUEST, (
+                    f"Pod {p.name} cannot be scheduled as written: {'; '.join(self.volumes.problems[p.key])}.")
+            fit = self.volume_fit(p)
+            if fit.blockers:
+                return PendingReason.WAITING_FOR_VOLUMES, f"Pod {p.name} cannot start: {fit.explain(self.volumes.storage)}."
+        return None
+
+    def _volumes_changed(self, gang: Gang, job: Job) -> bool:
+        """Whether the volume fits of the gang's waiting pods are not those its job was made with."""
+        known = self._volume_sigs.get(gang.key)
+        if known is None:
+            return False
+        return known != self._volume_sig(sorted(gang.unbound(), key=lambda p: p.name))
+
+    def storage_changed(self, now: float) -> None:
+        """A claim, volume, class, capacity or CSINode changed: the waiting gangs with claims are
+        judged again (their jobs made anew where their pods' volume fits changed)."""
+        for gang in list(self.gangs.values()):
+            job = gang.job
+            if gang.binding or (job is not None and job.current_run is not None):
+                continue
+            if any(self.volumes.claim_keys(p.key) for p in gang.unbound()):
+                self.sync(gang, now)
