@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from usher.engine.backends.kube.objects import node_view
 from usher.engine.backends.kube.volumes import (
@@ -384,3 +386,40 @@ def test_the_index_follows_informer_events_for_claims_volumes_and_pods():
     index.object_changed(StorageKind.VOLUMES, "pv-1", None)
     assert index.fit("ml/w-0", nodes(), 1).blockers[0].reason == VolumeReason.VOLUME_NOT_FOUND
     assert index.fit("ml/nobody", nodes(), 1).eligible is None
+
+
+OUTCOMES = ("bound-here", "bound-elsewhere", "withdrawn", "nothing", "deleted")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(OUTCOMES), min_size=1, max_size=5), st.floats(0, 1200))
+def test_a_prebind_is_done_only_when_every_claim_of_the_gang_is_bound_where_its_pod_runs(outcomes, waited):
+    """Whatever the provisioner does to each claim, the pods may bind (DONE) only when every claim
+    is bound to a volume their node can use; any failure leaves nothing selected that was not
+    acted on (so no claim is provisioned for a gang that will not bind there)."""
+    names = [f"c{i}" for i in range(len(outcomes))]
+    s = storage(sc("fast"), *(pvc(n) for n in names))
+    where = {f"gpu-0{1 + i % 2}#{i}": (n,) for i, n in enumerate(names)}
+    p = plan(placed(s, where), s)
+    select(s, p)
+    for (key, node), outcome in zip(p.provisions, outcomes):
+        name = key.split("/")[1]
+        if outcome == "bound-here":
+            bind(s, name, node)
+        elif outcome == "bound-elsewhere":
+            bind(s, name, node, zone="b")
+        elif outcome == "withdrawn":
+            s.claims[key] = parse_claim(pvc(name))
+        elif outcome == "deleted":
+            del s.claims[key]
+    s.changed()
+    step = progress(p, s, labels(), waited, 600)
+    all_good = all(o == "bound-here" for o in outcomes)
+    assert (step.step == Step.DONE) == all_good
+    if step.step == Step.FAIL:
+        assert step.blocker.claim in {k for k, _ in p.provisions}
+        left = undo(p, s)
+        assert all(s.claims[k].selected_node and not s.claims[k].bound for k in left)
+        assert set(left) == {k for (k, _), o in zip(p.provisions, outcomes) if o == "nothing"}
+    if step.step == Step.WAIT:
+        assert waited < 600 and "nothing" in outcomes
