@@ -210,7 +210,7 @@ class KubeController:
         job_id = self.state.job_by_name.get(name)
         gang = self.mirror.gang_of_job.get(job_id) if job_id is not None else None
         if gang is None:
-            gang = self.commands.gang_titled(name)  # one kept out of the engine's queue (``Mirror.outside``)
+            gang = self.operator_commands.gang_titled(name)  # one kept out of the engine's queue (``Mirror.outside``)
         if gang is None:
             return []
         return [
@@ -224,7 +224,7 @@ class KubeController:
         now, not from the mirror; ``CommandError`` for an unknown job."""
         import yaml
 
-        gang = self.commands.gang_named(job_name)
+        gang = self.operator_commands.gang_named(job_name)
         docs = []
         for view in sorted(gang.pods.values(), key=lambda v: natural_key(v.name)):
             try:
@@ -244,7 +244,7 @@ class KubeController:
         from ``GET .../pods/{name}/log`` (the kubelet's log through the API server): (``pod`` or
         ``pod/container``, the text, the API server's refusal or None) each, so a pod that has
         not started says why (``container "w" in pod "p" is waiting to start: ...``)."""
-        gang = self.commands.gang_named(job_name)
+        gang = self.operator_commands.gang_named(job_name)
         out: list[tuple[str, str, str | None]] = []
         for view in sorted(gang.pods.values(), key=lambda v: natural_key(v.name))[:max_pods]:
             path = f"/api/v1/namespaces/{view.namespace}/pods/{view.name}"
