@@ -62,7 +62,7 @@ from .storage import (
     storage_request,
     to_bytes,
 )
-from .store import ApiError, Change, Store, Stored
+from .store import ApiError, Change, EventType as ChangeType, Store, Stored
 
 JsonObject = dict[str, Any]
 
@@ -150,20 +150,57 @@ class Provisioner(Part):
         self._backoff: dict[str, tuple[float, float]] = {}
         """claim uid -> (next attempt, last backoff)."""
         self._told: dict[str, tuple[str, str]] = {}
+        # what changed since the last sync: the work follows it (a node's status changing, which
+        # happens all the time, costs nothing; a new node costs its CSINode and capacities)
+        self._claims = self._topology = True
+        self._nodes: set[str] | None = None
+        """Nodes to register again (``None``: all)."""
+
+    def resync(self) -> None:
+        self._dirty = self._claims = self._topology = True
+        self._nodes = None
 
     def fail(self, namespace: str, name: str, message: str, code: RpcCode = RpcCode.RESOURCE_EXHAUSTED, times: int = 1) -> None:
         """Make the next ``times`` provisionings of claim ``namespace/name`` fail with ``message``."""
         self.failures[(namespace, name)] = Failure(message, code, times)
-        self._dirty = True
+        self._retry()
+
+    def _retry(self) -> None:
+        self._dirty = self._claims = True
 
     def on_change(self, change: Change) -> None:
-        if change.rt.resource in self.resources:
-            self._dirty = True
+        resource = change.rt.resource
+        if resource == Resource.NODES:
+            meta, old = change.new.obj["metadata"], change.old.obj["metadata"] if change.old else None
+            if old is not None and change.type is not ChangeType.DELETED and all(
+                    old.get(k) == meta.get(k) for k in ("labels", "annotations", "uid")):
+                return
+            self._topology = True
+            if self._nodes is not None:
+                self._nodes.add(meta["name"])
+        elif resource == Resource.STORAGECLASSES:
+            self._claims = self._topology = True
+        elif resource == Resource.PERSISTENTVOLUMES:
+            self._claims = self._topology = True
+        elif resource == Resource.PERSISTENTVOLUMECLAIMS:
+            self._claims = True
+        else:
+            return
+        self._dirty = True
 
     # ------------------------------------------------------------------ the loop
 
     def sync(self) -> None:
         classes = {s.obj["metadata"]["name"]: s.obj for s in self.stored(SC_RT)}
+        claims, topology, nodes = self._claims, self._topology, self._nodes
+        self._claims, self._topology, self._nodes = False, False, set()
+        if claims:
+            self._sync_claims(classes)
+        if topology:
+            self._publish(classes)
+        self._register(nodes)
+
+    def _sync_claims(self, classes: dict[str, JsonObject]) -> None:
         for s in self.stored(PVC_RT):
             claim = s.obj
             provisioner = (claim["metadata"].get("annotations") or {}).get(Annotation.STORAGE_PROVISIONER)
@@ -182,14 +219,15 @@ class Provisioner(Part):
             sc = classes.get((s.obj.get("spec") or {}).get("storageClassName") or "")
             if sc is not None and sc.get("provisioner") in TOPOLOGY_KEYS and sc.get("allowVolumeExpansion"):
                 self.mgr.guard(lambda s=s: self._expand(s))
-        self._publish(classes)
-        self._register()
 
-    def _register(self) -> None:
+    def _register(self, names: set[str] | None) -> None:
         """node-driver-registrar's part: each node's CSINode lists both drivers, their topology key
         and, from the node annotation ``sandbox.usher/csi-attach-limit``, how many volumes attach."""
-        for s in self.stored(NODE_RT):
-            node = s.obj
+        if names is None:
+            nodes = [s.obj for s in self.stored(NODE_RT)]
+        else:
+            nodes = [n for name in sorted(names) if (n := self._node(name)) is not None]
+        for node in nodes:
             name = node["metadata"]["name"]
             limit = (node["metadata"].get("annotations") or {}).get(ATTACH_LIMIT)
             drivers = [{"name": d, "nodeID": name, "topologyKeys": [key],
@@ -226,14 +264,18 @@ class Provisioner(Part):
             return
         now = self.mgr.now()
         params = _params(sc)
-        delay = parse_duration(params[Param.DELAY]) if params.get(Param.DELAY) else 0.0
-        start = self._first_seen.setdefault(uid, now)
-        due = max(start + delay, self._backoff.get(uid, (0.0, 0.0))[0])
-        if now < due:
-            self.mgr.at(due, ("provision", uid), self.resync)
+        retry_at = self._backoff.get(uid, (0.0, 0.0))[0]
+        if now < retry_at:
+            self.mgr.at(retry_at, ("provision", uid), self._retry)
             return
         provisioner = str(sc.get("provisioner"))
-        self._tell(claim, EventType.NORMAL, "Provisioning", f'External provisioner is provisioning volume for claim "{ns}/{name}"', provisioner)
+        if uid not in self._first_seen:  # CreateVolume starts: a slow driver answers ``delay`` later
+            self._first_seen[uid] = now
+            self._tell(claim, EventType.NORMAL, "Provisioning", f'External provisioner is provisioning volume for claim "{ns}/{name}"', provisioner)
+        delay = parse_duration(params[Param.DELAY]) if params.get(Param.DELAY) else 0.0
+        if now < self._first_seen[uid] + delay:
+            self.mgr.at(self._first_seen[uid] + delay, ("provision", uid), self._retry)
+            return
         try:
             segment = self._segment(sc, provisioner, selected)
             self._check(ns, name, sc, params, provisioner, segment, storage_request(claim))
@@ -244,6 +286,12 @@ class Provisioner(Part):
         self._first_seen.pop(uid, None)
         self.store.create_stored(PV_RT, self._volume(claim, sc, provisioner, segment), None)
         self._tell(claim, EventType.NORMAL, "ProvisioningSucceeded", f"Successfully provisioned volume {pv_name}", provisioner)
+
+    def _node(self, name: str) -> JsonObject | None:
+        try:
+            return self.store.get_stored(NODE_RT, name).obj
+        except ApiError:
+            return None
 
     def _segment(self, sc: JsonObject, provisioner: str, selected: str | None) -> str:
         key = TOPOLOGY_KEYS[provisioner]
@@ -293,11 +341,12 @@ class Provisioner(Part):
             new["metadata"]["annotations"].pop(Annotation.SELECTED_NODE, None)
             self.store.update_stored(PVC_RT, new, claim["metadata"]["namespace"])
             return
+        self._first_seen.pop(uid, None)
         _, last = self._backoff.get(uid, (0.0, 0.0))
         wait = min(300.0, last * 2 if last else 1.0)
         when = self.mgr.now() + wait
         self._backoff[uid] = (when, wait)
-        self.mgr.at(when, ("provision", uid), self.resync)
+        self.mgr.at(when, ("provision", uid), self._retry)
 
     def _volume(self, claim: JsonObject, sc: JsonObject, provisioner: str, segment: str) -> JsonObject:
         meta, spec = claim["metadata"], claim.get("spec") or {}

@@ -364,6 +364,7 @@ def test_a_failure_that_is_not_final_is_retried_on_the_same_node(cluster: Cluste
 def test_a_slow_provisioner_makes_the_claim_wait(cluster: Cluster) -> None:
     cluster.apply(class_yaml("slow", "local.csi.sandbox.usher", params={"sandbox.usher/delay": "30s"}) + "---\n" + claim_yaml("data", cls="slow"))
     select(cluster, "data", "n1")
+    cluster.event("data", "Provisioning")  # the driver's CreateVolume has started
     cluster.advance(29)
     assert cluster.claim("data").status.phase == "Pending"
     cluster.advance(1)
