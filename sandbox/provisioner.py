@@ -50,7 +50,6 @@ from usher.engine.scenario.quantity import parse_duration
 
 from .events import EventType, record
 from .kinds import RESOURCE_TYPES, Resource
-from .nodefit import term_matches
 from .parts import Host, Part
 from .storage import (
     Annotation,
@@ -155,6 +154,8 @@ class Provisioner(Part):
         self._claims = self._topology = True
         self._nodes: set[str] | None = None
         """Nodes to register again (``None``: all)."""
+        self._new_nodes: set[str] | None = set()
+        """Nodes created since the last sync, whose capacities to publish."""
 
     def resync(self) -> None:
         self._dirty = self._claims = self._topology = True
@@ -175,7 +176,10 @@ class Provisioner(Part):
             if old is not None and change.type is not ChangeType.DELETED and all(
                     old.get(k) == meta.get(k) for k in ("labels", "annotations", "uid")):
                 return
-            self._topology = True
+            if old is None and change.type is not ChangeType.DELETED and self._new_nodes is not None:
+                self._new_nodes.add(meta["name"])  # a new node: its segments only
+            elif (old or {}).get("labels") != meta.get("labels") or change.type is ChangeType.DELETED:
+                self._topology = True  # segments may have gone: everything again
             if self._nodes is not None:
                 self._nodes.add(meta["name"])
         elif resource == Resource.STORAGECLASSES:
@@ -192,12 +196,14 @@ class Provisioner(Part):
 
     def sync(self) -> None:
         classes = {s.obj["metadata"]["name"]: s.obj for s in self.stored(SC_RT)}
-        claims, topology, nodes = self._claims, self._topology, self._nodes
-        self._claims, self._topology, self._nodes = False, False, set()
+        claims, topology, nodes, new_nodes = self._claims, self._topology, self._nodes, self._new_nodes
+        self._claims, self._topology, self._nodes, self._new_nodes = False, False, set(), set()
         if claims:
             self._sync_claims(classes)
         if topology:
-            self._publish(classes)
+            self._publish(classes, None)
+        elif new_nodes:
+            self._publish(classes, new_nodes)
         self._register(nodes)
 
     def _sync_claims(self, classes: dict[str, JsonObject]) -> None:
@@ -322,7 +328,7 @@ class Provisioner(Part):
             raise ProvisioningError(failure.code, failure.message)
         if params.get(Param.FAIL):
             raise ProvisioningError(RpcCode(params.get(Param.FAIL_CODE, RpcCode.RESOURCE_EXHAUSTED)), params[Param.FAIL])
-        left = to_bytes(params.get(Param.CAPACITY, DEFAULT_CAPACITY)) - self._used(sc, provisioner, segment)
+        left = to_bytes(params.get(Param.CAPACITY, DEFAULT_CAPACITY)) - self._usage().get((sc["metadata"]["name"], segment), 0)
         if size > left:
             raise ProvisioningError(RpcCode.RESOURCE_EXHAUSTED, (
                 f"insufficient capacity in {TOPOLOGY_KEYS[provisioner]}={segment}: requested {size} bytes, {max(left, 0)} left"))
@@ -378,42 +384,52 @@ class Provisioner(Part):
 
     # ------------------------------------------------------------------ capacity and deletion
 
-    def _used(self, sc: JsonObject, provisioner: str, segment: str) -> int:
-        key = TOPOLOGY_KEYS[provisioner]
-        used = 0
+    def _usage(self) -> dict[tuple[str, str], int]:
+        """Bytes provisioned by our drivers, by (class, segment), in one pass over the volumes."""
+        used: dict[tuple[str, str], int] = {}
         for s in self.stored(PV_RT):
             spec = s.obj.get("spec") or {}
-            if (s.obj["metadata"].get("annotations") or {}).get(Annotation.PROVISIONED_BY) != provisioner:
+            provisioner = (s.obj["metadata"].get("annotations") or {}).get(Annotation.PROVISIONED_BY)
+            if provisioner not in TOPOLOGY_KEYS:
                 continue
-            if spec.get("storageClassName") != sc["metadata"]["name"]:
-                continue
-            node = {"metadata": {"name": "", "labels": {key: segment}}}
-            terms = ((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms") or []
-            if any(term_matches(t, node) for t in terms):
-                used += to_bytes((spec.get("capacity") or {}).get("storage"))
+            for term in ((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms") or []:
+                for expr in term.get("matchExpressions") or []:
+                    if expr.get("key") == TOPOLOGY_KEYS[provisioner] and expr.get("operator") == "In":
+                        for value in expr.get("values") or []:
+                            key = (str(spec.get("storageClassName")), str(value))
+                            used[key] = used.get(key, 0) + to_bytes((spec.get("capacity") or {}).get("storage"))
         return used
 
-    def _publish(self, classes: dict[str, JsonObject]) -> None:
-        """One CSIStorageCapacity per class with a capacity and per segment, kept current."""
+    def _publish(self, classes: dict[str, JsonObject], new_nodes: set[str] | None) -> None:
+        """One CSIStorageCapacity per class of our drivers and per segment, kept current; with
+        ``new_nodes``, only the segments of those nodes are added (nothing else changed)."""
         wanted: dict[str, JsonObject] = {}
-        nodes = [s.obj for s in self.stored(NODE_RT)]
+        if new_nodes is None:
+            nodes = [s.obj for s in self.stored(NODE_RT)]
+        else:
+            nodes = [n for name in sorted(new_nodes) if (n := self._node(name)) is not None]
+        used = self._usage()
         for sc in classes.values():
             provisioner, params = sc.get("provisioner"), _params(sc)
             if provisioner not in TOPOLOGY_KEYS:
                 continue
             key = TOPOLOGY_KEYS[str(provisioner)]
+            class_name = sc["metadata"]["name"]
             for segment in sorted({v for n in nodes if (v := segment_of(n, key)) is not None and _allowed(sc, key, v)}):
-                left = max(0, to_bytes(params.get(Param.CAPACITY, DEFAULT_CAPACITY)) - self._used(sc, str(provisioner), segment))
-                name = f"csisc-{sc['metadata']['name']}-{segment}".lower().replace("_", "-")[:253]
+                left = max(0, to_bytes(params.get(Param.CAPACITY, DEFAULT_CAPACITY)) - used.get((class_name, segment), 0))
+                name = f"csisc-{class_name}-{segment}".lower().replace("_", "-")[:253]
                 wanted[name] = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
                                 "metadata": {"name": name, "namespace": CAPACITY_NAMESPACE,
                                              "labels": {"csi.storage.k8s.io/drivername": str(provisioner)}},
-                                "storageClassName": sc["metadata"]["name"],
+                                "storageClassName": class_name,
                                 "nodeTopology": {"matchLabels": {key: segment}}, "capacity": binary_quantity(left)}
-        for s in self.store.list(CAP_RT, CAPACITY_NAMESPACE, label_selector="csi.storage.k8s.io/drivername").items:
+        if new_nodes is None:
+            existing = [s for s in self.store.list(CAP_RT, CAPACITY_NAMESPACE, label_selector="csi.storage.k8s.io/drivername").items
+                        if s.obj["metadata"]["labels"]["csi.storage.k8s.io/drivername"] in TOPOLOGY_KEYS]
+        else:
+            existing = [s for name in wanted if (s := self._capacity(name)) is not None]
+        for s in existing:
             name = s.obj["metadata"]["name"]
-            if s.obj["metadata"]["labels"]["csi.storage.k8s.io/drivername"] not in TOPOLOGY_KEYS:
-                continue
             want = wanted.pop(name, None)
             if want is None:
                 self.store.delete_stored(CAP_RT, name, CAPACITY_NAMESPACE)
@@ -423,6 +439,12 @@ class Provisioner(Part):
                 self.store.update_stored(CAP_RT, new, CAPACITY_NAMESPACE)
         for want in wanted.values():
             self.store.create(CAP_RT.resource, want, CAPACITY_NAMESPACE)
+
+    def _capacity(self, name: str) -> Stored | None:
+        try:
+            return self.store.get_stored(CAP_RT, name, CAPACITY_NAMESPACE)
+        except ApiError:
+            return None
 
     def _expand(self, stored: Stored) -> None:
         """external-resizer and the kubelet's filesystem resize, at once: a bound claim that asks
