@@ -8,7 +8,8 @@ paths and messages, so that a client that is wrong about storage fails here as o
 - **defaults** (``SetDefaults_*``): a claim's and a volume's ``volumeMode: Filesystem`` and
   ``status.phase: Pending``; a volume's ``persistentVolumeReclaimPolicy: Retain``; a class's
   ``reclaimPolicy: Delete`` and ``volumeBindingMode: Immediate``; a CSIDriver's flags;
-- **validation**: a claim needs access modes (known ones; ``ReadWriteOncePod`` alone) and a
+- **validation**: a claim (and a StatefulSet's claim templates, and a pod's ephemeral volume
+  templates) needs access modes (known ones; ``ReadWriteOncePod`` alone) and a
   positive ``spec.resources[storage]``; a volume needs a ``storage`` capacity, access modes,
   exactly one volume source, node affinity when ``local``; a class needs a provisioner and known
   reclaim and binding modes; names of classes are DNS subdomains;
@@ -37,6 +38,7 @@ from typing import Any
 from . import quantity
 from .kinds import Resource, ResourceType
 from .object_validation import (
+    TEMPLATE_PATHS,
     DecodeError,
     ErrorType,
     FieldError,
@@ -336,11 +338,40 @@ def validate(rt: ResourceType, obj: JsonObject) -> list[FieldError]:
         return list(validate_class(obj))
     if rt.resource == Resource.CSISTORAGECAPACITIES:
         return list(validate_capacity(obj))
+    errors: list[FieldError] = []
+    if rt.resource == Resource.PODS:
+        errors.extend(validate_pod_volumes(obj.get("spec"), "spec"))
+    elif rt.resource in TEMPLATE_PATHS:
+        template: Any = obj
+        for key in TEMPLATE_PATHS[rt.resource]:
+            template = template.get(key) if isinstance(template, dict) else None
+        if isinstance(template, dict):
+            errors.extend(validate_pod_volumes(template.get("spec"), ".".join(TEMPLATE_PATHS[rt.resource]) + ".spec"))
     if rt.resource == Resource.STATEFULSETS:
         templates = (obj.get("spec") or {}).get("volumeClaimTemplates") or []
-        return [e for i, t in enumerate(templates) if isinstance(t, dict)
-                for e in validate_claim_spec(t.get("spec"), f"spec.volumeClaimTemplates[{i}].spec")]
-    return []
+        errors.extend(e for i, t in enumerate(templates) if isinstance(t, dict)
+                      for e in validate_claim_spec(t.get("spec"), f"spec.volumeClaimTemplates[{i}].spec"))
+    return errors
+
+
+def validate_pod_volumes(spec: Any, path: str) -> Iterator[FieldError]:
+    """A pod spec's claim volumes: a ``claimName``, and an ephemeral volume's claim template."""
+    if not isinstance(spec, dict):
+        return
+    for i, volume in enumerate(spec.get("volumes") or []):
+        if not isinstance(volume, dict):
+            continue
+        where = f"{path}.volumes[{i}]"
+        claim = volume.get("persistentVolumeClaim")
+        if isinstance(claim, dict) and not claim.get("claimName"):
+            yield FieldError(ErrorType.REQUIRED, f"{where}.persistentVolumeClaim.claimName", "")
+        ephemeral = volume.get("ephemeral")
+        if isinstance(ephemeral, dict):
+            template = ephemeral.get("volumeClaimTemplate")
+            if not isinstance(template, dict):
+                yield FieldError(ErrorType.REQUIRED, f"{where}.ephemeral.volumeClaimTemplate", "")
+            else:
+                yield from validate_claim_spec(template.get("spec"), f"{where}.ephemeral.volumeClaimTemplate.spec")
 
 
 # --------------------------------------------------------------------------- updates

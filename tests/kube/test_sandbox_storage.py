@@ -517,3 +517,11 @@ def test_a_claim_made_before_any_default_class_gets_the_default_once_there_is_on
     assert cluster.claim("early").spec.storage_class_name is None
     cluster.kubectl.ok("annotate", "sc", "zonal", "storageclass.kubernetes.io/is-default-class=true")
     cluster.until(lambda: cluster.claim("early").spec.storage_class_name == "zonal", "the default class given afterwards")
+
+
+def test_a_pod_whose_ephemeral_volume_template_is_wrong_is_refused_with_the_place(cluster: Cluster) -> None:
+    body = yaml.safe_load(pod_yaml("p", {}, ephemeral="scratch"))
+    body["spec"]["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"].pop("accessModes")
+    refused = cluster.kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(body))
+    assert refused.returncode != 0
+    assert "spec.volumes[0].ephemeral.volumeClaimTemplate.spec.accessModes: Required value: at least 1 access mode is required" in refused.stderr
