@@ -411,6 +411,16 @@ _COLUMNS: dict[Resource, tuple[Column, ...]] = {
         Column("AllowVolumeExpansion", lambda o, now: bool(o.get("allowVolumeExpansion")), type="boolean"),
         _AGE,
     ),
+    Resource.CSIDRIVERS: (
+        _NAME,
+        Column("AttachRequired", lambda o, now: bool((o.get("spec") or {}).get("attachRequired", True)), type="boolean"),
+        Column("PodInfoOnMount", lambda o, now: bool((o.get("spec") or {}).get("podInfoOnMount")), type="boolean"),
+        Column("StorageCapacity", lambda o, now: bool((o.get("spec") or {}).get("storageCapacity")), type="boolean"),
+        Column("TokenRequests", lambda o, now: ",".join(t.get("audience", "") for t in (o.get("spec") or {}).get("tokenRequests") or []) or "<unset>"),
+        Column("RequiresRepublish", lambda o, now: bool((o.get("spec") or {}).get("requiresRepublish")), type="boolean"),
+        Column("Modes", lambda o, now: ",".join((o.get("spec") or {}).get("volumeLifecycleModes") or [])),
+        _AGE,
+    ),
     Resource.CSINODES: (_NAME, Column("Drivers", lambda o, now: len((o.get("spec") or {}).get("drivers") or []), type="integer"), _AGE),
     Resource.CSISTORAGECAPACITIES: (
         _NAME,
