@@ -4,17 +4,18 @@ Per gang, kube-scheduler's bind steps, each a method here and a ``GangPhase``:
 
 - ``reserve``: the engine's decision holds the gang's room (its run); the gang is RESERVED and
   can still be called off (``call_off``: preempted, held, a node cordoned) while it waits.
-- ``prebind``: whatever must be true before a pod may start on its node. Today: the pods usher
-  evicted from those nodes are gone (they hold their GPUs through their grace period), however
-  long that takes. Volumes and device claims wait here too: a step is a method called from
-  ``prebind`` that returns why the gang may not bind (or None), not a new flag.
+- PreBind: whatever must be true before a pod may start on its node, still RESERVED: the pods
+  usher evicted from those nodes are gone (``prebind``: they hold their GPUs through their grace
+  period, however long that takes), then every claim of the gang's pods is bound on its pod's
+  node (``bind_volumes``, through ``volumes_prebind``). A step (device claims next) is a method
+  that returns why the gang may not bind (or None), not a new flag.
 - ``bind``: every pod bound, concurrently, over the client's kept-alive connections
   (BINDS_SENT: nothing calls them off, and the job is no victim until they end).
 - ``unreserve``: any bind failed (a refusal, a transport error, a lost lease): the pods that did
   bind are evicted and the gang is torn down and requeued (UNRESERVING, then TEARDOWN), with a
   back-off that doubles while its binds keep failing.
 
-``bind_extra`` binds the pods an elastic gang grew by (one that fails is given back) and
+``grow`` binds the pods an elastic gang grew by (one that fails is given back) and
 ``complete`` the pods a refused teardown binds instead (``teardown.py`` plans them).
 """
 
