@@ -49,6 +49,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .storage_rbac import STORAGE_ROLES
 from .store import ApiError, Change, JsonObject, Reason, Resource, Store, rfc3339
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -604,6 +605,14 @@ def bootstrap_policy() -> Iterator[tuple[Resource, JsonObject]]:
     for name, rules in roles.items():
         yield Resource.CLUSTERROLES, {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRole",
                                       "metadata": _meta(name), "rules": rules}
+    for name, (account, rules) in STORAGE_ROLES.items():  # the storage controllers' (sandbox/storage_rbac.py)
+        yield Resource.CLUSTERROLES, {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRole",
+                                      "metadata": _meta(name), "rules": rules}
+        yield Resource.CLUSTERROLEBINDINGS, {
+            "apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRoleBinding", "metadata": _meta(name),
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "kube-system"}],
+        }
     for name, groups in bindings.items():
         yield Resource.CLUSTERROLEBINDINGS, {
             "apiVersion": f"{RBAC_GROUP}/v1",

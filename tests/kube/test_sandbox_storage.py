@@ -525,3 +525,28 @@ def test_a_pod_whose_ephemeral_volume_template_is_wrong_is_refused_with_the_plac
     refused = cluster.kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(body))
     assert refused.returncode != 0
     assert "spec.volumes[0].ephemeral.volumeClaimTemplate.spec.accessModes: Required value: at least 1 access mode is required" in refused.stderr
+
+
+def test_the_storage_controllers_hold_their_cluster_roles_and_a_tenant_does_not(tmp_path: Path) -> None:
+    with ServerThread(FakeApiServer(authorization=True, controllers=True, tls=True)) as thread:
+        configuration = Configuration()
+        kubernetes.config.load_kube_config_from_dict(thread.server.kubeconfig(thread.server.admin_token),
+                                                     client_configuration=configuration)
+        with ApiClient(configuration) as api:
+            authz = kubernetes.client.AuthorizationV1Api(api)
+
+            def allowed(account: str, verb: str, resource: str, namespace: str = "", group: str = "") -> bool:
+                review = authz.create_subject_access_review({
+                    "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                    "spec": {"user": f"system:serviceaccount:{account}", "groups": ["system:serviceaccounts"],
+                             "resourceAttributes": {"verb": verb, "resource": resource, "namespace": namespace, "group": group}}})
+                return bool(review.status.allowed)
+
+            binder = "kube-system:persistent-volume-binder"
+            assert allowed(binder, "update", "persistentvolumes") and allowed(binder, "update", "persistentvolumeclaims", "team")
+            assert not allowed(binder, "delete", "persistentvolumeclaims", "team")
+            assert allowed("kube-system:ephemeral-volume-controller", "create", "persistentvolumeclaims", "team")
+            assert allowed("kube-system:csi-provisioner", "create", "csistoragecapacities", "kube-system", "storage.k8s.io")
+            assert not allowed("team:default", "create", "persistentvolumeclaims", "team")  # a tenant only as granted
+            assert "system:controller:persistent-volume-binder" in {
+                r.metadata.name for r in kubernetes.client.RbacAuthorizationV1Api(api).list_cluster_role().items}
