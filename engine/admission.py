@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import state as state_module
+from . import records
 from .enums import DecisionKind, EndReason, JobState, MoveMode, PendingReason
 from .state import Job, KeptRoom, PodPlacement, Vec
 
@@ -53,7 +53,7 @@ _STATE_OF_REASON = {
 def mark_waiting(job: Job, reason: PendingReason) -> None:
     """Record that ``job`` waits, and why (held and awaiting approval are states of their own)."""
     job._reason = reason  # the pending_reason setter, inlined: the cycle's hottest write
-    job._reason_at = state_module.reason_stamp()
+    job._reason_at = records.reason_stamp()
     if job.state != JobState.FINISHED:
         job.state = _STATE_OF_REASON.get(reason, JobState.PENDING)
 

@@ -35,17 +35,21 @@ may make such a pod schedulable again; usher's cycle does the same within a cycl
   once while its key is below every other queue's head, as the heap would pop it, so the order
   (and every decision) is the one ``policy.ordering.AdmissionOrder`` gives.
 
-Across cycles, failed preemption searches are remembered until the cluster's ``epoch`` changes
-(``policy.preemption``), and the backfill plan while no job has started or stopped.
+Across cycles, plans and kinds (``kinds``), failed preemption searches (until the cluster's
+``epoch`` changes) and the like are remembered in the cycle's memo (``memo``), and the backfill
+plan while no job has started or stopped (``reservations``).
+
+The walk (``_GangCycle``) is one class over the 600 lines a module here keeps to: its
+methods share the cycle's verdict tables (settled kinds, passed quota, blocked queues), and the
+rules for when a remembered verdict may stand read best in one place.
 """
 
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from itertools import islice
 
-from . import state as state_module
+from . import records
 from .admission import Admitter, CycleResult, mark_waiting
 from .enums import (
     Approval,
@@ -57,24 +61,20 @@ from .enums import (
     ReclaimWithinCohort,
     WithinQueue,
 )
+from .memo import memo_of
+from .kinds import plan_of
 from .podcycle import run_pod_cycle
+from .reservations import CAPACITY_REASONS, most_urgent_blocked
+from .reservations import reserve as _reserve
 from .policy import quota
-from .policy.backfill import (
-    Reservation,
-    cached_reservation,
-    kept_reservation,
-    plan_reservation,
-    quick_reject,
-    reservation_now,
-)
+from .policy.backfill import Reservation, quick_reject, reservation_now
 from .policy.consolidation import carry_out, consolidation_for, return_to_kept_rooms
 from .policy.ordering import AdmissionOrder
-from .policy.placement import Placer, classify_failure, gang_counts, request_of
+from .policy.placement import Placer, classify_failure, gang_counts
 from .policy.preemption import HolderLimit, find_victims
 from .plans import Attempt, Plan
 from .policy.registry import Backfill, Policy, ReserveFor
 from .state import (
-    INF,
     ClusterState,
     Job,
     Queue,
@@ -82,53 +82,12 @@ from .state import (
     Vec,
 )
 
-CAPACITY_REASONS = (PendingReason.INSUFFICIENT_CAPACITY, PendingReason.TOPOLOGY_UNSATISFIABLE)
 #: waiting jobs per reason cell above which a cycle marks the jobs it has not reached by cell
 #: (below, marking them one by one costs less than looking for the moment it could stop)
 CELLS_PAY_OFF = 16
 #: the guard values the jobs of a reason cell can have (see ``_GangCycle._tail_needs``)
 UNGUARDED: tuple[bool, ...] = (False,)
 EITHER_GUARD: tuple[bool, ...] = (False, True)
-
-
-def _intern(state: ClusterState, key: tuple) -> int:
-    ids = state.memo_ids
-    found = ids.get(key)
-    if found is None:
-        found = ids[key] = len(ids)
-    return found
-
-
-def plan_of(state: ClusterState, job: Job) -> Plan:
-    """The attempts for ``job``, computed once per job (while its groups stay the same) and
-    shared by every job of the same queue, priority and gang."""
-    cached = state.attempt_plans.get(job.id)
-    if cached is not None and cached.groups is job.groups and cached.min_count == job.min_count:
-        return cached
-    signature = (job.queue, job.priority, job.min_count, job.groups)
-    shared = state.plans_by_signature.get(signature)
-    if shared is None:
-        out = []
-        shapes = [gang_counts(job, False)]
-        if job.min_count < job.total_pods:
-            shapes.append(gang_counts(job, True))
-        for counts in shapes:
-            request = request_of(job, counts)
-            out.append(
-                Attempt(
-                    tuple(counts),
-                    request,
-                    _intern(state, ("quota", job.queue, request)),
-                    _intern(state, ("preempt", job.queue, job.priority, request, job.groups)),
-                    _intern(state, ("shape", job.groups, tuple(counts))),
-                )
-            )
-        attempts = tuple(out)
-        shared = Plan(job.groups, job.min_count, attempts, _intern(state, ("kind", job.queue, job.priority, attempts)))
-        state.plans_by_signature[signature] = shared
-    plan = shared if shared.groups is job.groups else Plan(job.groups, job.min_count, shared.attempts, shared.kind)
-    state.attempt_plans[job.id] = plan
-    return plan
 
 
 @dataclass(slots=True, frozen=True)
@@ -175,8 +134,8 @@ class _GangCycle:
         self.reservation: Reservation | None = None
         #: reason stamps: a cell written at ``tail_at`` gives way to every job this cycle marks
         #: itself (at ``walk_at`` or later), and overrides what earlier cycles marked
-        self.tail_at = state_module.reason_stamp()
-        self.walk_at = state_module.reason_stamp()
+        self.tail_at = records.reason_stamp()
+        self.walk_at = records.reason_stamp()
         #: what the tail needs settled: (cell, kind, guard values), for the reservation it was
         #: computed under (``_tail_needs``)
         self.needs: list[tuple[ReasonCell, int, tuple[bool, ...]]] | None = None
@@ -240,7 +199,7 @@ class _GangCycle:
     def _walk_order(self, order: AdmissionOrder) -> None:
         state, now = self.state, self.now
         fair_share = self.policy.fair_share
-        jobs, queues, plans = state.jobs, state.queues, state.attempt_plans
+        jobs, queues, plans = state.jobs, state.queues, memo_of(state).plans
         settled, passed_quota, blocked = self.settled, self.passed_quota, self.blocked
         heap, snapshots, shares, key_of, grow = order.heap, order.snapshots, order.shares, order.key, order.grow
         lengths = order.lengths
@@ -508,11 +467,12 @@ class _GangCycle:
         bounds on the estimated runtime)."""
         state, now = self.state, self.now
         needs = []
+        kinds = memo_of(state).cell_kinds
         for cell in state.reason_cells.values():
-            kind = cell.kind
-            if kind < 0:
+            kind = kinds.get(cell)
+            if kind is None:
                 assert cell.sample is not None
-                kind = cell.kind = plan_of(state, cell.sample).kind
+                kind = kinds[cell] = plan_of(state, cell.sample).kind
             if reservation is None:
                 guards = UNGUARDED
             else:
@@ -751,55 +711,6 @@ def _may_preempt(queue: Queue) -> bool:
         or queue.reclaim_within_cohort != ReclaimWithinCohort.NEVER
         or queue.borrow_within_cohort != BorrowWithinCohort.NEVER
     )
-
-
-def _reserve(state: ClusterState, job: Job, counts: list[int], now: float) -> Reservation | None:
-    """The backfill reservation for ``job``: the last cycle's plan while nothing started or
-    stopped; else a new plan, unless it would start later than the last plan for the same job
-    and that one still holds (``kept_reservation``): a reservation's start never moves later
-    while its nodes still free up in time."""
-    last = state.last_plan
-    reservation = cached_reservation(last, state, job, now)
-    if reservation is None:
-        reservation = plan_reservation(state, job, counts, now)
-        if last is not None and last.job_id == job.id and (reservation is None or reservation.start > last.start):
-            reservation = kept_reservation(state, last, now) or reservation
-        state.last_plan = reservation.fresh_copy() if reservation is not None else None
-    return reservation
-
-
-#: Pending jobs per queue that ``most_urgent_blocked`` looks at.
-URGENT_SCAN = 256
-
-
-#: why a reservation's holder may be waiting and still keep it
-HOLDER_REASONS = (*CAPACITY_REASONS, PendingReason.WAITING_FOR_QUOTA)
-
-
-def most_urgent_blocked(state: ClusterState) -> Job | None:
-    """The job a ``most-urgent`` reservation is for: blocked for capacity in the last cycle,
-    highest priority first, then the oldest (the first of each queue's pending order). The
-    job holding the reservation keeps it while it is still so blocked, unless one of strictly
-    higher priority is: an older job of its priority that comes to be blocked for capacity
-    later does not take it over (the holder's planned start is a promise)."""
-    best: Job | None = None
-    best_key: tuple[int, float, int] | None = None
-    if state.reservation is not None:
-        holder = state.jobs[state.reservation[0]]
-        # blocked by its quota now is no reason to drop it: the jobs ahead of it that hold that
-        # quota end before its start, and those that would not are kept from it (``_holder_quota``)
-        if holder._cell is not None and not holder.held and holder.pending_reason in HOLDER_REASONS:
-            best, best_key = holder, (-holder.priority, -INF, 0)  # before every other job of its priority
-    for queue in state.queues.values():
-        for entry in islice(queue.pending, URGENT_SCAN):
-            key = (entry[0], entry[1], entry[2])
-            if best_key is not None and key >= best_key:
-                break
-            job = state.jobs[entry[3]]
-            if job.pending_reason in CAPACITY_REASONS and not job.held:
-                best, best_key = job, key
-                break
-    return best
 
 
 def _preempt_for(

@@ -24,14 +24,13 @@ from .enums import JobState, PendingReason
 from .policy import quota
 from .policy.backfill import estimate_starts
 from .policy.ordering import AdmissionOrder, queue_positions
-from .policy.placement import (
-    diagnose,
-    gang_counts,
-    model_allowed,
-    no_matching_nodes,
-    request_of,
-)
-from .state import HOST_PORT, INF, MILLI, PODS, RESOURCE_NAMES, ClusterState, Job, PodGroup, extra_offered
+from .policy.filters import hostports
+from .policy.filters.extras import PODS, extra_offered
+from .policy.filters.gpu_model import accepts
+from .policy.filters.node_constraints import EXCLUDED
+from .policy.filters.registry import diagnose
+from .policy.placement import gang_counts, no_matching_nodes, request_of
+from .state import INF, MILLI, RESOURCE_NAMES, ClusterState, Job, PodGroup
 
 #: a lazy field not worked out yet
 _LATER: Any = object()
@@ -167,7 +166,7 @@ def _constraint_words(state: ClusterState, pod: PodGroup) -> str:
     GPUs free, at most 8 on one``."""
     assert pod.eligible is not None
     nodes = [state.nodes[i] for i in sorted(pod.eligible)]
-    usable = [n for n in nodes if n.schedulable and model_allowed(pod, n)]
+    usable = [n for n in nodes if n.schedulable and accepts(pod, n)]
     free = sum(n.whole_free for n in usable)
     best = max((n.whole_free for n in usable), default=0)
     why = f" ({pod.exclusions})" if pod.exclusions else ""
@@ -288,7 +287,7 @@ def message(
         pod = no_matching_nodes(state, job) or job.groups[0]
         found = diagnose(state, pod)
         why = ", ".join(f"{n} {k}" for k, n in sorted(found.items(), key=lambda kv: -kv[1]) if k != "fits")
-        if pod.exclusions and found.get("excluded by its node constraints"):
+        if pod.exclusions and found.get(EXCLUDED):
             why += f" ({pod.exclusions})"
         return f"No schedulable node can ever hold its {_pod_words(pod, 1)}: of {fmt.plural(len(state.nodes), 'node')}, {why}."
     if reason == PendingReason.TOPOLOGY_UNSATISFIABLE:
@@ -350,10 +349,10 @@ def _extras_short(state: ClusterState, job: Job, extras: dict[str, tuple[int, in
     every schedulable node); None when there is none."""
     for g in job.groups:
         for name, amount in g.extra:
-            if name.startswith(HOST_PORT):
+            if hostports.is_host_port(name):
                 schedulable = [n for n in state.nodes if n.schedulable]
                 if schedulable and all(extra_offered(n.extra_free, name) < amount for n in schedulable):
-                    return f"each pod also takes host port {name.removeprefix(HOST_PORT)}, which a pod holds on every schedulable node"
+                    return hostports.taken_everywhere(name)
                 continue
             top, top_free, count = extras.get(name, (0, 0, 0))
             if top >= amount > top_free:

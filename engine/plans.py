@@ -1,9 +1,9 @@
 """How the cycle tries a job: its ``Attempt``s and its ``Plan`` (the attempts and the job's kind).
 
-These records sit at the bottom of the engine, beside ``state``, because both sides need them:
-``cycle`` builds them (``cycle.plan_of``), and ``ClusterState`` keeps them as the cycle's memo
-(``attempt_plans``, ``plans_by_signature``). Keeping them here lets ``state`` name them without
-importing the cycle, which imports nearly the whole engine.
+These records sit at the bottom of the engine because both sides need them: ``cycle`` builds
+them (``kinds.plan_of``), and the cycle's memo (``memo.CycleMemo``, which the policies below the
+cycle also read) keeps them. Keeping them here lets ``memo`` name them without importing the
+cycle, which imports nearly the whole engine.
 """
 
 from __future__ import annotations

@@ -19,13 +19,14 @@ import heapq
 from dataclasses import dataclass, field
 
 from ..enums import TopologyMode
+from ..memo import most_whole_free
 from ..state import INF, MILLI, ClusterState, Job, Vec
 from . import quota
+from .filters.registry import node_allowed
 from .placement import (
     Guard,
     Placer,
     gang_counts,
-    node_allowed,
     pods_fitting_by_gpus,
     request_of,
 )
@@ -140,7 +141,7 @@ def quick_reject(state: ClusterState, job: Job, counts: list[int]) -> bool:
     for g, n in zip(job.groups, counts):
         w = g.whole_gpus * n
         if w and g.topology_mode == TopologyMode.REQUIRED and g.topology_level is not None:
-            if state.most_whole_free(g.topology_level) < w:
+            if most_whole_free(state, g.topology_level) < w:
                 return True
     return False
 

@@ -28,9 +28,11 @@ from dataclasses import dataclass
 from .. import fmt
 from ..admission import Admitter, CycleResult
 from ..enums import AuditAction, EndReason, JobState, MoveMode, TopologyMode
+from ..memo import memo_of
 from ..state import MILLI, AuditEntry, ClusterState, Job, KeptRoom, PodPlacement, Vec
 from . import quota
-from .placement import Placer, gang_counts, node_allowed, request_of
+from .filters.registry import node_allowed
+from .placement import Placer, gang_counts, request_of
 from .preemption import lift_victim, restore_victim
 from .registry import Policy, Scoring
 
@@ -114,7 +116,7 @@ def find_consolidation(
     if level is None:
         return None
     key = (job.groups, tuple(counts), job.priority)
-    memo = state.failed_consolidations
+    memo = memo_of(state).failed_consolidations
     if len(memo) > MEMO_LIMIT:
         memo.clear()
     if memo.get(key) == (state.epoch, now):

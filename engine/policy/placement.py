@@ -4,16 +4,18 @@ The Kubernetes scheduler framework runs Filter plugins over nodes, Score plugins
 feasible ones, and picks the best. At 5,000 nodes that is too slow to do for every pod, so as in
 kube-scheduler (``percentageOfNodesToScore``) we score a sample: the capacity index yields nodes in
 best-fit order (fewest whole GPUs free that still fit; the GPU model, schedulability and the GPU
-count are the index's pre-filter), the filter plugins check each candidate, and the first
-``SCORE_SAMPLE`` feasible nodes of the tightest bucket are scored. ``diagnose`` runs the filters
-over every node when a person asks why a pod does not fit.
+count are the index's pre-filter), the rest of the filters check each candidate, and the first
+``SCORE_SAMPLE`` feasible nodes of the tightest bucket are scored. The filters are defined once,
+a feature a module, in ``filters`` (``filters.registry`` lists them): the hot path runs the
+``now`` checks a pod can trip (``hot_checks``), and ``filters.registry.diagnose`` runs every
+filter over every node when a person asks why a pod does not fit.
 
 A gang is placed atomically: each pod is reserved on the state as it is chosen (later pods see
 the capacity it took), and if any pod cannot be placed, every reservation is undone.
 
 Topology (Kueue's TAS): a pod group with ``required: LEVEL`` goes into one domain of that level,
 the tightest that fits (BestFit); ``preferred`` tries that level, then each level above, then
-anywhere. Inside a node a multi-GPU pod takes GPUs of one NVLink island where it can (the
+anywhere. Inside a node (``inside_node``) a multi-GPU pod takes GPUs of one NVLink island where it can (the
 tightest island that fits), and a shared pod goes onto an already shared GPU where it can, so
 that whole GPUs stay whole.
 
@@ -29,11 +31,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Protocol
 
 from ..enums import PendingReason, TopologyMode
-from ..state import HOST_PORT, MILLI, PODS, ClusterState, Domain, Extras, Job, Node, PodGroup, PodPlacement, extra_offered
+from ..memo import memo_of
+from ..state import MILLI, ClusterState, Domain, Job, Node, PodGroup, PodPlacement
+from .filters.gpu_model import accepts
+from .filters.registry import Check, hot_checks, never_fits, node_allowed
 from .fragmentation import MEMORY_UNIT, FragmentationModel, PodDemand
+from .inside_node import SCORES, GpuBinPack, lowest_shared_gpu, lowest_whole_gpus, pick_shared_gpu, pick_whole_gpus
 from .registry import Scoring
 
 SCORE_SAMPLE = 8
@@ -76,209 +81,6 @@ class Guard:
             h[2] -= memory
 
 
-# -- plugins ------------------------------------------------------------------------------
-
-
-class FilterPlugin(Protocol):
-    name: str
-
-    def filter(self, node: Node, pod: PodGroup) -> str | None:
-        """None when the pod may go on the node, else a short reason."""
-
-
-class ScorePlugin(Protocol):
-    name: str
-    weight: int
-
-    def score(self, node: Node, pod: PodGroup) -> int:
-        """0 to 100: how good the node is for the pod."""
-
-
-class Schedulable:
-    name = "NodeSchedulable"
-
-    def filter(self, node: Node, pod: PodGroup) -> str | None:
-        if node.failed:
-            return "node failed"
-        if node.cordoned:
-            return "node cordoned"
-        return None
-
-
-def extras_fit(node: Node, extra: Extras) -> bool:
-    """Whether what is left on ``node`` of each resource beyond GPUs, CPU and memory covers ``extra``."""
-    left = node.extra_free
-    return all(extra_offered(left, name) >= amount for name, amount in extra)
-
-
-def model_allowed(pod: PodGroup, node: Node) -> bool:
-    """A pod with GPUs goes only on a node with a GPU model it accepts."""
-    return not pod.gpu_milli or pod.models is None or node.gpu_model in pod.models
-
-
-def node_allowed(pod: PodGroup, node: Node) -> bool:
-    """Whether the pod may ever go on the node, capacity aside: an accepted GPU model and a node
-    its constraints allow (``PodGroup.eligible``). Schedulability is checked apart."""
-    return model_allowed(pod, node) and (pod.eligible is None or node.id in pod.eligible)
-
-
-class GpuModel:
-    name = "GpuModel"
-
-    def filter(self, node: Node, pod: PodGroup) -> str | None:
-        if not model_allowed(pod, node):
-            return "GPU model not accepted"
-        return None
-
-
-class NodeConstraints:
-    """The backend's node constraints (selectors, affinity, taints), as ``PodGroup.eligible``."""
-
-    name = "NodeConstraints"
-
-    def filter(self, node: Node, pod: PodGroup) -> str | None:
-        if pod.eligible is not None and node.id not in pod.eligible:
-            return "excluded by its node constraints"
-        return None
-
-
-class GpuFit:
-    name = "GpuFit"
-
-    def filter(self, node: Node, pod: PodGroup) -> str | None:
-        if pod.whole_gpus:
-            if node.gpu_count < pod.whole_gpus:
-                return "too few GPUs on node"
-            if node.whole_free < pod.whole_gpus:
-                return "not enough free GPUs"
-        elif pod.share:
-            if node.gpu_count == 0:
-                return "too few GPUs on node"
-            if max(node.gpu_free, default=0) < pod.share:
-                return "not enough free GPUs"
-        return None
-
-
-class CpuMemoryFit:
-    name = "CpuMemoryFit"
-
-    def filter(self, node: Node, pod: PodGroup) -> str | None:
-        if node.cpu < pod.cpu or node.memory < pod.memory:
-            return "node too small (cpu/memory)"
-        if node.cpu_free < pod.cpu:
-            return "not enough free cpu"
-        if node.mem_free < pod.memory:
-            return "not enough free memory"
-        return None
-
-
-class NvlinkIsland:
-    """Prefers nodes where a multi-GPU pod fits inside one NVLink island, and tightly."""
-
-    name = "NvlinkIsland"
-    weight = 2
-
-    def score(self, node: Node, pod: PodGroup) -> int:
-        g = pod.whole_gpus
-        if g <= 1 or len(node.islands) == 1:
-            return 100
-        best = None
-        for island in node.islands:
-            free = sum(1 for i in island if node.gpu_free[i] == MILLI)
-            if free >= g and (best is None or free < best):
-                best = free
-        if best is None:
-            return 0
-        return 50 + (50 * g) // best
-
-
-class GpuBinPack:
-    """Prefers nodes left with the fewest free GPUs (keeps big holes for big jobs)."""
-
-    name = "GpuBinPack"
-    weight = 1
-
-    def score(self, node: Node, pod: PodGroup) -> int:
-        if node.gpu_count == 0:
-            return 100
-        left = node.whole_free - pod.whole_gpus
-        return 100 - (100 * left) // node.gpu_count
-
-
-class ExtraFit:
-    """The resources a pod asks beyond GPUs, CPU and memory (``PodGroup.extra``)."""
-
-    name = "ExtraFit"
-
-    def filter(self, node: Node, pod: PodGroup) -> str | None:
-        for name, amount in pod.extra:
-            offered = extra_offered(node.extra, name)
-            if offered < amount:
-                return f"no {name} to offer" if not offered else f"too little {name} on node"
-        for name, amount in pod.extra:
-            if extra_offered(node.extra_free, name) < amount:
-                if name == PODS:
-                    return "node at its pod limit"
-                return f"{name.removeprefix(HOST_PORT)} taken" if name.startswith(HOST_PORT) else f"not enough free {name}"
-        return None
-
-
-FILTERS: tuple[FilterPlugin, ...] = (Schedulable(), GpuModel(), NodeConstraints(), GpuFit(), CpuMemoryFit(), ExtraFit())
-SCORES: tuple[ScorePlugin, ...] = (NvlinkIsland(), GpuBinPack())
-
-
-def total_score(node: Node, pod: PodGroup) -> int:
-    return sum(p.weight * p.score(node, pod) for p in SCORES)
-
-
-# -- inside one node ----------------------------------------------------------------------
-
-
-def pick_whole_gpus(node: Node, g: int) -> list[int]:
-    """The tightest NVLink island with ``g`` free GPUs; else the fewest islands that hold them."""
-    free = node.gpu_free
-    per_island = [[i for i in island if free[i] == MILLI] for island in node.islands]
-    best: list[int] | None = None
-    for cand in per_island:
-        if len(cand) >= g and (best is None or len(cand) < len(best)):
-            best = cand
-    if best is not None:
-        return best[:g]
-    out: list[int] = []
-    for cand in sorted(per_island, key=len, reverse=True):
-        out.extend(cand[: g - len(out)])
-        if len(out) == g:
-            break
-    return out
-
-
-def pick_shared_gpu(node: Node, share: int) -> int | None:
-    """A partly used GPU with room (least left over); else a whole GPU from the emptiest island."""
-    free = node.gpu_free
-    best = None
-    for i, f in enumerate(free):
-        if share <= f < MILLI and (best is None or f < free[best]):
-            best = i
-    if best is not None:
-        return best
-    island_best = None
-    for island in node.islands:
-        whole = [i for i in island if free[i] == MILLI]
-        if whole and (island_best is None or len(whole) < len(island_best)):
-            island_best = whole
-    return island_best[0] if island_best else None
-
-
-def lowest_whole_gpus(node: Node, g: int) -> list[int]:
-    """The ``g`` free whole GPUs with the lowest indices (placement that ignores NVLink)."""
-    return [i for i, f in enumerate(node.gpu_free) if f == MILLI][:g]
-
-
-def lowest_shared_gpu(node: Node, share: int) -> int | None:
-    """The GPU with the lowest index that has ``share`` free (shared or whole)."""
-    return next((i for i, f in enumerate(node.gpu_free) if f >= share), None)
-
-
 # -- choosing a node ----------------------------------------------------------------------
 
 
@@ -295,11 +97,12 @@ class Placer:
     taken: list[PodPlacement] = field(default_factory=list)
     scoring: Scoring = Scoring.USHER
 
-    def _fits_node(self, node: Node, pod: PodGroup) -> bool:
-        if node.cpu_free < pod.cpu or node.mem_free < pod.memory:
-            return False
-        if pod.extra and not extras_fit(node, pod.extra):
-            return False
+    def _fits_node(self, node: Node, pod: PodGroup, checks: tuple[Check, ...]) -> bool:
+        """Whether a candidate the index (or ``node_allowed``) let through passes the pod's
+        compiled ``checks`` (``filters.registry.hot_checks``) and the backfill guard."""
+        for check in checks:
+            if not check(node, pod):
+                return False
         # a pod sharing a GPU may take a whole one (the first slice of it): on a reserved node it
         # needs room for one whole GPU, or it could break up one the reservation counts on
         if self.guard is not None and not self.guard.allows(node.id, pod.whole_gpus or (1 if pod.share else 0), pod.cpu, pod.memory):
@@ -346,6 +149,7 @@ class Placer:
         if pod.share:
             return self._choose_shared(pod, within, among)
         g = pod.whole_gpus
+        checks = hot_checks(pod)
         if within is None:
             narrow = min((s for s in (pod.eligible, among) if s is not None), key=len, default=None)
             if narrow is not None and len(narrow) <= NARROW_SHARE * len(nodes):
@@ -358,7 +162,7 @@ class Placer:
                 and n.whole_free >= g
                 and node_allowed(pod, n)
                 and (among is None or n.id in among)
-                and self._fits_node(n, pod)
+                and self._fits_node(n, pod, checks)
             ]
             if not feasible:
                 return None
@@ -376,7 +180,7 @@ class Placer:
                     if (
                         (eligible is None or nid in eligible)
                         and (among is None or nid in among)
-                        and self._fits_node(node, pod)
+                        and self._fits_node(node, pod, checks)
                     ):
                         feasible.append(node)
                         if len(feasible) >= SCORE_SAMPLE:
@@ -391,6 +195,7 @@ class Placer:
         """The first node, in cluster order, that the pod fits (no scoring)."""
         nodes = self.state.nodes
         g, share = pod.whole_gpus, pod.share
+        checks = hot_checks(pod)
         for nid in range(len(nodes)) if within is None else within:
             node = nodes[nid]
             if not node.schedulable or not node_allowed(pod, node) or (among is not None and nid not in among):
@@ -400,7 +205,7 @@ class Placer:
                     continue
             elif node.whole_free < g:
                 continue
-            if self._fits_node(node, pod):
+            if self._fits_node(node, pod, checks):
                 return node
         return None
 
@@ -444,6 +249,7 @@ class Placer:
         cpu_per_gpu = state.cpu_per_gpu
         count_stranded = pod.gpu_milli > 0 and model.cpu_per_gpu < cpu_per_gpu
         wide_hosts = self._wide_hosts(model) if balance else frozenset()
+        checks = hot_checks(pod)
         for shape, members in state.shapes.items():
             gpu_model, cpu_free, free, memory_free = shape
             if cpu_free < pod.cpu:
@@ -461,7 +267,7 @@ class Placer:
                 if (
                     (eligible is None or nid in eligible)
                     and (among is None or nid in among)
-                    and self._fits_node(candidate, pod)
+                    and self._fits_node(candidate, pod, checks)
                 ):
                     node = candidate
                     break
@@ -491,9 +297,10 @@ class Placer:
         wide pod of the workload: CPU balance would fill them with small pods, since their CPU
         per GPU is often the cluster's, and the wide pod would wait for one to empty (the openb
         8-GPU pods of 120 cores, which only the 39 G3 nodes of 128 cores hold). Memoised per
-        model and node count on the state."""
+        model and node count in the cycle's memo."""
         state = self.state
-        known = state.wide_hosts
+        memo = memo_of(state)
+        known = memo.wide_hosts
         if known is not None and known[0] is model and known[1] == len(state.nodes):
             return known[2]
         gpu_nodes = [n for n in state.nodes if n.gpu_count]
@@ -505,7 +312,7 @@ class Placer:
             if len(able) < WIDE_HOST_SHARE * len(gpu_nodes):
                 hosts.update(able)
         found = frozenset(hosts)
-        state.wide_hosts = (model, len(state.nodes), found)
+        memo.wide_hosts = (model, len(state.nodes), found)
         return found
 
     def _choose_shared(self, pod: PodGroup, within: list[int] | None, among: frozenset[int] | None) -> Node | None:
@@ -514,18 +321,20 @@ class Placer:
         pool: Iterable[int] = self.state.partial_nodes if within is None else within
         best: Node | None = None
         best_left = MILLI + 1
+        checks = hot_checks(pod)
         for nid in pool:
             node = nodes[nid]
             if not node.schedulable or not node_allowed(pod, node) or (among is not None and nid not in among):
                 continue
-            if not self._fits_node(node, pod):
+            if not self._fits_node(node, pod, checks):
                 continue
             for f in node.gpu_free:
                 if share <= f < MILLI and f - share < best_left:
                     best, best_left = node, f - share
         if best is not None:
             return best
-        whole = PodGroup(pod.name, 1, MILLI, pod.cpu, pod.memory, pod.models, eligible=pod.eligible)
+        # no partly used GPU has room: the first slice of a whole GPU, with all else the pod asks
+        whole = PodGroup(pod.name, 1, MILLI, pod.cpu, pod.memory, pod.models, eligible=pod.eligible, extra=pod.extra)
         return self._choose(whole, within, among)
 
     def put(self, job: Job, pod: PodGroup, node: Node, pod_name: str) -> PodPlacement:
@@ -697,21 +506,10 @@ def request_of(job: Job, counts: list[int]) -> tuple[int, int, int]:
 
 
 def no_matching_nodes(state: ClusterState, job: Job) -> PodGroup | None:
-    """The first pod group that no schedulable node could ever hold, even empty."""
+    """The first pod group that no node could ever hold, even empty (``never_fits``)."""
+    nodes = state.nodes
     for pod in job.groups:
-        ok = False
-        for node in state.nodes:
-            if not node.schedulable or not node_allowed(pod, node):
-                continue
-            if node.cpu < pod.cpu or node.memory < pod.memory:
-                continue
-            if pod.whole_gpus > node.gpu_count or (pod.share and node.gpu_count == 0):
-                continue
-            if any(extra_offered(node.extra, name) < amount for name, amount in pod.extra):
-                continue
-            ok = True
-            break
-        if not ok:
+        if all(never_fits(node, pod) for node in nodes):
             return pod
     return None
 
@@ -722,7 +520,7 @@ def pods_fitting_by_gpus(state: ClusterState, pod: PodGroup) -> int:
     if pod.eligible is not None:
         nodes = state.nodes
         return sum(
-            nodes[i].whole_free // w for i in pod.eligible if nodes[i].schedulable and model_allowed(pod, nodes[i])
+            nodes[i].whole_free // w for i in pod.eligible if nodes[i].schedulable and accepts(pod, nodes[i])
         )
     return sum(
         len(b) * (k // w)
@@ -752,17 +550,3 @@ def classify_failure(state: ClusterState, job: Job, counts: list[int]) -> Pendin
             placer.undo(job)
             return PendingReason.TOPOLOGY_UNSATISFIABLE
     return PendingReason.INSUFFICIENT_CAPACITY
-
-
-def diagnose(state: ClusterState, pod: PodGroup) -> dict[str, int]:
-    """Run every filter plugin over every node: how many nodes each reason rules out."""
-    counts: dict[str, int] = {}
-    for node in state.nodes:
-        for plugin in FILTERS:
-            reason = plugin.filter(node, pod)
-            if reason is not None:
-                counts[reason] = counts.get(reason, 0) + 1
-                break
-        else:
-            counts["fits"] = counts.get("fits", 0) + 1
-    return counts

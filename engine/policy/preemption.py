@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from ..enums import BorrowWithinCohort, ReclaimWithinCohort, TopologyMode, WithinQueue
+from ..memo import memo_of, most_whole_free
 from ..state import ClusterState, Job, Queue, Vec
 from . import quota
 from .backfill import quick_reject
@@ -177,7 +178,7 @@ def _room_in_a_domain(state: ClusterState, job: Job, counts: list[int], keys: li
         need = g.whole_gpus * n
         level = g.topology_level
         domains = state.domains[level]
-        if state.most_whole_free(level) >= need:
+        if most_whole_free(state, level) >= need:
             continue
         extra: dict[int, int] = {}
         for key in keys:
@@ -368,7 +369,7 @@ def _could_fit(state: ClusterState, job: Job, counts: list[int], request: Vec, c
             d = nodes[nid].domains[level]
             extra[d] = extra.get(d, 0) + k
         domains = state.domains[level]
-        best = max(state.most_whole_free(level), max((domains[i].whole_free + k for i, k in extra.items()), default=0))
+        best = max(most_whole_free(state, level), max((domains[i].whole_free + k for i, k in extra.items()), default=0))
         if best < g.whole_gpus * n:
             return False
     return True
@@ -391,28 +392,28 @@ def find_victims(
     None when none does.
 
     A search that fails on the aggregate bounds alone (``_bound``, ``_could_fit``) is remembered
-    in ``state.failed_searches`` until the cluster changes (``state.epoch``): nothing else it
+    in the cycle's memo (``memo.CycleMemo``) until the cluster changes (``state.epoch``): nothing else it
     looked at can change, unless its candidates depended on the time, in which case it is
     remembered for this moment only. Busy clusters fail most searches, every cycle, this way.
     """
     key = _search_key(state, job, counts, request, limit)
     epoch = state.epoch
-    memo = state.failed_searches
+    memo = memo_of(state).failed_searches
     if len(memo) > MEMO_LIMIT:
         memo.clear()
     remembered = memo.get(key)
     if remembered is not None and remembered[0] == epoch and (remembered[1] is None or remembered[1] == now):
         return None
     if not _bound(state, job, counts, request):
-        state.failed_searches[key] = (epoch, None)
+        memo[key] = (epoch, None)
         return None
     ordered = _ordered_buckets(state, job, request)
     if not _bound_of_first_buckets(state, job, counts, request, now, ordered):
-        state.failed_searches[key] = (epoch, now)
+        memo[key] = (epoch, now)
         return None
     cands, timed = _candidates(state, job, request, now, ordered)
     if not cands or not _could_fit(state, job, counts, request, cands):
-        state.failed_searches[key] = (epoch, now if timed else None)
+        memo[key] = (epoch, now if timed else None)
         return None
     charged = {v.id: v.charged for v in cands}
     lifted: list[Job] = []

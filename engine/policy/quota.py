@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..enums import PendingReason
+from ..memo import memo_of
 from ..state import INF, RESOURCE_NAMES, ClusterState, Queue, Vec
 
 
@@ -46,7 +47,8 @@ FITS = QuotaVerdict(None)
 
 def pool_capacity(state: ClusterState, cohort: str, r: int) -> float:
     """What the cohort's members lend together for resource ``r``."""
-    cached = state.pool_cache.get((cohort, r))
+    pools = memo_of(state).quotas(state).pools
+    cached = pools.get((cohort, r))
     if cached is not None:
         return cached
     total = 0.0
@@ -55,7 +57,7 @@ def pool_capacity(state: ClusterState, cohort: str, r: int) -> float:
         if q.nominal[r] == INF:
             continue
         total += min(q.lending_limit[r], q.nominal[r])
-    state.pool_cache[(cohort, r)] = total
+    pools[(cohort, r)] = total
     return total
 
 
@@ -152,7 +154,8 @@ def needs_borrowing(queue: Queue, request: Vec) -> bool:
 
 def share_basis(state: ClusterState, queue: Queue) -> tuple[float, float, float]:
     """The capacity a queue's share is measured against: its cohort's nominal, or the cluster."""
-    cached = state.share_basis_cache.get(queue.name)
+    bases = memo_of(state).quotas(state).share_basis
+    cached = bases.get(queue.name)
     if cached is not None:
         return cached
     cluster = (
@@ -171,7 +174,7 @@ def share_basis(state: ClusterState, queue: Queue) -> tuple[float, float, float]
             if total > 0:
                 basis[r] = total
     out = (basis[0], basis[1], basis[2])
-    state.share_basis_cache[queue.name] = out
+    bases[queue.name] = out
     return out
 
 
