@@ -14,6 +14,7 @@ file checks that the cluster's RBAC, evaluated as a real API server does, lets u
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -443,6 +444,7 @@ async def _run_usher(tmp: Path) -> UsherRun:
         results["config_events"] = [e.get("count") for e in c.server.store.list("events", "usher-system").objects()
                                      if e["reason"] == "InvalidQueueConfig"]
         await c.play()
+        results["volumes"] = await _volume_gang(c, admin)
         results["evicted"] = sorted({r.path.split("/")[-2].rsplit("-", 2)[0] for r in c.server.requests
                                      if r.method == "POST" and r.path.endswith("/eviction") and "dryRun" not in r.query
                                      and r.status == 201})
@@ -458,6 +460,60 @@ async def _run_usher(tmp: Path) -> UsherRun:
     return run
 
 
+async def _volume_gang(c: Cluster, admin: httpx.AsyncClient) -> str:
+    """A pod with two delayed claims: one matched by a static local volume, one of a class whose
+    provisioner (played by the admin) fails it. usher binds the volume to its claim, selects a node
+    for the other, reads the provisioner's words, and binds no pod. The message usher tells the pod."""
+    storage = "/apis/storage.k8s.io/v1/storageclasses"
+    for name, provisioner in (("manual", "kubernetes.io/no-provisioner"), ("fast", "csi.example.com")):
+        body = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                "provisioner": provisioner, "volumeBindingMode": "WaitForFirstConsumer"}
+        assert (await admin.post(storage, json=body)).status_code == 201
+    host = c.server.store.list("nodes").objects()[0]["metadata"]["name"]
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "disk-1"}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "manual",
+        "local": {"path": "/mnt/disk-1"}, "nodeAffinity": {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [host]}]}]}}}}
+    assert (await admin.post("/api/v1/persistentvolumes", json=pv)).status_code == 201
+    # no PV controller runs here: the admin marks the volume Available, as it would
+    r = await admin.patch("/api/v1/persistentvolumes/disk-1/status", content=json.dumps({"status": {"phase": "Available"}}),
+                          headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    claims = "/api/v1/namespaces/default/persistentvolumeclaims"
+    for name, klass in (("static", "manual"), ("made", "fast")):
+        body = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": klass}}
+        assert (await admin.post(claims, json=body)).status_code == 201
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vol-0", "labels": {"usher/queue": "research"}},
+           "spec": {"schedulerName": "usher", "containers": [{"name": "main", "image": "busybox:1.36"}],
+                    "volumes": [{"name": "a", "persistentVolumeClaim": {"claimName": "static"}},
+                                {"name": "b", "persistentVolumeClaim": {"claimName": "made"}}]}}
+    assert (await admin.post("/api/v1/namespaces/default/pods", json=pod)).status_code == 201
+    for _ in range(400):
+        made = (await admin.get(f"{claims}/made")).json()
+        if (made["metadata"].get("annotations") or {}).get("volume.kubernetes.io/selected-node"):
+            break
+        await asyncio.sleep(0.025)
+    # the provisioner gives up on that node, as external-provisioner does after ResourceExhausted
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "made.1"}, "type": "Warning",
+             "reason": "ProvisioningFailed", "message": "rpc error: code = ResourceExhausted desc = pool full",
+             "involvedObject": {"kind": "PersistentVolumeClaim", "namespace": "default", "name": "made",
+                                "uid": made["metadata"]["uid"]}, "source": {"component": "csi.example.com"}}
+    assert (await admin.post("/api/v1/namespaces/default/events", json=event)).status_code == 201
+    r = await admin.patch(f"{claims}/made", content=json.dumps(
+        {"metadata": {"annotations": {"volume.kubernetes.io/selected-node": None}}}),
+        headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    pod_now = (await admin.get("/api/v1/namespaces/default/pods/vol-0")).json()
+    for _ in range(400):
+        told = [e["message"] for e in c.server.store.list("events", "default").objects()
+                if e["reason"] == "FailedVolumeBinding" and e["involvedObject"]["name"] == "vol-0"]
+        if told:
+            return told[0]
+        await asyncio.sleep(0.025)
+    return f"never told; the pod says {pod_now['status'].get('conditions')}"
+
+
 async def test_usher_does_its_whole_job_with_the_rbac_of_deploy(tmp_path):
     run = await _run_usher(tmp_path)
     r = run.results
@@ -469,6 +525,7 @@ async def test_usher_does_its_whole_job_with_the_rbac_of_deploy(tmp_path):
     assert "sweep" in r["evicted"] and r["eval_ran"], "eval (high) preempts the sweep (low) to fit research's quota"
     assert {"AwaitingApproval", "Preempted"} <= set(r["events"]), r["events"]
     assert r["config_events"] == [2], "a broken queue config refused twice: one Event, counted twice"
+    assert "provisioning failed for pvc/made on node" in r["volumes"] and "pool full" in r["volumes"], r["volumes"]
 
 
 async def test_every_grant_of_deploy_to_the_usher_service_account_is_used(tmp_path):
