@@ -3,9 +3,9 @@
 Textual gives each key to the widget that has the focus when the app *reads* the key, and runs
 the key's binding only once the key has bubbled back up to the app, one message queue at a time.
 A paste, or a laggy SSH link, delivers many keys in one read, so the app reads them all before it
-has handled the first: with ``:queues`` + Enter sent at once, ``:`` and then ``q`` were both given
-to the overview (the prompt ``:`` opens was not focused yet), and ``q`` quit the console. Keys
-typed right after ``e`` went to the quota dialog before it had mounted its fields.
+has handled the first: with ``:queues`` + Enter sent at once, ``:`` and then ``q`` would both be
+given to the overview (the prompt ``:`` opens is not focused yet), and ``q`` would quit the
+console; keys typed right after ``e`` would reach the quota dialog before it has mounted its fields.
 
 The gate lets one key (or paste) in at a time. The next waits until the one before has been
 through every node it was given to, from the focused widget up to the app (a callback relayed

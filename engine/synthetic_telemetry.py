@@ -18,8 +18,8 @@ GPUs turn stale rather than zero). ``SyntheticTelemetry.sample`` reads the engin
 It stays cheap because it samples only when someone watches (the controller calls it when it
 publishes to a subscriber such as the console, never in a headless ``--no-ui`` replay), and at
 most once per ``interval`` simulated seconds, or once per ``WALL_SECONDS_PER_ROUND`` of wall time
-when the replay runs faster than that: a round over 8,000 GPUs costs about 20 ms (see
-``bench/telemetry.py`` and docs/telemetry.md). The store's ``stale_after`` is kept at
+when the replay runs faster than that (what a round costs is measured by
+``bench/telemetry.py``; the figures are in docs/telemetry.md). The store's ``stale_after`` is kept at
 ``STALE_ROUNDS`` rounds, so a failed node's GPUs turn stale within three rounds.
 """
 

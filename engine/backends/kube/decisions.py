@@ -1,8 +1,8 @@
 """Operator decisions on a cluster: which jobs an operator approved, and which it holds.
 
 A tenant writes its own pods and the owners they are made from, so whatever usher reads there
-is a request, never an entitlement: a pod that said ``usher/approved: "true"`` used to approve
-itself. Operator decisions therefore live where only operators write: one ConfigMap in usher's
+is a request, never an entitlement: if a pod's ``usher/approved: "true"`` counted, every pod
+could approve itself. Operator decisions therefore live where only operators write: one ConfigMap in usher's
 own namespace (``usher-system/usher-decisions``, key ``decisions.yaml``; ``deploy/`` ships it
 empty), which the ``usher-operator`` role may update and the controller only reads. A ConfigMap
 and not a custom resource, because it needs no CRD installed before usher can start, RBAC limits

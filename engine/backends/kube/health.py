@@ -18,9 +18,9 @@ The controller owns readiness, and ``/readyz`` tells the truth about it. Ready m
   came back is contact, a timeout, a refused or broken connection or a 5xx is not. Once nothing
   has answered for longer than `API_GRACE`, the replica is not ready, whatever the failures were
   (a blip is not worth losing the endpoint for). Contact is the age of the last answer, not the
-  state of the watches: a frozen API server keeps its watch sockets open and sends nothing, and
-  the old rule, which took open watches for contact, answered ``200 api: reachable`` through a
-  40 s freeze while the Lease renewals timed out. Events arriving on an open watch do not count
+  state of the watches: a frozen API server keeps its watch sockets open and sends nothing, so
+  taking open watches for contact would answer ``200 api: reachable`` all through a freeze while
+  the Lease renewals time out. Events arriving on an open watch do not count
   either: they prove the socket, not that the server answers what the controller asks. No idle
   cluster is mistaken for a frozen one: the leader renews its Lease, and a standby reads it,
   every couple of seconds (``lease.py``), so some request is always due;

@@ -4,10 +4,10 @@ Each policy scores every feasible node the way the paper's simulator does: an in
 0 to 100 per node (kube-scheduler's score range; BestFit's is min-max normalised across the
 nodes, as its NormalizeScore does), and the highest wins. Equal scores go to the node first in
 a node order shuffled with the run's seed: the simulator prefixes node names with a seeded random
-permutation and its scheduler takes the first of equal scores. (This matters: with ties broken
-uniformly at random, FGD falls to about 90% at 130% arrived, since its integer score ties often
-and consistent tie-breaking is what packs.) Then a GPU is chosen on the node for a shared pod;
-whole-GPU pods take the first free GPUs by index.
+permutation and its scheduler takes the first of equal scores. (This matters: FGD's integer
+score ties often, and consistent tie-breaking is what packs; with ties broken uniformly at random
+it packs markedly worse, see docs/results.md, "FGD's ties".) Then a GPU is chosen on the node for
+a shared pod; whole-GPU pods take the first free GPUs by index.
 
 - ``random``: a feasible node at random; a shared pod on a random GPU that holds it.
 - ``bestfit``: least CPU and GPU left after placing, each over the largest node (128 cores,
