@@ -59,7 +59,7 @@ from .events import EventType as Severity
 from .events import record
 from .parts import Host, Part
 from .store import ApiError, Change, EventType, LabelSelector, Stored
-from .volume_binding import BIND_TIMEOUT, Pending, VolumeBinding, pod_claims
+from .volume_binding import BIND_TIMEOUT, MAX_VOLUMES, Pending, VolumeBinding, pod_claims
 
 JsonObject = dict[str, Any]
 
@@ -168,7 +168,11 @@ class DefaultScheduler(Part):
         for term in _anti_affinity_terms(pod):
             if self._anti_affinity_violated(pod, term, node, bound):
                 return ["node(s) didn't match pod anti-affinity rules"]
-        volume = self.volumes.filter(pod, node) if pod_claims(pod) else None
+        if not pod_claims(pod):
+            return []
+        if self.volumes.limits_exceeded(pod, node, bound.get(name, [])):
+            return [MAX_VOLUMES]
+        volume = self.volumes.filter(pod, node)
         return [volume] if volume else []
 
     def _anti_affinity_violated(self, pod: JsonObject, term: JsonObject, node: JsonObject,

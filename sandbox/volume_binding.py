@@ -23,7 +23,13 @@ kube-scheduler does:
   binding volumes: selectedNode annotation reset for PVC "x"`` (or ``context deadline
   exceeded``), and it is scheduled again.
 
-The sandbox's own reading of the plugin (the independent oracle for usher's), sharing only the
+Beside it, two filters of the same family: **VolumeRestrictions** (a ``ReadWriteOncePod``
+claim another pod uses makes the pod unschedulable: "node has pod using PersistentVolumeClaim
+with the same name and ReadWriteOncePod access mode") and **NodeVolumeLimits** (a node whose
+CSINode gives a driver an ``allocatable.count`` takes no more of its volumes than that: "node(s)
+exceed max volume count").
+
+The sandbox's own reading of the plugins (the independent oracle for usher's), sharing only the
 storage words of :mod:`usher.sandbox.storage` with the other stand-ins.
 """
 
@@ -33,9 +39,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .kinds import RESOURCE_TYPES, Resource
-from .nodefit import term_matches
+from .nodefit import is_terminal, term_matches
 from .pv_controller import NO_PROVISIONER, claim_of_volume_source, mismatch
-from .storage import Annotation, BindingMode, ClaimPhase, storage_request, to_bytes
+from .storage import AccessMode, Annotation, BindingMode, ClaimPhase, storage_request, to_bytes
 from .store import ApiError, LabelSelector, Store
 
 JsonObject = dict[str, Any]
@@ -51,6 +57,10 @@ BIND_TIMEOUT = 600.0
 NODE_CONFLICT = "node(s) had volume node affinity conflict"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
+RWOP_CONFLICT = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+MAX_VOLUMES = "node(s) exceed max volume count"
+POD_RT = RESOURCE_TYPES[Resource.PODS]
+CSINODE_RT = RESOURCE_TYPES[Resource.CSINODES]
 PREBIND = 'running PreBind plugin "VolumeBinding": binding volumes: '
 
 
@@ -111,7 +121,48 @@ class VolumeBinding:
                 return f'persistentvolumeclaim "{name}" is being deleted'
             if (claim.get("status") or {}).get("phase") != ClaimPhase.BOUND and not self._delayed(claim):
                 immediate = True
+            if AccessMode.READ_WRITE_ONCE_POD in ((claim.get("spec") or {}).get("accessModes") or []) and self._used_by_other(pod, name):
+                return RWOP_CONFLICT
         return "pod has unbound immediate PersistentVolumeClaims" if immediate else None
+
+    def _used_by_other(self, pod: JsonObject, claim_name: str) -> bool:
+        ns, uid = pod["metadata"].get("namespace", "default"), pod["metadata"]["uid"]
+        return any(o.obj["metadata"]["uid"] != uid and not is_terminal(o.obj) and (o.obj.get("spec") or {}).get("nodeName")
+                   and claim_name in pod_claims(o.obj) for o in self.store.list(POD_RT, ns).items)
+
+    def limits_exceeded(self, pod: JsonObject, node: JsonObject, pods_on_node: list[JsonObject]) -> bool:
+        """NodeVolumeLimits: the pod's CSI volumes would take a driver past the node's CSINode count."""
+        csinode = self._get(CSINODE_RT, node["metadata"]["name"])
+        limits = {d.get("name"): (d.get("allocatable") or {}).get("count")
+                  for d in ((csinode or {}).get("spec") or {}).get("drivers") or []}
+        if not any(isinstance(v, int) for v in limits.values()):
+            return False
+        mine = self._drivers_of(pod)
+        if not mine:
+            return False
+        used: dict[str, set[str]] = {}
+        for other in pods_on_node:
+            for driver, handles in self._drivers_of(other).items():
+                used.setdefault(driver, set()).update(handles)
+        return any(isinstance(limits.get(d), int) and len(used.get(d, set()) | handles) > limits[d] for d, handles in mine.items())
+
+    def _drivers_of(self, pod: JsonObject) -> dict[str, set[str]]:
+        """The CSI driver of each of the pod's claims, and the claims (bound or not) it would attach."""
+        ns = pod["metadata"].get("namespace", "default")
+        found: dict[str, set[str]] = {}
+        for name, claim in self._claims(pod):
+            if claim is None:
+                continue
+            volume_name = (claim.get("spec") or {}).get("volumeName")
+            pv = self._get(PV_RT, volume_name) if volume_name else None
+            if pv is not None:
+                driver = ((pv.get("spec") or {}).get("csi") or {}).get("driver")
+            else:
+                sc = self._get(SC_RT, (claim.get("spec") or {}).get("storageClassName") or "")
+                driver = (sc or {}).get("provisioner")
+            if driver:
+                found.setdefault(str(driver), set()).add(volume_name or f"{ns}/{name}")
+        return found
 
     def filter(self, pod: JsonObject, node: JsonObject) -> str | None:
         """Why ``node`` cannot take the pod's volumes, or ``None``."""

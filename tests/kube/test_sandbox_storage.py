@@ -550,3 +550,30 @@ def test_the_storage_controllers_hold_their_cluster_roles_and_a_tenant_does_not(
             assert not allowed("team:default", "create", "persistentvolumeclaims", "team")  # a tenant only as granted
             assert "system:controller:persistent-volume-binder" in {
                 r.metadata.name for r in kubernetes.client.RbacAuthorizationV1Api(api).list_cluster_role().items}
+
+
+def unschedulable(cluster: Cluster, name: str) -> str:
+    return cluster.until(lambda: next((c.message for c in cluster.pod(name).status.conditions or []
+                                       if c.type == "PodScheduled" and c.status == "False"), None), f"{name} unschedulable")
+
+
+def test_the_default_scheduler_keeps_a_node_within_its_attach_limit(cluster: Cluster) -> None:
+    cluster.kubectl.ok("annotate", "node", "n1", "sandbox.usher/csi-attach-limit=1")
+    cluster.until(lambda: [d.allocatable.count for d in cluster.storage.read_csi_node("n1").spec.drivers] == [1, 1], "CSINode count")
+    on_n1 = {"kubernetes.io/hostname": "n1"}
+    first, second = (yaml.safe_load(scheduled_pod_yaml(n, {"d": n})) for n in ("first", "second"))
+    for body in (first, second):
+        body["spec"]["nodeSelector"] = on_n1
+    cluster.apply(claim_yaml("first") + "---\n" + yaml.safe_dump(first))
+    assert cluster.until(lambda: cluster.pod("first").spec.node_name, "first bound") == "n1"
+    cluster.apply(claim_yaml("second") + "---\n" + yaml.safe_dump(second))
+    assert unschedulable(cluster, "second").startswith(
+        "0/3 nodes are available: 1 node(s) exceed max volume count, 2 node(s) didn't match Pod's node affinity/selector.")
+
+
+def test_a_read_write_once_pod_claim_in_use_keeps_a_second_pod_off_every_node(cluster: Cluster) -> None:
+    cluster.apply(claim_yaml("solo", cls="zonal", modes="[ReadWriteOncePod]") + "---\n" + scheduled_pod_yaml("owner", {"d": "solo"}))
+    cluster.until(lambda: cluster.pod("owner").status.phase == "Running", "owner running")
+    cluster.apply(scheduled_pod_yaml("intruder", {"d": "solo"}))
+    assert unschedulable(cluster, "intruder").startswith(
+        "0/3 nodes are available: node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode.")
