@@ -145,7 +145,8 @@ class Provisioner(Part):
     def __init__(self, mgr: Host) -> None:
         super().__init__(mgr)
         self.failures: dict[tuple[str, str], Failure] = {}
-        self._first_seen: dict[str, float] = {}
+        self._first_seen: dict[str, tuple[str | None, float]] = {}
+        """claim uid -> (the node it is provisioned for, when CreateVolume started)."""
         self._backoff: dict[str, tuple[float, float]] = {}
         """claim uid -> (next attempt, last backoff)."""
         self._told: dict[str, tuple[str, str]] = {}
@@ -267,6 +268,8 @@ class Provisioner(Part):
             return  # made already; the PV controller binds it
         selected = (claim["metadata"].get("annotations") or {}).get(Annotation.SELECTED_NODE)
         if sc.get("volumeBindingMode") == BindingMode.WAIT_FOR_FIRST_CONSUMER and not selected:
+            if self._first_seen.pop(uid, None) is not None:  # the scheduler took its choice back: abandoned
+                self._told.pop(uid, None)
             return
         now = self.mgr.now()
         params = _params(sc)
@@ -275,12 +278,14 @@ class Provisioner(Part):
             self.mgr.at(retry_at, ("provision", uid), self._retry)
             return
         provisioner = str(sc.get("provisioner"))
-        if uid not in self._first_seen:  # CreateVolume starts: a slow driver answers ``delay`` later
-            self._first_seen[uid] = now
+        if self._first_seen.get(uid, (None, 0.0))[0] != selected or uid not in self._first_seen:
+            # CreateVolume starts (again, for another node): a slow driver answers ``delay`` later
+            self._first_seen[uid] = (selected, now)
             self._tell(claim, EventType.NORMAL, "Provisioning", f'External provisioner is provisioning volume for claim "{ns}/{name}"', provisioner)
         delay = parse_duration(params[Param.DELAY]) if params.get(Param.DELAY) else 0.0
-        if now < self._first_seen[uid] + delay:
-            self.mgr.at(self._first_seen[uid] + delay, ("provision", uid), self._retry)
+        started = self._first_seen[uid][1]
+        if now < started + delay:
+            self.mgr.at(started + delay, ("provision", uid), self._retry)
             return
         try:
             segment = self._segment(sc, provisioner, selected)

@@ -577,3 +577,16 @@ def test_a_read_write_once_pod_claim_in_use_keeps_a_second_pod_off_every_node(cl
     cluster.apply(scheduled_pod_yaml("intruder", {"d": "solo"}))
     assert unschedulable(cluster, "intruder").startswith(
         "0/3 nodes are available: node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode.")
+
+
+def test_a_selected_node_withdrawn_before_a_slow_provisioner_answers_leaves_no_volume(cluster: Cluster) -> None:
+    cluster.apply(class_yaml("slow", "local.csi.sandbox.usher", params={"sandbox.usher/delay": "30s"}) + "---\n" + claim_yaml("data", cls="slow"))
+    select(cluster, "data", "n1")
+    cluster.event("data", "Provisioning")
+    cluster.kubectl.ok("annotate", "pvc", "data", "volume.kubernetes.io/selected-node-")  # the scheduler changes its mind
+    cluster.advance(60)
+    assert cluster.claim("data").status.phase == "Pending" and cluster.core.list_persistent_volume().items == []
+    select(cluster, "data", "n2")
+    cluster.until(lambda: cluster.event("data", "Provisioning").count == 2, "CreateVolume started again, for n2")
+    cluster.advance(30)
+    assert affinity(cluster.volume(cluster.bound("data").spec.volume_name)) == ("kubernetes.io/hostname", ["n2"])
