@@ -53,11 +53,22 @@ FILTERS: tuple[Filter, ...] = (Schedulable(), GpuModel(), NodeConstraints(), Gpu
 #: node reaches the hot path's checks
 INDEXED = frozenset({Schedulable.name, GpuModel.name, NodeConstraints.name, GpuFit.name})
 _HOT: tuple[Filter, ...] = tuple(f for f in FILTERS if f.name not in INDEXED)
+#: each hot filter with its bit, and the compiled checks for every set of bits (a pod's ``trips``)
+_HOT_BITS: tuple[tuple[int, Filter], ...] = tuple((1 << i, f) for i, f in enumerate(_HOT))
+_COMPILED: tuple[tuple[Check, ...], ...] = tuple(
+    tuple(f.now for bit, f in _HOT_BITS if mask & bit) for mask in range(1 << len(_HOT))
+)
 
 
 def hot_checks(pod: PodGroup) -> tuple[Check, ...]:
-    """The ``now`` checks a candidate node must pass for ``pod`` in the hot path."""
-    return tuple(f.now for f in _HOT if f.trips(pod))
+    """The ``now`` checks a candidate node must pass for ``pod`` in the hot path: those of the
+    filters the index does not answer that the pod can trip, in ``FILTERS`` order (compiled
+    once for every combination, so a placement builds nothing)."""
+    mask = 0
+    for bit, f in _HOT_BITS:
+        if f.trips(pod):
+            mask |= bit
+    return _COMPILED[mask]
 
 
 def node_allowed(pod: PodGroup, node: Node) -> bool:
