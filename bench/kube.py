@@ -11,13 +11,22 @@ The fake API server runs in its own process (``usher sandbox``, as a user would 
 controller under test has this process's CPU to itself; the two share the machine's cores. The
 sandbox listens on a free port it picks itself (``--port 0``) and writes its URL into the
 kubeconfig, which this process reads. The sandbox creates the pods at scenario time 0; the
-controller starts once they all exist.
+controller starts once they all exist. The sandbox serves HTTPS with a CA it makes at start and
+writes into the kubeconfig (``certificate-authority-data``); this process's own HTTP clients
+trust that CA and nothing else (``trust``), as the controller's client does, so a certificate
+error is an error here too.
+
+``USHER_BENCH_TREE`` runs the benchmark against another checkout of usher (its ``src``,
+``engine``, ``sandbox`` packages put first on ``sys.path``, for both processes), so one script
+measures two trees back to back; the tree in use is printed first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -26,8 +35,23 @@ from pathlib import Path
 
 import httpx
 import yaml
-from usher.engine.backends.kube.client import KubeClient
-from usher.engine.backends.kube.controller import KubeController
+
+if os.environ.get("USHER_BENCH_TREE"):  # before usher is imported: measure that tree's code
+    sys.path.insert(0, os.environ["USHER_BENCH_TREE"])
+
+import usher  # noqa: E402
+from usher.engine.backends.kube.client import KubeClient  # noqa: E402
+from usher.engine.backends.kube.controller import KubeController  # noqa: E402
+
+
+def trust(kubeconfig: Path) -> ssl.SSLContext | bool:
+    """What this process's HTTP clients verify the sandbox with: its CA from the kubeconfig
+    (``certificate-authority-data``); True (the system's CAs) when the kubeconfig carries none."""
+    doc = yaml.safe_load(kubeconfig.read_text())
+    data = (doc["clusters"][0]["cluster"] or {}).get("certificate-authority-data")
+    if not data:
+        return True
+    return ssl.create_default_context(cadata=base64.b64decode(data).decode())
 
 
 def scenario(nodes: int, pods: int) -> str:
@@ -43,9 +67,9 @@ def scenario(nodes: int, pods: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def wait_for_pods(url: str, want: int) -> float:
+async def wait_for_pods(url: str, want: int, verify: ssl.SSLContext | bool) -> float:
     started = time.perf_counter()
-    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=60, verify=verify) as http:
         while True:
             r = await http.get("/api/v1/namespaces/default/pods", params={"limit": "1"})
             if r.status_code == 200:
@@ -70,9 +94,9 @@ async def sandbox_url(kubeconfig: Path, process: subprocess.Popen[bytes], wait: 
     raise SystemExit(f"the sandbox wrote no kubeconfig in {wait:.0f}s")
 
 
-async def count(url: str, path: str, params: dict[str, str]) -> int:
+async def count(url: str, path: str, params: dict[str, str], verify: ssl.SSLContext | bool) -> int:
     """How many objects a list would return (one item fetched, the rest counted by the server)."""
-    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=60, verify=verify) as http:
         r = await http.get(path, params={**params, "limit": "1"})
         r.raise_for_status()
         return (r.json()["metadata"].get("remainingItemCount") or 0) + len(r.json()["items"])
@@ -93,6 +117,8 @@ async def measure(nodes: int, pods: int, what: str) -> None:
         path.write_text(scenario(nodes, pods))
         kubeconfig = Path(tmp) / "kubeconfig"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if os.environ.get("USHER_BENCH_TREE"):
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ["USHER_BENCH_TREE"], env.get("PYTHONPATH")) if p)
         sandbox = subprocess.Popen(
             [sys.executable, "-m", "usher", "sandbox", str(path), "--port", "0", "--kubeconfig-out", str(kubeconfig), "--speed", "1"],
             stderr=subprocess.DEVNULL,
@@ -100,7 +126,8 @@ async def measure(nodes: int, pods: int, what: str) -> None:
         )
         try:
             url = await sandbox_url(kubeconfig, sandbox)
-            setup = await wait_for_pods(url, pods)
+            verify = trust(kubeconfig)
+            setup = await wait_for_pods(url, pods, verify)
             print(f"sandbox ready: {nodes} nodes, {pods} pods created in {setup:.1f}s")
             pool = int(os.environ.get("USHER_BENCH_POOL", "0")) or None  # experiments with the pool's size
             client = await KubeClient.connect(str(kubeconfig), **({"pool_size": pool} if pool else {}))
@@ -125,7 +152,7 @@ async def measure(nodes: int, pods: int, what: str) -> None:
                 # the Scheduled Events go out behind the binds (a share of the connections): the
                 # CPU below covers them too
                 scheduled = {"fieldSelector": "reason=Scheduled"}
-                while (events := await count(url, "/api/v1/namespaces/default/events", scheduled)) < ctrl.stats.binds:
+                while (events := await count(url, "/api/v1/namespaces/default/events", scheduled, verify)) < ctrl.stats.binds:
                     if time.perf_counter() - done > 120:
                         break
                     await asyncio.sleep(0.2)
@@ -147,6 +174,8 @@ async def measure(nodes: int, pods: int, what: str) -> None:
 
 def main(argv: list[str]) -> None:
     which = argv or ["binds", "coldstart"]
+    import usher.engine
+    print(f"usher from {Path(usher.__file__).parent} (engine: {Path(usher.engine.__file__).resolve().parent})")
     for name in which:
         if name == "binds":
             asyncio.run(measure(1000, 5000, "binds"))
