@@ -6,7 +6,7 @@ contract both declare (``usher.engine.contract.ConsoleController``: the members 
 controller runs in the app's event loop, the app reads its state through a cached view model
 (``model.ConsoleModel``) and sends operator commands with ``controller.post``, awaiting each
 result. It redraws twice a second, and only the view on screen, and only when the state, the
-clock or the telemetry changed.
+clock or the telemetry changed, or what it drew was older than the state (``drawing``).
 
 Keys follow k9s: ``:`` command mode (``:queues``, ``:jobs``, ``:nodes``, ``:topology``,
 ``:events``, ``:q`` quits; Tab completes), ``/`` filter (``!`` inverts), ``esc`` back (closes a
@@ -141,7 +141,7 @@ class UsherApp(Availability, Header, Drawing, Navigation, Operations, Pages, App
         self._snapshot = None
         self.model = ConsoleModel(
             lambda: self.controller.state, borrowing=self._policy_borrows, verdicts=controller.verdicts,
-            outside=lambda: self.snapshot().outside,
+            outside=lambda: self.snapshot().outside, clock=clock,
         )
         #: a replay: it has a pace (speed, pause), it ends, and a failure ends it
         self.is_replay = Capability.PACE in controller.capabilities
@@ -157,6 +157,7 @@ class UsherApp(Availability, Header, Drawing, Navigation, Operations, Pages, App
         self._bar: Text | None = None
         #: job id -> (its row's data, the row drawn from it): unchanged jobs reuse their row
         self._job_rows: dict[str, tuple[JobRow, Row]] = {}
+        #: wall seconds (the model's throttle on working out why jobs wait reads it; tests move it)
         self._clock = clock
         self._themes, theme_errors = load_themes([user_theme_dir()])
         self._startup_notes: list[tuple[str, str]] = [(e, "error") for e in theme_errors]

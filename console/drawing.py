@@ -3,7 +3,10 @@
 The app redraws every ``REFRESH`` seconds (``app.py`` sets the timer), and only the view on
 screen, and only when something it shows changed: the state's version, the clock to the second,
 the telemetry, the filter, the sort, the theme or the room (:meth:`Drawing.redraw` keeps a key
-per view). Each view has one ``_draw_<view>`` method that fills its widgets from the cached view
+per view). Why jobs wait is worked out at most every ``ConsoleModel.min_interval`` wall seconds,
+so a view drawn from reasons older than the state keeps no key: it is drawn again on every tick
+until they are current (else a replay that stops, paused or finished, would leave jobs "just
+arrived" on screen for good, nothing in the key changing any more). Each view has one ``_draw_<view>`` method that fills its widgets from the cached view
 model (``model.ConsoleModel``); rows of unchanged jobs are reused. How each table folds as the
 terminal narrows, how the Jobs view sorts and which rows are tinted live here too, beside the
 code that draws them; what is selected in a table is read here (``selected_job`` and the like).
@@ -117,8 +120,15 @@ class Drawing(_Base):
         )
         if not force and self._drawn.get(self.view) == key:
             return
+        stale_reads = self.model.stale_reads
         getattr(self, f"_draw_{self.view}")(now)
-        self._drawn[self.view] = key
+        if self.model.stale_reads == stale_reads:
+            self._drawn[self.view] = key
+        else:
+            # drawn from reasons older than the state (renewing them waits for the model's
+            # interval): not kept as drawn, so the ticks draw it again until they are current,
+            # even when the replay stands still and nothing in the key changes any more
+            self._drawn.pop(self.view, None)
 
     def _draw_overview(self, now: float) -> None:
         pane = self.query_one("#overview-text", TextPane)

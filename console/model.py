@@ -257,6 +257,10 @@ class ConsoleModel:
         self._version: tuple[int, ...] | None = None
         self._explanations: dict[int, Explanation] = {}
         self._rows: dict[int, tuple[tuple, JobRow]] = {}
+        #: how many times ``explanations`` answered with reasons older than the state (their
+        #: renewal waiting for ``min_interval``): a screen drawn from such an answer is behind
+        #: the state, and must be drawn again once the interval has passed
+        self.stale_reads = 0
 
     @property
     def state(self) -> ClusterState:
@@ -268,7 +272,8 @@ class ConsoleModel:
 
         Reading an ETA runs the backfill planner over the whole backlog, so while a replay races
         along the explanations are renewed at most every ``min_interval`` wall seconds
-        (``fresh`` renews them, for a job's detail page).
+        (``fresh`` renews them, for a job's detail page); an answer older than the state counts
+        in ``stale_reads``, so whoever drew from it knows to ask again.
         """
         state = self.state
         version = state_version(state)
@@ -281,6 +286,8 @@ class ConsoleModel:
                 self._explanations = explain_all(state, now, self._borrowing())
                 self._version = version
                 self._computed_at = wall
+            else:
+                self.stale_reads += 1
         if self._verdicts is not None:
             return {**self._explanations, **self._controller_verdicts()}
         return self._explanations
