@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Self
 
-from . import defaults, object_validation, smp, storage
+from . import defaults, object_validation, quantity, quantity_fields, smp, storage
 from .kinds import (
     RESOURCE_TYPES,
     Catalogue,
@@ -1118,6 +1118,7 @@ class Store:
 
     def create_stored(self, rt: ResourceType, obj: JsonObject, namespace: str | None) -> Stored:
         """Create from an object the caller hands over (it is modified)."""
+        _decode_quantities(rt, obj)
         meta = self._prepare_identity(rt, obj, namespace)
         table = self._tables[rt.key]
         key = (meta.get("namespace", ""), meta["name"])
@@ -1244,6 +1245,7 @@ class Store:
         """Update from an object the caller hands over (it is modified); ``name``: the URL's name."""
         subresource = Subresource(subresource) if subresource else None
         _check_type(rt, obj)
+        _decode_quantities(rt, obj)
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not meta.get("name"):
             raise ApiError.invalid(
@@ -1328,6 +1330,7 @@ class Store:
         For subresources implemented outside the store (pod binding, controllers writing status);
         a no-op, returning ``old``, when nothing changed.
         """
+        _decode_quantities(rt, new)
         new["metadata"]["resourceVersion"] = str(old.rv)
         new.setdefault("apiVersion", rt.api_version)
         new.setdefault("kind", rt.kind)
@@ -1645,6 +1648,15 @@ def _check_preconditions(rt: ResourceType, stored: Stored, preconditions: Mappin
 
 
 # ------------------------------------------------------------ per-resource defaulting and validation
+
+
+def _decode_quantities(rt: ResourceType, obj: JsonObject) -> None:
+    """The decoder's reading of the object's quantities (:mod:`.quantity_fields`): each kept in
+    canonical text, ``400`` for one that does not parse."""
+    try:
+        quantity_fields.canonicalize(rt, obj)
+    except quantity.QuantityError as error:
+        raise ApiError.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error}') from None
 
 
 def _validate(rt: ResourceType, obj: JsonObject) -> None:

@@ -472,16 +472,9 @@ def on_default_scheduler(path: Path) -> str:
     return path.read_text().replace("schedulerName: usher", "schedulerName: default-scheduler")
 
 
-def raw_pod(cluster: Cluster, name: str) -> dict[str, Any] | None:
-    """A pod as kubectl reads it (the examples write GPU counts as YAML integers, which the
-    sandbox returns as JSON numbers where a real server returns strings: the official client's
-    models refuse those, so these tests read pods with kubectl)."""
-    result = cluster.kubectl.run("get", "pod", name, "-o", "json")
-    return json.loads(result.stdout) if result.returncode == 0 else None
-
-
-def running(cluster: Cluster, name: str) -> dict[str, Any]:
-    return cluster.until(lambda: (p := raw_pod(cluster, name)) is not None and p["status"].get("phase") == "Running" and p,
+def running(cluster: Cluster, name: str) -> Any:
+    """The pod once it runs, read with the official client (it may not exist yet)."""
+    return cluster.until(lambda: not cluster.gone(lambda: cluster.pod(name)) and (p := cluster.pod(name)).status.phase == "Running" and p,
                          f"{name} running", deadline=30)
 
 
@@ -490,7 +483,7 @@ def test_the_pytorchjob_example_shares_its_dataset_and_gives_each_pod_scratch(cl
     assert "persistentvolumeclaim/imagenet created" in out and "pytorchjob.kubeflow.org/resnet-data created" in out
     nodes = {}
     for name in ("resnet-data-master-0", "resnet-data-worker-0"):
-        nodes[name] = running(cluster, name)["spec"]["nodeName"]
+        nodes[name] = running(cluster, name).spec.node_name
         scratch = cluster.claim(f"{name}-scratch")
         assert scratch.metadata.owner_references[0].name == name and scratch.status.phase == "Bound"
         assert affinity(cluster.volume(scratch.spec.volume_name)) == ("kubernetes.io/hostname", [nodes[name]])
@@ -504,10 +497,10 @@ def test_the_leaderworkerset_example_gives_each_pod_its_own_claim(cluster: Clust
     cluster.apply(on_default_scheduler(EXAMPLES / "leaderworkerset-claims.yaml"))
     for pod_name, claim_name in (("llm-cache-0", "model-cache-llm-cache-0"), ("llm-cache-0-1", "model-cache-llm-cache-0-1")):
         pod = running(cluster, pod_name)
-        assert [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if v["name"] == "model-cache"] == [claim_name]
+        assert [v.persistent_volume_claim.claim_name for v in pod.spec.volumes if v.name == "model-cache"] == [claim_name]
         claim = cluster.claim(claim_name)
         assert claim.status.phase == "Bound" and claim.spec.storage_class_name == "standard"
-        assert affinity(cluster.volume(claim.spec.volume_name)) == ("kubernetes.io/hostname", [pod["spec"]["nodeName"]])
+        assert affinity(cluster.volume(claim.spec.volume_name)) == ("kubernetes.io/hostname", [pod.spec.node_name])
 
 
 def test_a_claim_made_before_any_default_class_gets_the_default_once_there_is_one(cluster: Cluster) -> None:
