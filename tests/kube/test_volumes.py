@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from usher.engine.backends.kube.objects import node_view
 from usher.engine.backends.kube.volumes import (
     Placed, Source, Step, Storage, VolumeReason, fit_nodes, leftovers, parse_capacity, parse_claim, parse_class,
-    parse_csinode, parse_volume, plan, pod_volumes, progress, sort_claims, undo,
+    parse_csidriver, parse_csinode, parse_volume, plan, pod_volumes, progress, sort_claims, undo,
 )
 
 ZONE = "topology.kubernetes.io/zone"
@@ -85,8 +85,11 @@ def pod(name: str, *claims: str, ephemeral: tuple[str, ...] = ()) -> dict[str, A
 
 
 def storage(*objs: dict[str, Any], capacities: list[dict[str, Any]] = (), csinodes: list[dict[str, Any]] = (),
-            users: dict[str, tuple[str, str | None]] | None = None) -> Storage:
+            users: dict[str, tuple[str, str | None]] | None = None, drivers: list[dict[str, Any]] = ()) -> Storage:
     s = Storage()
+    for o in drivers:
+        name, checked = parse_csidriver(o)
+        s.drivers[name] = checked
     for o in objs:
         if "provisioner" in o:
             c = parse_class(o)
@@ -214,24 +217,65 @@ def test_a_pods_volumes_limit_the_nodes_it_may_use(case, objs, allowed, reason, 
     assert words in result.explain(s)
 
 
+def csidriver(name: str = "csi.example.com", capacity: bool | None = True) -> dict[str, Any]:
+    spec: dict[str, Any] = {"attachRequired": True}
+    if capacity is not None:
+        spec["storageCapacity"] = capacity
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name}, "spec": spec}
+
+
+def cap(name: str, zone: str, capacity: str, maximum: str | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {"metadata": {"name": name, "namespace": "kube-system"}, "storageClassName": "fast",
+                           "nodeTopology": {"matchLabels": {ZONE: zone}}, "capacity": capacity}
+    if maximum:
+        obj["maximumVolumeSize"] = maximum
+    return obj
+
+
 def test_storage_capacity_keeps_a_delayed_claim_where_there_is_room():
-    def cap(name: str, zone: str, capacity: str, maximum: str | None = None) -> dict[str, Any]:
-        obj: dict[str, Any] = {"metadata": {"name": name, "namespace": "kube-system"}, "storageClassName": "fast",
-                               "nodeTopology": {"matchLabels": {ZONE: zone}}, "capacity": capacity}
-        if maximum:
-            obj["maximumVolumeSize"] = maximum
-        return obj
     # zone a has 100Gi in all but no volume over 5Gi; zone b has 50Gi
-    s = storage(sc("fast"), pvc("data"), capacities=[cap("a", "a", "100Gi", maximum="5Gi"), cap("b", "b", "50Gi")])
+    s = storage(sc("fast"), pvc("data"), capacities=[cap("a", "a", "100Gi", maximum="5Gi"), cap("b", "b", "50Gi")],
+                drivers=[csidriver()])
     result, _ = fit(pod("p", "data"), s)
     assert result.eligible == frozenset({"gpu-03"})
     assert result.explain(s) == ("2 nodes did not have enough free storage (claim ml/data asks 10Gi of class 'fast'; "
                                  "no CSIStorageCapacity serving these nodes has room)")
-    # a class no capacity names is not tracked: anywhere it may provision
-    s = storage(sc("fast"), pvc("data"), capacities=[cap("a", "a", "1Gi")])
-    s.capacities = {k: v for k, v in s.capacities.items() if False}
-    s.changed()
-    assert fit(pod("p", "data"), s)[0].eligible is None
+
+
+@pytest.mark.parametrize("driver, allowed", [
+    # the driver asks schedulers to check capacity: only zone b has room, and a node no
+    # CSIStorageCapacity serves has none (as kube-scheduler)
+    (csidriver(capacity=True), {"gpu-03"}),
+    # it does not (false, or left out: the API's default), or there is no CSIDriver object: the
+    # CSIStorageCapacities are not asked, and the class may provision anywhere
+    (csidriver(capacity=False), None),
+    (csidriver(capacity=None), None),
+    (None, None),
+    # another driver's flag says nothing about this class's
+    (csidriver("other.example.com"), None),
+])
+def test_capacity_is_checked_only_for_a_driver_whose_csidriver_says_storage_capacity(driver, allowed):
+    s = storage(sc("fast"), pvc("data"), capacities=[cap("a", "a", "1Gi"), cap("b", "b", "50Gi")],
+                drivers=[driver] if driver else [])
+    result, _ = fit(pod("p", "data"), s)
+    assert result.eligible == (frozenset(allowed) if allowed is not None else None)
+    s = storage(sc("fast"), pvc("data"), drivers=[driver] if driver else [])  # no CSIStorageCapacity at all
+    result, _ = fit(pod("p", "data"), s)
+    assert result.eligible == (frozenset() if allowed is not None else None)
+
+
+def test_the_index_reads_csidrivers_from_their_informer():
+    from usher.engine.backends.kube.volumes import StorageKind, VolumeIndex
+    index = VolumeIndex()
+    index.object_changed(StorageKind.CLASSES, "fast", sc("fast"))
+    index.object_changed(StorageKind.CLAIMS, "ml/data", pvc("data"))
+    index.object_changed(StorageKind.CAPACITIES, "kube-system/b", cap("b", "b", "50Gi"))
+    index.pod_changed("ml/p", pod("p", "data"))
+    assert index.fit("ml/p", nodes(), 1).eligible is None
+    index.object_changed(StorageKind.DRIVERS, "csi.example.com", csidriver())
+    assert index.fit("ml/p", nodes(), 1).eligible == frozenset({"gpu-03"})
+    index.object_changed(StorageKind.DRIVERS, "csi.example.com", None)
+    assert index.fit("ml/p", nodes(), 1).eligible is None
 
 
 def test_a_drivers_attach_limit_closes_a_full_node():
@@ -243,6 +287,28 @@ def test_a_drivers_attach_limit_closes_a_full_node():
     assert result.eligible == frozenset({"gpu-02", "gpu-03"})
     assert result.excluded == {VolumeReason.ATTACH_LIMIT: 1}
     assert "1 node exceed max volume count (claim ml/data would take its driver past" in result.explain(s)
+
+
+def test_a_gangs_pods_on_one_node_are_counted_together_against_the_attach_limit():
+    # each pod alone fits gpu-01 (limit 2, one volume attached there); two pods together bring
+    # two more volumes of the driver, three in all
+    csinode = {"metadata": {"name": "gpu-01"}, "spec": {"drivers": [{"name": "csi.example.com", "nodeID": "gpu-01",
+                                                                       "allocatable": {"count": 2}}]}}
+    s = storage(sc("fast"), pvc("a"), pvc("b"), pvc("old", volume="pv-old", bound=True),
+                pv("pv-old", claim="old", driver="csi.example.com"), csinodes=[csinode],
+                users={"ml/old": ("ml/running", "gpu-01")})
+    assert all(fit(pod(n, c), s)[0].eligible is None or "gpu-01" in fit(pod(n, c), s)[0].eligible
+               for n, c in (("w-0", "a"), ("w-1", "b")))
+    refused = plan(placed(s, {"gpu-01": ("a",), "gpu-01#2": ("b",)}), s)
+    assert refused.reason == VolumeReason.ATTACH_LIMIT
+    assert (refused.pod, refused.node) == ("ml/w-1", "gpu-01")
+    assert ("pods ml/w-0, ml/w-1 of the gang, placed together on node gpu-01, would use 3 volumes of CSI driver "
+            "csi.example.com there, and its CSINode allows 2") in refused.message
+    # apart they fit; a claim both pods share is one volume, counted once
+    assert plan(placed(s, {"gpu-01": ("a",), "gpu-02": ("b",)}), s).provisions == (("ml/a", "gpu-01"), ("ml/b", "gpu-02"))
+    shared = storage(sc("fast"), pvc("a", modes=("ReadWriteMany",)), csinodes=[csinode])
+    assert plan(placed(shared, {"gpu-01": ("a",), "gpu-01#2": ("a",), "gpu-01#3": ("a",)}), shared).provisions == (
+        ("ml/a", "gpu-01"),)
 
 
 def test_a_pod_without_claims_may_go_anywhere():

@@ -43,7 +43,7 @@ from .gang import Gang, GangPhase
 from .metrics import queued_since
 from .objects import Annotation, PodView, natural_key
 from .status import StatusWriter, pod_scheduled_condition
-from .volumes import Blocker
+from .volumes import Blocker, VolumeReason
 from .volumes_prebind import VolumeBinder
 
 log = logging.getLogger("usher.controller")
@@ -68,6 +68,8 @@ class Binder:
         #: PreBind's volume step: the gang's claims bound before any of its pods (``volumes_prebind``)
         self.volumes = VolumeBinder(ctx.client, ctx.mirror.volumes, self._labels, ctx.may_write, ctx.monotonic,
                                     storage_changed=ctx.storage_changed)
+        #: whether this replica has taken over what a leader before it left (``lead``)
+        self._took_over = False
         #: per gang key, set when the gang's bind task, still waiting for its room, is called
         #: off (``call_off``): the task stops waiting at once
         self._call_offs: dict[str, asyncio.Event] = {}
@@ -174,6 +176,8 @@ class Binder:
             blocker = await self.volumes.prebind(plan, show, call_off)
         if blocker is None:
             return None
+        if blocker.reason == VolumeReason.ATTACH_LIMIT and blocker.pod:
+            self.volumes.index.crowd(blocker.pod, blocker.node, blocker.claim)  # placed elsewhere next time
         log.info("volumes of %s not bound: %s", gang.key, blocker.message)
         if ctx.may_write():
             first = gang.bind_retry[1] == 0 and gang.bind_error is None
@@ -183,6 +187,38 @@ class Binder:
             for view, _, _ in jobs:
                 ctx.spawn(self.status.event(pod_ref(view), EventReason.VOLUME_BINDING_FAILED, blocker.message, warning=True))
         return blocker.message
+
+    async def lead(self, leading: bool) -> None:
+        """Each tick, whether this replica leads (and may write): on its first tick as the leader,
+        it takes over the PreBinds a replica before it left unfinished (``take_over``)."""
+        if not leading:
+            self._took_over = False
+        elif not self._took_over:
+            self._took_over = True
+            await self.take_over()
+
+    async def take_over(self) -> None:
+        """Finish or undo, never half, the PreBind of a leader that stopped mid-way: a waiting gang
+        whose claims carry a selected node that no claim is bound on yet is left to be placed
+        under those pins (placement sees them; its PreBind then waits as the old one did), unless
+        it cannot fit there (``Mirror.volume_pins``: a node cordoned, not ready or gone, or too
+        small for the pods held to it): then the selected nodes are withdrawn, and the gang is
+        placed again where its bound claims, if any, allow (and says so if they allow nothing)."""
+        mirror = self.ctx.mirror
+        for gang in sorted(mirror.gangs.values(), key=lambda g: g.key):
+            if gang.binding:
+                continue
+            unbound = gang.unbound()
+            keys = [v.key for v in unbound]
+            if not any(self.volumes.index.claim_keys(k) for k in keys):
+                continue
+            pinned = mirror.volume_pins(unbound)
+            if pinned is None:
+                continue
+            withdrawn = await self.volumes.take_over(keys)
+            if withdrawn:
+                log.info("took over %s: withdrew the selected node of %s (%s)", gang.key, ", ".join(withdrawn),
+                         pinned.message)
 
     def _labels(self, node: str) -> dict[str, str]:
         view = self.ctx.mirror.nodes.get(node)

@@ -80,6 +80,7 @@ class Driver:
             ctx.metrics.set_leader(leader)
             if self.health is not None:
                 self.health.set_role(leader)
+            await self.binder.lead(leader and not self.paused)  # a new leader takes over unfinished PreBinds
             if leader and not self.paused:
                 if mirror.dirty:
                     # marked while a command was awaited (leadership won meanwhile, a refused

@@ -124,6 +124,8 @@ CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
     *_grants(_STORAGE, "storageclasses", _LIST_WATCH, Scope.CLUSTER),
     *_grants(_STORAGE, "csinodes", _LIST_WATCH, Scope.CLUSTER),
     *_grants(_STORAGE, "csistoragecapacities", _LIST_WATCH, Scope.CLUSTER),
+    # CSIDrivers: whether a driver asks schedulers to check its CSIStorageCapacities.
+    *_grants(_STORAGE, "csidrivers", _LIST_WATCH, Scope.CLUSTER),
     # A gang's PreBind: volume.kubernetes.io/selected-node on the claims to provision (set, and
     # withdrawn when the gang does not bind), a claimRef on a static volume chosen for a claim;
     # the provisioner's ProvisioningFailed Event on a claim that failed, for its words.
@@ -155,6 +157,7 @@ OPERATOR_PERMISSIONS: tuple[Permission, ...] = (
     *_grants(_STORAGE, "storageclasses", _LIST_WATCH, Scope.CLUSTER),
     *_grants(_STORAGE, "csinodes", _LIST_WATCH, Scope.CLUSTER),
     *_grants(_STORAGE, "csistoragecapacities", _LIST_WATCH, Scope.CLUSTER),
+    *_grants(_STORAGE, "csidrivers", _LIST_WATCH, Scope.CLUSTER),
     *_grants("", "configmaps", _READ, Scope.CLUSTER, (QUEUES_CONFIGMAP,)),
     *_grants("", "configmaps", _READ, Scope.CLUSTER, (DECISIONS_CONFIGMAP,)),
     *_grants(_COORDINATION, "leases", _READ, Scope.CLUSTER, (LEADER_LEASE,)),

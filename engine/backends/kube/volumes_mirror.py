@@ -7,7 +7,10 @@ and why not the others) is intersected into its pod group's ``eligible`` nodes a
 ``exclusions``, so placement, the why-pending message and backfill plans all see it; pods whose
 fits differ are in different pod groups. A pod whose claims allow no node at all (a claim or
 class not found, an unbound claim of an ``Immediate`` class, a ``ReadWriteOncePod`` claim in use)
-keeps its gang out of the queue, waiting with that reason (``_volume_blocker``).
+keeps its gang out of the queue, waiting with that reason (``_volume_blocker``); so does a gang
+whose pods are held by their volumes to a node that cannot take them together, or that is
+cordoned, not ready or gone (``volume_pins``: a local volume, or a selected node left by a PreBind
+that did not finish).
 
 A storage change re-judges the waiting gangs with claims (``storage_changed``): a job whose pods'
 volume fits changed is made anew, as one whose pods changed is.
@@ -21,14 +24,15 @@ from ...enums import PendingReason
 from ...state import Job
 from .constraints import GroupConstraints
 from .gang import Gang
-from .objects import PodView
-from .volumes import VolumeFit, VolumeIndex
+from .objects import NodeView, PodView
+from .volumes import Blocker, NodeRoom, PinnedPod, VolumeFit, VolumeIndex, stuck
 
 
 class VolumesOfPods:
     """How ``Mirror`` reads its waiting pods' volumes (see the module's docstring)."""
 
     volumes: VolumeIndex
+    nodes: dict[str, NodeView]
     #: bumped when the engine's nodes are rebuilt: a volume fit is judged on one set of nodes
     _volume_epoch: int
     #: each gang's pods' volume fits when its job was made (``_volumes_changed``)
@@ -59,7 +63,28 @@ class VolumesOfPods:
             fit = self.volume_fit(p)
             if fit.blockers:
                 return PendingReason.WAITING_FOR_VOLUMES, f"Pod {p.name} cannot start: {fit.explain(self.volumes.storage)}."
+        pinned = self.volume_pins(unbound)
+        if pinned is not None:
+            return PendingReason.WAITING_FOR_VOLUMES, f"The gang cannot start: {pinned.message}."
         return None
+
+    def volume_pins(self, unbound: list[PodView]) -> Blocker | None:
+        """Why the gang cannot start where its volumes hold its pods, each to one node (None: it can)."""
+        pods = []
+        for p in unbound:
+            fit = self.volume_fit(p)
+            if fit.eligible is not None and len(fit.eligible) == 1:
+                pods.append(PinnedPod(p.key, fit.eligible, next(iter(fit.claims.values()), ""), p.gpu_milli, p.cpu,
+                                      p.memory))
+        if not pods:
+            return None
+        rooms = {}
+        for name in {n for p in pods for n in p.eligible or ()}:
+            view = self.nodes.get(name)
+            if view is not None:
+                why = "is cordoned" if view.unschedulable else None if view.ready else "is not ready"
+                rooms[name] = NodeRoom(view.gpus * 1000, view.cpu, view.memory, why)
+        return stuck(pods, rooms)
 
     def _volumes_changed(self, gang: Gang, job: Job) -> bool:
         """Whether the volume fits of the gang's waiting pods are not those its job was made with."""

@@ -10,15 +10,16 @@ Filter for one node, and says what binding there would take: a bound volume must
 (node affinity and VolumeZone's zone labels); a delayed claim that already has a selected node
 may go only there; else the smallest matching available static volume (class, volume mode,
 access modes, size, selector, node affinity; not claimed by another) is bound to it, else the
-class must be able to provision there (a provisioner, ``allowedTopologies``, and when any
-CSIStorageCapacity names the class, one that serves the node with room for the claim). A node
-where the pod's CSI volumes would exceed a driver's attach limit (CSINode) is out, as with
-NodeVolumeLimits. ``fit_nodes`` runs the filter over the nodes and counts what excluded each.
+class must be able to provision there (a provisioner, ``allowedTopologies``, and, when the
+class's CSIDriver says ``storageCapacity: true``, a CSIStorageCapacity of the class that serves
+the node with room for the claim: as kube-scheduler, none at all means no room; a driver without
+that flag, or without a CSIDriver object, is not asked). A node where the pod's CSI volumes would
+exceed a driver's attach limit (CSINode) is out, as with NodeVolumeLimits; ``volume_ids`` and
+``over_limit`` count them, so that the gang's PreBind can count a whole gang's pods on one node.
+``fit_nodes`` runs the filter over the nodes and counts what excluded each.
 
-Two deliberate differences from kube-scheduler: a node fits only where a ``ReadWriteOnce``
-claim already in use by a running pod is (it would fail with a Multi-Attach error elsewhere);
-and capacity is checked for a class as soon as any CSIStorageCapacity names it (kube-scheduler
-asks the driver's CSIDriver object, which usher does not read).
+One deliberate difference from kube-scheduler: a node fits only where a ``ReadWriteOnce`` claim
+already in use by a running pod is (it would fail with a Multi-Attach error elsewhere).
 
 Pure: no I/O. A pod without claims costs one check.
 """
@@ -46,6 +47,8 @@ class Storage:
     capacities: dict[str, Capacity] = field(default_factory=dict)
     #: node name -> CSI driver -> attach limit (None: no limit)
     limits: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    #: CSIDriver name -> its ``spec.storageCapacity`` (whether schedulers check capacity for it)
+    drivers: dict[str, bool] = field(default_factory=dict)
     #: claim key -> live pod key -> the pod's node (None: not bound yet)
     users: dict[str, dict[str, str | None]] = field(default_factory=dict)
     #: bumped on every change, so callers may keep results until it moves
@@ -101,8 +104,12 @@ class Storage:
         cls = self.classes.get(claim.class_name)
         return (cls.provisioner, f"claim:{key}") if cls is not None and cls.provisions else None
 
-    def tracks_capacity(self, klass: str) -> list[Capacity]:
-        return [c for c in self.capacities.values() if c.class_name == klass]
+    def tracks_capacity(self, cls: StorageClass) -> list[Capacity] | None:
+        """The CSIStorageCapacities of the class, when its driver asks schedulers to check them
+        (its CSIDriver says ``storageCapacity: true``); None when capacity is not checked."""
+        if not self.drivers.get(cls.provisioner):
+            return None
+        return [c for c in self.capacities.values() if c.class_name == cls.name]
 
 
 @dataclass(slots=True, frozen=True)
@@ -235,8 +242,8 @@ def choose(pods: PodClaims, node: str, labels: Mapping[str, str], storage: Stora
         cls = storage.classes[claim.class_name]
         if not cls.provisions or not cls.allows(labels):
             return Choice(VolumeReason.NO_VOLUME, claim.key)
-        capacities = storage.tracks_capacity(cls.name)
-        if capacities and claim.request and not any(
+        capacities = storage.tracks_capacity(cls)
+        if capacities is not None and claim.request and not any(
                 c.serves(labels) and (c.room() or 0) >= claim.request for c in capacities):
             return Choice(VolumeReason.NO_CAPACITY, claim.key)
         provisions.append(claim.key)
@@ -249,28 +256,48 @@ def choose(pods: PodClaims, node: str, labels: Mapping[str, str], storage: Stora
 def _over_limit(pods: PodClaims, node: str, storage: Storage, bindings: list[tuple[str, str]],
                 provisions: list[str]) -> str | None:
     """The first claim that would take a driver over its attach limit on ``node`` (NodeVolumeLimits)."""
-    limits = storage.limits.get(node)
-    if not limits:
+    if not storage.limits.get(node):
         return None
-    new: list[tuple[str, str, str]] = []  # (driver, volume id, claim)
-    for claim, volume in pods.bound:
-        if volume.driver:
-            new.append((volume.driver, volume.name, claim.key))
+    over = over_limit(node, storage, volume_ids(pods, storage, bindings, provisions))
+    return over[0] if over is not None else None
+
+
+#: one CSI volume a pod would use: (driver, volume id, claim key); a volume to provision is
+#: ``claim:<key>`` until it exists
+VolumeId = tuple[str, str, str]
+
+
+def volume_ids(pods: PodClaims, storage: Storage, bindings: Iterable[tuple[str, str]],
+               provisions: Iterable[str]) -> list[VolumeId]:
+    """The CSI volumes the pod would use with these bindings and provisions, each with its driver."""
+    out: list[VolumeId] = [(v.driver, v.name, c.key) for c, v in pods.bound if v.driver]
     for key, name in bindings:
         v = storage.volumes[name]
         if v.driver:
-            new.append((v.driver, v.name, key))
+            out.append((v.driver, v.name, key))
     for key in provisions:
         cls = storage.classes.get(storage.claims[key].class_name)
         if cls is not None and cls.provisions:
-            new.append((cls.provisioner, f"claim:{key}", key))
-    attached = storage.attached(node)
-    counts = {d: set(ids) for d, ids in attached.items()}
+            out.append((cls.provisioner, f"claim:{key}", key))
+    return out
+
+
+def over_limit(node: str, storage: Storage, new: Iterable[VolumeId],
+               adding: Mapping[str, set[str]] | None = None) -> tuple[str, str, int, int] | None:
+    """Whether ``new`` volumes on ``node``, beside those attached there and ``adding`` (driver ->
+    volume ids others of the gang bring), take a driver past its attach limit: the first claim
+    that does, its driver, the limit and how many volumes it would be; None when all fit."""
+    limits = storage.limits.get(node)
+    if not limits:
+        return None
+    counts = {d: set(ids) for d, ids in storage.attached(node).items()}
+    for driver, ids in (adding or {}).items():
+        counts.setdefault(driver, set()).update(ids)
     for driver, ident, key in new:
         counts.setdefault(driver, set()).add(ident)
         limit = limits.get(driver)
         if limit is not None and len(counts[driver]) > limit:
-            return key
+            return key, driver, limit, len(counts[driver])
     return None
 
 

@@ -9,7 +9,10 @@ starts before every claim of every pod is bound:
 - ``plan`` (Reserve): for a placement of the whole gang, what to write: static volumes to bind
   and claims to provision on their pod's node. A claim shared by several pods of the gang is
   planned once; a ``ReadWriteOnce`` (or ``ReadWriteOncePod``) claim shared by pods placed on
-  different nodes refuses the plan (the second node would fail with a Multi-Attach error).
+  different nodes refuses the plan (the second node would fail with a Multi-Attach error). The
+  CSI volumes of all the gang's pods on one node are counted together against each driver's
+  attach limit there (CSINode), beside those already attached: each pod alone may fit where
+  several together do not; the refusal names the pod that went over and the node.
 - ``progress`` (the wait): done when every claim the gang needs is fully bound to a volume that
   fits its pods' nodes; failed when the provisioner withdrew a selected node (its way to say it
   failed), a claim was bound to a volume its pods cannot use, a claim went away, or the wait ran
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from . import reasons as say
-from .fit import PodClaims, Storage, choose
+from .fit import PodClaims, Storage, choose, over_limit, volume_ids
 from .reasons import Blocker, VolumeReason
 
 
@@ -77,11 +80,23 @@ def plan(placed: Sequence[Placed], storage: Storage) -> Plan | Blocker:
     bindings: dict[str, str] = {}
     provisions: dict[str, str] = {}
     waits: list[tuple[str, str]] = []
+    #: node -> driver -> the CSI volumes the gang's pods placed so far bring there
+    adding: dict[str, dict[str, set[str]]] = {}
+    on_node: dict[str, list[str]] = {}
     for p in placed:
         choice = choose(p.claims, p.node, p.labels, storage, frozenset(bindings.values()))
         if choice.reason is not None:
             return Blocker(choice.reason, f"pod {p.pod} cannot use its volumes on node {p.node}: claim {choice.claim} "
-                           f"({choice.reason})", choice.claim)
+                           f"({choice.reason})", choice.claim, p.pod, p.node)
+        new = volume_ids(p.claims, storage, choice.bindings, choice.provisions)
+        here = on_node.setdefault(p.node, [])
+        here.append(p.pod)
+        over = over_limit(p.node, storage, new, adding.get(p.node))
+        if over is not None:
+            claim, driver, limit, count = over
+            return say.gang_attach_limit(here, p.node, driver, limit, count, claim)
+        for driver, ident, _ in new:
+            adding.setdefault(p.node, {}).setdefault(driver, set()).add(ident)
         for key, volume in choice.bindings:
             bindings.setdefault(key, volume)
         for key in choice.provisions:

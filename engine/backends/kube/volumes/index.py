@@ -1,11 +1,16 @@
 """The storage side of usher's caches: informer events in, each pod's volume fit out.
 
 The controller feeds this index the objects its storage informers deliver (claims, volumes,
-classes, CSIStorageCapacities, CSINodes) and every pod it sees (``pod_changed``: which claims the
-pod uses, and where it runs, for ReadWriteOncePod, Multi-Attach and attach limits). The mirror
+classes, CSIStorageCapacities, CSINodes, CSIDrivers) and every pod it sees (``pod_changed``:
+which claims the pod uses, and where it runs, for ReadWriteOncePod, Multi-Attach and attach
+limits). The mirror
 asks ``fit`` for a waiting pod: the nodes its volumes allow and why not the others. A result is
 kept until the storage or the nodes change (``Storage.version``, the caller's node version), so a
 cycle over a backlog of pods costs one dictionary lookup per pod; a pod without claims costs none.
+
+A gang's PreBind that found its pods together over a CSI driver's attach limit on a node
+(``crowd``) takes that node out of the fit of the pod that went over, so the gang's next
+placement puts it elsewhere; the mark goes when the pod binds or goes.
 
 Pure: the index does no I/O, and reads only what the informers gave it.
 """
@@ -19,7 +24,9 @@ from typing import Any
 
 from ..constraints import NodeLike
 from .fit import FREE, NO_CLAIMS, PodClaims, Storage, VolumeFit, fit_nodes, sort_claims
-from .model import PodVolume, parse_capacity, parse_claim, parse_class, parse_csinode, parse_volume, pod_volumes
+from .reasons import VolumeReason
+from .model import (PodVolume, parse_capacity, parse_claim, parse_class, parse_csidriver, parse_csinode, parse_volume,
+                    pod_volumes)
 
 
 class StorageKind(StrEnum):
@@ -30,6 +37,7 @@ class StorageKind(StrEnum):
     CLASSES = "storageclasses"
     CAPACITIES = "csistoragecapacities"
     CSINODES = "csinodes"
+    DRIVERS = "csidrivers"
 
 
 #: where each kind is listed and watched, across all namespaces
@@ -39,6 +47,7 @@ PATHS: dict[StorageKind, str] = {
     StorageKind.CLASSES: "/apis/storage.k8s.io/v1/storageclasses",
     StorageKind.CAPACITIES: "/apis/storage.k8s.io/v1/csistoragecapacities",
     StorageKind.CSINODES: "/apis/storage.k8s.io/v1/csinodes",
+    StorageKind.DRIVERS: "/apis/storage.k8s.io/v1/csidrivers",
 }
 
 #: the API group of each kind (``""``: core), for the RBAC list
@@ -48,6 +57,7 @@ GROUPS: dict[StorageKind, str] = {
     StorageKind.CLASSES: "storage.k8s.io",
     StorageKind.CAPACITIES: "storage.k8s.io",
     StorageKind.CSINODES: "storage.k8s.io",
+    StorageKind.DRIVERS: "storage.k8s.io",
 }
 
 
@@ -67,6 +77,15 @@ class VolumeIndex:
     _fits: dict[str, tuple[int, int, VolumeFit]] = field(default_factory=dict)
     #: what the volume problems of each volume are (a PersistentVolume usher cannot read)
     volume_problems: dict[str, list[str]] = field(default_factory=dict)
+    #: pod key -> nodes where its gang's pods together went over an attach limit (``crowd``)
+    crowded: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def crowd(self, pod: str, node: str, claim: str) -> None:
+        """Keep ``pod`` off ``node``: placed there with others of its gang, ``claim`` took a CSI
+        driver past its attach limit."""
+        self.crowded.setdefault(pod, {})[node] = claim
+        self._fits.pop(pod, None)
+        self.storage.changed()
 
     def object_changed(self, kind: StorageKind, key: str, obj: Mapping[str, Any] | None) -> None:
         """One informer event: ``obj`` is the object as it is now, None when it was deleted."""
@@ -94,12 +113,20 @@ class VolumeIndex:
             else:
                 node, limits = parse_csinode(obj)
                 s.limits[node or key] = limits
+        elif kind == StorageKind.DRIVERS:
+            if obj is None:
+                s.drivers.pop(key, None)
+            else:
+                name, checked = parse_csidriver(obj)
+                s.drivers[name or key] = checked
         s.changed()
 
     def pod_changed(self, key: str, obj: Mapping[str, Any] | None, live: bool = True) -> bool:
         """A pod as the informers see it (None or not ``live``: gone, or ended). True when the
         use of some claim changed (which pods use it, or where): other pods' fits may change."""
         known = self.pods.get(key)
+        if obj is None or not live or (obj.get("spec") or {}).get("nodeName"):
+            self.crowded.pop(key, None)
         if obj is None or not live:
             if known is not None:
                 del self.pods[key]
@@ -149,7 +176,17 @@ class VolumeIndex:
         known = self._fits.get(key)
         if known is not None and known[0] == self.storage.version and known[1] == nodes_version:
             return known[2]
+        nodes = list(nodes)
         result = fit_nodes(self.claims_of(key), nodes, self.storage)
+        crowded = self.crowded.get(key)
+        if crowded:
+            names = [n.name for n in nodes if n.name in crowded and (result.eligible is None or n.name in result.eligible)]
+            if names:  # a fit of its own (FREE is shared)
+                allowed = result.eligible if result.eligible is not None else frozenset(n.name for n in nodes)
+                excluded = result.excluded.copy()
+                excluded[VolumeReason.ATTACH_LIMIT] += len(names)
+                result = VolumeFit(allowed - frozenset(names), result.blockers, excluded,
+                                   {VolumeReason.ATTACH_LIMIT: crowded[names[0]], **result.claims})
         self._fits[key] = (self.storage.version, nodes_version, result)
         return result
 

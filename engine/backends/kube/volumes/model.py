@@ -348,6 +348,13 @@ def parse_csinode(obj: Mapping[str, Any]) -> tuple[str, dict[str, int | None]]:
     return str((obj.get("metadata") or {}).get("name") or ""), limits
 
 
+def parse_csidriver(obj: Mapping[str, Any]) -> tuple[str, bool]:
+    """A CSIDriver's name and whether it asks schedulers to check its storage capacity
+    (``spec.storageCapacity``; absent: false, the API server's default)."""
+    spec = obj.get("spec") or {}
+    return str((obj.get("metadata") or {}).get("name") or ""), spec.get("storageCapacity") is True
+
+
 def _modes(raw: Any) -> frozenset[AccessMode]:
     known = {m.value for m in AccessMode}
     return frozenset(AccessMode(m) for m in raw or [] if m in known)

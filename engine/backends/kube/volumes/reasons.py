@@ -23,6 +23,7 @@ class VolumeReason(StrEnum):
     CLAIM_LOST = "ClaimLost"
     RWOP_IN_USE = "ReadWriteOncePodInUse"
     SHARED_APART = "SharedClaimApart"
+    PINNED_BEYOND_NODE = "PinnedBeyondItsNode"
     # a node does not fit (counted per node, as kube-scheduler's Filter reasons)
     NODE_CONFLICT = "VolumeNodeAffinityConflict"
     NO_VOLUME = "NoVolumeToBind"
@@ -54,6 +55,9 @@ class Blocker:
     reason: VolumeReason
     message: str
     claim: str = ""
+    #: the pod and node it is about, where it is about one placement (a gang's attach limit)
+    pod: str = ""
+    node: str = ""
 
     def __str__(self) -> str:
         return self.message
@@ -135,3 +139,26 @@ def timed_out(claim: str, node: str, seconds: float) -> Blocker:
     return Blocker(VolumeReason.BINDING_TIMED_OUT,
                    f"pvc/{claim.split('/', 1)[1]} was not bound on node {node} within {seconds:g} s; no pod of the gang "
                    f"was bound, and usher places the gang again", claim)
+
+
+def gang_attach_limit(pods: list[str], node: str, driver: str, limit: int, count: int, claim: str) -> Blocker:
+    return Blocker(VolumeReason.ATTACH_LIMIT,
+                   f"pods {', '.join(pods)} of the gang, placed together on node {node}, would use {count} volumes of "
+                   f"CSI driver {driver} there, and its CSINode allows {limit} (node(s) exceed max volume count); no pod "
+                   f"of the gang was bound, and usher places the gang again with fewer of them on {node}", claim,
+                   pods[-1], node)
+
+
+def pinned_beyond(pods: list[str], node: str, claims: list[str], need: str, has: str) -> Blocker:
+    held = "is" if len(pods) == 1 else "are"
+    return Blocker(VolumeReason.PINNED_BEYOND_NODE,
+                   f"pod{'s' if len(pods) > 1 else ''} {', '.join(pods)} {held} held to node {node} by "
+                   f"{', '.join(claims)} (a volume or a selected node there), and together need {need} where the node "
+                   f"has {has}: the gang cannot fit as its volumes stand (move or delete the claims, or make the gang "
+                   f"smaller)", claims[0] if claims else "", pods[0], node)
+
+
+def pinned_to_unusable(pod: str, node: str, claim: str, why: str) -> Blocker:
+    return Blocker(VolumeReason.PINNED_BEYOND_NODE,
+                   f"pod {pod} is held to node {node} by claim {claim} (a volume or a selected node there), and node "
+                   f"{node} {why}: the gang waits for it", claim, pod, node)
