@@ -10,12 +10,16 @@ decoding (``400``, the request never reaches admission or validation).
 Where the quantities are comes from the kinds' schemas (:mod:`usher.sandbox.schemas` marks each
 Quantity field), so this module holds no list of its own: for each kind the schema tree is walked
 once into a tuple of paths (a key, every item of a list, every value of a map), kept in the
-schema's memo, and :func:`canonicalize` follows only those paths on each write. Custom resources
-are left as written (the real server keeps their JSON as sent).
+schema's memo, and each write follows only those paths: :func:`check` as the request comes in
+(a ``400`` before anything else), :func:`canonicalize` once the object is validated (validation
+words its errors with the quantity as written: ``0.5`` is ``int64Amount{value:5, scale:-1}``,
+as Go decoded it). Custom resources are left as written (the real server keeps their JSON as
+sent).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
@@ -72,39 +76,54 @@ def _collect(schema: Schema, path: Path, above: frozenset[str], found: list[Path
             _collect(values, (*path, Each.VALUE), above, found)
 
 
-def canonicalize(rt: ResourceType, obj: Any) -> None:
-    """Replace, in place, every quantity ``obj`` holds with its canonical text (``null`` kept).
+def check(rt: ResourceType, obj: Any) -> None:
+    """Raise :class:`~usher.sandbox.quantity.QuantityError` (the decoder's message) for a quantity
+    in ``obj`` that does not parse; change nothing (validation words its errors with the
+    quantities as written)."""
+    _each(rt, obj, _parsed)
 
-    Raises :class:`~usher.sandbox.quantity.QuantityError` (the decoder's message) for a quantity
-    that does not parse."""
+
+def canonicalize(rt: ResourceType, obj: Any) -> None:
+    """Replace, in place, every quantity ``obj`` holds with its canonical text (``null`` kept):
+    what the stored object says, once it is validated. Raises as :func:`check` does."""
+    _each(rt, obj, _canonical)
+
+
+def _each(rt: ResourceType, obj: Any, change: Callable[[Any], Any]) -> None:
     if rt.custom or not isinstance(obj, dict):
         return
     schema = schema_for(rt)
     if schema is None:
         return
     for path in quantity_paths(schema):
-        _apply(obj, path, 0)
+        _apply(obj, path, 0, change)
 
 
-def _apply(node: Any, path: Path, at: int) -> None:
+def _apply(node: Any, path: Path, at: int, change: Callable[[Any], Any]) -> None:
     step = path[at]
     last = at == len(path) - 1
     if step == Each.ITEM:
         if isinstance(node, list):
             for i, item in enumerate(node):
                 if last:
-                    node[i] = _canonical(item)
+                    node[i] = change(item)
                 else:
-                    _apply(item, path, at + 1)
+                    _apply(item, path, at + 1, change)
         return
     if not isinstance(node, dict):
         return
     keys = list(node) if step == Each.VALUE else ([step] if step in node else [])
     for key in keys:
         if last:
-            node[key] = _canonical(node[key])
+            node[key] = change(node[key])
         else:
-            _apply(node[key], path, at + 1)
+            _apply(node[key], path, at + 1, change)
+
+
+def _parsed(raw: Any) -> Any:
+    if raw is not None:
+        quantity.parse(raw)
+    return raw
 
 
 def _canonical(raw: Any) -> Any:
