@@ -1,0 +1,138 @@
+"""The pod placement rules a pod carries, as plain hashable values: what ``parse`` makes.
+
+Two pods with equal rules are alike to the engine (a pod group's signature includes them), so every
+record here is a frozen dataclass of tuples and frozensets. ``matchLabelKeys`` and
+``mismatchLabelKeys`` are already folded into the selectors they extend (``key In (value)`` and
+``key NotIn (value)`` with the pod's own label value), as the API server does for pod affinity and
+kube-scheduler for topology spread, so the evaluation never needs the pod's labels to read a rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ....selectors import SelectorOperator, selects
+
+
+class Unsatisfiable(StrEnum):
+    """``whenUnsatisfiable`` of a topology spread constraint."""
+
+    DO_NOT_SCHEDULE = "DoNotSchedule"
+    SCHEDULE_ANYWAY = "ScheduleAnyway"
+
+
+class InclusionPolicy(StrEnum):
+    """``nodeAffinityPolicy`` / ``nodeTaintsPolicy``: whether a node the pod could not go on
+    still counts as a domain of the spread."""
+
+    HONOR = "Honor"
+    IGNORE = "Ignore"
+
+
+class RuleKind(StrEnum):
+    """Which rule keeps a pod off a node, as why-pending names it."""
+
+    AFFINITY = "pod affinity"
+    ANTI_AFFINITY = "pod anti-affinity"
+    EXISTING_ANTI_AFFINITY = "anti-affinity of pods already there"
+    SPREAD = "topology spread"
+    MISSING_KEY = "topology label"
+
+
+Expression = tuple[str, SelectorOperator, frozenset[str]]
+
+
+@dataclass(slots=True, frozen=True)
+class LabelSelector:
+    """A ``metav1.LabelSelector``: every ``matchLabels`` pair and expression must hold (empty: all)."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    expressions: tuple[Expression, ...] = ()
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        return selects(dict(self.match_labels), self.expressions, labels)
+
+    def words(self) -> str:
+        """``app=vllm`` / ``app in (a, b), tier`` for a message."""
+        parts = [f"{k}={v}" for k, v in self.match_labels]
+        for key, op, values in self.expressions:
+            shown = ", ".join(sorted(values))
+            parts.append({
+                SelectorOperator.IN: f"{key} in ({shown})",
+                SelectorOperator.NOT_IN: f"{key} notin ({shown})",
+                SelectorOperator.EXISTS: key,
+                SelectorOperator.DOES_NOT_EXIST: f"!{key}",
+            }[op])
+        return ",".join(parts) or "any labels"
+
+
+@dataclass(slots=True, frozen=True)
+class AffinityTerm:
+    """One ``PodAffinityTerm``: pods its selector picks, in the namespaces it names, on nodes that
+    share the candidate node's value of ``topology_key``."""
+
+    selector: LabelSelector | None
+    topology_key: str
+    #: ``namespaces``; with no ``namespace_selector`` and none named, the pod's own namespace
+    namespaces: frozenset[str] = frozenset()
+    namespace_selector: LabelSelector | None = None
+
+    def in_namespace(self, owner_ns: str, ns: str, ns_labels: Mapping[str, Mapping[str, str]]) -> bool:
+        """Whether a pod in namespace ``ns`` is within the term of a pod in ``owner_ns``."""
+        if not self.namespaces and self.namespace_selector is None:
+            return ns == owner_ns
+        if ns in self.namespaces:
+            return True
+        return self.namespace_selector is not None and self.namespace_selector.selects(ns_labels.get(ns, {}))
+
+    def matches(self, owner_ns: str, ns: str, labels: Mapping[str, str], ns_labels: Mapping[str, Mapping[str, str]]) -> bool:
+        """Whether a pod (``ns``, ``labels``) is one the term of a pod in ``owner_ns`` picks;
+        a term without a selector picks no pod."""
+        return self.selector is not None and self.selector.selects(labels) and self.in_namespace(owner_ns, ns, ns_labels)
+
+
+@dataclass(slots=True, frozen=True)
+class WeightedTerm:
+    weight: int
+    term: AffinityTerm
+
+
+@dataclass(slots=True, frozen=True)
+class SpreadConstraint:
+    """One ``topologySpreadConstraints`` entry."""
+
+    max_skew: int
+    topology_key: str
+    when: Unsatisfiable
+    selector: LabelSelector | None
+    min_domains: int | None = None
+    node_affinity_policy: InclusionPolicy = InclusionPolicy.HONOR
+    node_taints_policy: InclusionPolicy = InclusionPolicy.IGNORE
+
+    def counts(self, labels: Mapping[str, str]) -> bool:
+        """Whether a pod with ``labels`` (in the same namespace) counts toward this spread."""
+        return self.selector is not None and self.selector.selects(labels)
+
+
+@dataclass(slots=True, frozen=True)
+class PodRules:
+    """Every inter-pod rule of one pod (the fields a ``PodView`` may carry)."""
+
+    affinity: tuple[AffinityTerm, ...] = ()
+    anti_affinity: tuple[AffinityTerm, ...] = ()
+    preferred_affinity: tuple[WeightedTerm, ...] = ()
+    preferred_anti_affinity: tuple[WeightedTerm, ...] = ()
+    spread: tuple[SpreadConstraint, ...] = ()
+
+    @property
+    def hard_spread(self) -> tuple[SpreadConstraint, ...]:
+        return tuple(c for c in self.spread if c.when == Unsatisfiable.DO_NOT_SCHEDULE)
+
+    def __bool__(self) -> bool:
+        return bool(self.affinity or self.anti_affinity or self.preferred_affinity
+                    or self.preferred_anti_affinity or self.spread)
+
+
+NO_RULES = PodRules()
