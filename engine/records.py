@@ -13,8 +13,10 @@ them); they are apart from it so that the one class that owns the cluster reads 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import count
+from typing import Protocol
 
 from sortedcontainers import SortedList
 
@@ -151,6 +153,21 @@ class Domain:
     labelled: bool = True
 
 
+class PlacementRules(Protocol):
+    """Rules a pod group's pods follow against other pods (on a cluster: pod affinity,
+    anti-affinity, topology spread), judged by the backend that knows the pods around them. The
+    engine only asks, per pod, where such a pod may go now, given where the job's own pods went
+    so far in this attempt (``placed``: pod group name and node id); see ``filters.pod_rules``."""
+
+    def allowed(self, nodes: Sequence[Node], placed: Sequence[tuple[str, int]]) -> frozenset[int]:
+        """The ids of the nodes the rules allow for one more pod."""
+        ...
+
+    def refusal(self, node: Node) -> str | None:
+        """The words for the rule that keeps a pod off ``node`` as things are (None: none does)."""
+        ...
+
+
 @dataclass(slots=True, frozen=True)
 class PodGroup:
     """Identical pods of a job (a spec ``pods`` entry)."""
@@ -172,6 +189,8 @@ class PodGroup:
     exclusions: str | None = field(default=None, compare=False)
     #: what each pod asks beyond GPUs, CPU and memory (``Extras``)
     extra: Extras = ()
+    #: rules against other pods (``PlacementRules``); None: none, and placement pays nothing
+    rules: PlacementRules | None = None
 
     @property
     def whole_gpus(self) -> int:

@@ -36,6 +36,7 @@ from ..enums import PendingReason, TopologyMode
 from ..memo import memo_of
 from ..state import MILLI, ClusterState, Domain, Job, Node, PodGroup, PodPlacement
 from .filters.gpu_model import accepts
+from .filters.pod_rules import narrowed
 from .filters.registry import Check, hot_checks, never_fits, node_allowed
 from .fragmentation import MEMORY_UNIT, FragmentationModel, PodDemand
 from .inside_node import SCORES, GpuBinPack, lowest_shared_gpu, lowest_whole_gpus, pick_shared_gpu, pick_whole_gpus
@@ -96,6 +97,8 @@ class Placer:
     guard: Guard | None = None
     taken: list[PodPlacement] = field(default_factory=list)
     scoring: Scoring = Scoring.USHER
+    #: while a gang is placed: where in ``taken`` its pods start (pod rules count them)
+    _gang_mark: int | None = field(default=None, init=False, repr=False)
 
     def _fits_node(self, node: Node, pod: PodGroup, checks: tuple[Check, ...]) -> bool:
         """Whether a candidate the index (or ``node_allowed``) let through passes the pod's
@@ -129,8 +132,14 @@ class Placer:
         """The best node for one pod, optionally only among the node ids ``within``.
 
         Only nodes the pod is allowed on (``node_allowed``) are considered; with preference
-        tiers, the best node of the first tier that has room, else the best node anywhere.
+        tiers, the best node of the first tier that has room, else the best node anywhere. A pod
+        with rules against other pods is first narrowed to the nodes they allow now, counting
+        the gang's pods placed so far (``pod_rules.narrowed``).
         """
+        if pod.rules is not None:
+            mark = self._gang_mark
+            placed = [] if mark is None else [(p.pod.rpartition("-")[0], p.node_id) for p in self.taken[mark:]]
+            pod = narrowed(pod, self.state.nodes, placed)
         for tier in pod.preferred:
             node = self._choose(pod, within, tier)
             if node is not None:
@@ -452,19 +461,23 @@ class Placer:
     def place_gang(self, job: Job, counts: list[int], ignore_topology: bool = False) -> bool:
         """Place ``counts[i]`` pods of each group of ``job``; all or nothing."""
         order = sorted(range(len(job.groups)), key=lambda i: -job.groups[i].gpu_milli)
-        for gi in order:
-            pod = job.groups[gi]
-            n = counts[gi]
-            if n == 0:
-                continue
-            if pod.topology_mode is not None and not ignore_topology:
-                ok = self._place_group_topology(job, pod, n, 0, True)
-            else:
-                ok = self._place_group_on(job, pod, n, 0, None)
-            if not ok:
-                self.undo(job)
-                return False
-        return True
+        self._gang_mark = len(self.taken)
+        try:
+            for gi in order:
+                pod = job.groups[gi]
+                n = counts[gi]
+                if n == 0:
+                    continue
+                if pod.topology_mode is not None and not ignore_topology:
+                    ok = self._place_group_topology(job, pod, n, 0, True)
+                else:
+                    ok = self._place_group_on(job, pod, n, 0, None)
+                if not ok:
+                    self.undo(job)
+                    return False
+            return True
+        finally:
+            self._gang_mark = None
 
 
 def observe_job(state: ClusterState, job: Job) -> None:

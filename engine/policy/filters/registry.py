@@ -20,6 +20,7 @@ from .extras import ExtraFit
 from .gpu_fit import GpuFit
 from .gpu_model import GpuModel, accepts
 from .node_constraints import NodeConstraints, allows
+from .pod_rules import PodRules
 from .schedulable import Schedulable
 
 if TYPE_CHECKING:
@@ -48,10 +49,13 @@ class Filter(Protocol):
         """None when ``ever`` and ``now`` hold, else the words for the first that does not."""
 
 
-FILTERS: tuple[Filter, ...] = (Schedulable(), GpuModel(), NodeConstraints(), GpuFit(), CpuMemoryFit(), ExtraFit())
+FILTERS: tuple[Filter, ...] = (
+    Schedulable(), GpuModel(), NodeConstraints(), GpuFit(), CpuMemoryFit(), ExtraFit(), PodRules(),
+)
 #: the filters whose ``now`` the capacity index and ``node_allowed`` answer before a candidate
-#: node reaches the hot path's checks
-INDEXED = frozenset({Schedulable.name, GpuModel.name, NodeConstraints.name, GpuFit.name})
+#: node reaches the hot path's checks (pod rules: the placer narrows such a pod's eligible nodes
+#: to what they allow before each pod, ``pod_rules.narrowed``)
+INDEXED = frozenset({Schedulable.name, GpuModel.name, NodeConstraints.name, GpuFit.name, PodRules.name})
 _HOT: tuple[Filter, ...] = tuple(f for f in FILTERS if f.name not in INDEXED)
 #: each hot filter with its bit, and the compiled checks for every set of bits (a pod's ``trips``)
 _HOT_BITS: tuple[tuple[int, Filter], ...] = tuple((1 << i, f) for i, f in enumerate(_HOT))

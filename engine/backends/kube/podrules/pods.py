@@ -1,0 +1,191 @@
+"""The pods of the cluster as inter-pod rules see them, and a pod group's rules for the engine.
+
+``PodIndex`` is fed every pod the controller watches (usher's and, assigned, every other
+scheduler's): its namespace, labels, node and its own required anti-affinity. A pod counts from
+the moment it is on a node (or usher assumed its bind) until it is gone or finished; a
+terminating pod still counts (kube-scheduler's InterPodAffinity counts it; its PodTopologySpread
+does not, and ``evaluate`` follows both). Each change bumps ``version``.
+
+``GroupRules`` is what the mirror puts on an engine ``PodGroup`` (the engine's
+``PlacementRules``): the group's rules, the identity its pods have (namespace, labels they all
+carry) and those of the other groups of its gang, so that the gang's pods placed so far in an
+attempt count as pods on their nodes. It judges against the index as it is now, so a waiting job
+need not be made anew when pods come and go; its equality leaves the index out, so jobs with
+the same rules stay alike for the cycle's memo. A ``Judge`` is built once per index version,
+nodes and placed pods, and reused for every node a diagnosis asks about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .evaluate import Incoming, Judge, PlacedPod
+from .model import AffinityTerm, PodRules
+from .parse import parse_pod_rules
+
+if TYPE_CHECKING:
+    from ..constraints import NodeConstraints
+
+#: the phases of a pod that holds nothing any more
+_FINISHED = ("Succeeded", "Failed")
+
+
+@dataclass(slots=True, frozen=True)
+class _Entry:
+    namespace: str
+    labels: Mapping[str, str]
+    node: str | None
+    anti_affinity: tuple[AffinityTerm, ...]
+    terminating: bool
+
+
+class PodIndex:
+    """Every live pod's namespace, labels, node and required anti-affinity, by pod key."""
+
+    def __init__(self, ns_labels: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        self._pods: dict[str, _Entry] = {}
+        self.ns_labels: Mapping[str, Mapping[str, str]] = {} if ns_labels is None else ns_labels
+        self.version = 0
+        #: the engine's nodes (``refusal`` judges over them; the mirror sets them at each rebuild)
+        self.nodes: Sequence[Any] | None = None
+        #: pods with a required anti-affinity of their own (they may repel pods without rules)
+        self.repellers: dict[str, _Entry] = {}
+        self._placed: tuple[int, int, list[PlacedPod]] | None = None
+        self._judges: dict[tuple[GroupRules, tuple[tuple[str, int], ...]], Judge] = {}
+        self._judged_at: tuple[int, int] = (-1, -1)
+
+    def pod_changed(self, key: str, obj: Mapping[str, Any] | None) -> bool:
+        """A pod as the API shows it (None: deleted). True when its anti-affinity came or went
+        (pods waiting without rules of their own may now be repelled, or no longer)."""
+        entry = None
+        if obj is not None and (obj.get("status") or {}).get("phase") not in _FINISHED:
+            meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+            labels = dict(meta.get("labels") or {})
+            rules, _ = parse_pod_rules(spec, labels)
+            entry = _Entry(meta.get("namespace", "default"), labels, spec.get("nodeName") or None,
+                           rules.anti_affinity, bool(meta.get("deletionTimestamp")))
+        old = self._pods.get(key)
+        if old is not None and entry is not None and old.node and not entry.node:
+            entry = _Entry(entry.namespace, entry.labels, old.node, entry.anti_affinity, entry.terminating)  # assumed bound
+        if old == entry:
+            return False
+        if entry is None:
+            self._pods.pop(key, None)
+        else:
+            self._pods[key] = entry
+        self.version += 1
+        was = key in self.repellers
+        if entry is not None and entry.anti_affinity and entry.node:
+            self.repellers[key] = entry
+        else:
+            self.repellers.pop(key, None)
+        return was != (key in self.repellers) or (was and old != entry)
+
+    def assume_bound(self, key: str, node: str) -> None:
+        """usher bound the pod to ``node``: it counts there before the watch shows it."""
+        old = self._pods.get(key)
+        if old is not None and old.node != node:
+            self._pods[key] = _Entry(old.namespace, old.labels, node, old.anti_affinity, old.terminating)
+            self.version += 1
+
+    def repels(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """Whether some pod on a node has a required anti-affinity that picks such a pod."""
+        return any(t.matches(e.namespace, namespace, labels, self.ns_labels)
+                   for e in self.repellers.values() for t in e.anti_affinity)
+
+    def placed(self, nodes: Sequence[Any]) -> list[PlacedPod]:
+        """Every pod on one of ``nodes`` (engine nodes: ``id``, ``name``), as rules see it."""
+        known = self._placed
+        if known is not None and known[0] == self.version and known[1] == id(nodes):
+            return known[2]
+        ids = {n.name: n.id for n in nodes}
+        out = [PlacedPod(e.namespace, e.labels, ids[e.node], e.anti_affinity, e.terminating)
+               for e in self._pods.values() if e.node in ids]
+        self._placed = (self.version, id(nodes), out)
+        return out
+
+    def judge(self, rules: GroupRules, nodes: Sequence[Any], placed: Sequence[tuple[str, int]]) -> Judge:
+        """The ``Judge`` of a group's pod over ``nodes``, with the gang's ``placed`` pods counted."""
+        at = (self.version, id(nodes))
+        if at != self._judged_at:
+            self._judges.clear()
+            self._judged_at = at
+        key = (rules, tuple(placed))
+        judge = self._judges.get(key)
+        if judge is None:
+            pods = list(self.placed(nodes))
+            for group, node_id in placed:
+                ns, labels, anti = rules.gang.get(group, (rules.namespace, {}, ()))
+                pods.append(PlacedPod(ns, labels, node_id, anti))
+            constraints = rules.constraints
+            me = Incoming(
+                rules.namespace, rules.labels, rules.rules,
+                node_affinity=(lambda n: constraints.selector_matches(n.labels) and constraints.affinity_matches(n.name, n.labels))
+                if constraints is not None else (lambda n: True),
+                tolerates=(lambda n: constraints.untolerated(n.taints) is None) if constraints is not None else (lambda n: True),
+            )
+            judge = self._judges[key] = Judge(me, pods, nodes, self.ns_labels)
+            if len(self._judges) > 256:
+                self._judges.clear()
+        return judge
+
+
+def _frozen(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
+@dataclass(slots=True, frozen=True)
+class GroupRules:
+    """A pod group's rules against other pods, as the engine's ``PlacementRules`` (see the module)."""
+
+    namespace: str
+    labels_items: tuple[tuple[str, str], ...]
+    rules: PodRules
+    #: every group of the gang by name: its namespace, labels and required anti-affinity
+    gang_items: tuple[tuple[str, str, tuple[tuple[str, str], ...], tuple[AffinityTerm, ...]], ...]
+    constraints: NodeConstraints | None
+    index: PodIndex = field(compare=False, hash=False, repr=False)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.labels_items)
+
+    @property
+    def gang(self) -> dict[str, tuple[str, dict[str, str], tuple[AffinityTerm, ...]]]:
+        return {name: (ns, dict(labels), anti) for name, ns, labels, anti in self.gang_items}
+
+    def allowed(self, nodes: Sequence[Any], placed: Sequence[tuple[str, int]]) -> frozenset[int]:
+        return self.index.judge(self, nodes, placed).allowed()
+
+    def refusal(self, node: Any) -> str | None:
+        nodes = self._nodes
+        if nodes is None:
+            return None
+        found = self.index.judge(self, nodes, ()).refusal(node)
+        return None if found is None else found.words
+
+    @property
+    def _nodes(self) -> Sequence[Any] | None:
+        return self.index.nodes
+
+
+def group_rules(index: PodIndex, groups: Sequence[tuple[str, str, Mapping[str, str], PodRules, NodeConstraints | None]]
+                ) -> dict[str, GroupRules] | None:
+    """Each group's ``GroupRules`` for a gang whose groups are ``(name, namespace, labels their
+    pods share, rules, node constraints)``; None when no group has rules and no pod on the
+    cluster repels any (the gang's groups then carry none and pay nothing)."""
+    if not any(rules for *_, rules, _c in groups) and not any(index.repels(ns, labels) for _, ns, labels, *_ in groups):
+        return None
+    gang = tuple((name, ns, _frozen(labels), rules.anti_affinity) for name, ns, labels, rules, _ in groups)
+    return {name: GroupRules(ns, _frozen(labels), rules, gang, constraints, index)
+            for name, ns, labels, rules, constraints in groups}
+
+
+def shared_labels(all_labels: Sequence[Mapping[str, str]]) -> dict[str, str]:
+    """The labels every one of a group's pods carries with the same value."""
+    if not all_labels:
+        return {}
+    first, *rest = all_labels
+    return {k: v for k, v in first.items() if all(o.get(k) == v for o in rest)}
