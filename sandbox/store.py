@@ -32,11 +32,18 @@ after commit, so a snapshot is a list of references) until that snapshot expires
 The store is not thread-safe: use it from the event loop that serves it (``ServerThread.call``
 runs a function there from another thread). Objects handed out are copies; the ``Stored``
 records and ``Change.old``/``Change.new`` are the store's own and must not be mutated.
+
+The records around the store live beside it, each importable from here too: refusals
+(:mod:`.api_errors`), selectors (:mod:`.selection`), merge and JSON patches (:mod:`.patches`),
+stored versions, changes and watch subscriptions (:mod:`.changes`) and each kind's rules on a
+write (:mod:`.registry_rules`). What stays is one class over one set of tables, and it is longer
+than the house's 600 lines on purpose: create, update, patch and delete share the tables, the
+resourceVersion counter, the snapshots of paginated lists and the garbage collector's owner
+index, and each write reads best as one sequence of steps in one place.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import builtins
@@ -47,29 +54,38 @@ import re
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import (
-    AsyncIterator,
-    Callable,
-    Iterable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Self
+from typing import Any
 
-from . import defaults, object_validation, quantity, quantity_fields, smp, storage
-from .kinds import (
-    RESOURCE_TYPES,
-    Catalogue,
-    Resource,
-    ResourceType,
-    UnknownResource,
-    crd_types,
+from . import smp, storage
+from .api_errors import ApiError, Reason, _patch_failed, failure_status
+from .kinds import RESOURCE_TYPES, Catalogue, Resource, ResourceType, UnknownResource, crd_types
+from .changes import (
+    Change,
+    EventType,
+    ListResult,
+    Stored,
+    Subscription,
+    WatchEvent,
+    _copy,
+    _dumps,
+    watch_event_for,
 )
-from .labels import Operator, Requirement, parse_int64
+from .patches import PatchType, json_patch, merge_patch
+from .registry_rules import (
+    _CHECKS,
+    _DEFAULTERS,
+    DEFAULT_TOLERATION_SECONDS,
+    _admit_default_tolerations,
+    _decode_quantities,
+    _no_checks,
+    _no_defaults,
+    _validate,
+)
 from .schemas import schema_for
+from .selection import FieldRequirement, FieldSelector, Filter, LabelSelector, field_value
 
 JsonObject = dict[str, Any]
 
@@ -81,623 +97,6 @@ SYSTEM_PRIORITY_CLASSES = (
     ("system-node-critical", 2000001000, "Used for system critical pods that must not be moved from their current node."),
     ("system-cluster-critical", 2000000000, "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."),
 )
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class Reason(StrEnum):
-    """``Status.reason`` values (metav1.StatusReason) the sandbox answers with."""
-
-    BAD_REQUEST = "BadRequest"
-    UNAUTHORIZED = "Unauthorized"
-    FORBIDDEN = "Forbidden"
-    NOT_FOUND = "NotFound"
-    METHOD_NOT_ALLOWED = "MethodNotAllowed"
-    NOT_ACCEPTABLE = "NotAcceptable"
-    ALREADY_EXISTS = "AlreadyExists"
-    CONFLICT = "Conflict"
-    GONE = "Gone"
-    EXPIRED = "Expired"
-    UNSUPPORTED_MEDIA_TYPE = "UnsupportedMediaType"
-    INVALID = "Invalid"
-    TOO_MANY_REQUESTS = "TooManyRequests"
-    INTERNAL_ERROR = "InternalError"
-    SERVICE_UNAVAILABLE = "ServiceUnavailable"
-    TIMEOUT = "Timeout"
-
-
-class ApiError(Exception):
-    """A failed API call, carrying what goes into its ``Status`` body."""
-
-    def __init__(self, code: int, reason: Reason | str, message: str, details: JsonObject | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-        self.message = message
-        self.details = details
-
-    def status(self) -> JsonObject:
-        """The ``Status`` object a real API server would send."""
-        return failure_status(self.code, self.reason, self.message, self.details)
-
-    @classmethod
-    def not_found(cls, rt: ResourceType, name: str) -> ApiError:
-        return cls(404, Reason.NOT_FOUND, f'{rt.group_resource} "{name}" not found', _details(rt, name))
-
-    @classmethod
-    def already_exists(cls, rt: ResourceType, name: str) -> ApiError:
-        return cls(409, Reason.ALREADY_EXISTS, f'{rt.group_resource} "{name}" already exists', _details(rt, name))
-
-    @classmethod
-    def conflict(cls, rt: ResourceType, name: str, why: str, subresource: str = "") -> ApiError:
-        what = f"{rt.group_resource}/{subresource}" if subresource else rt.group_resource
-        return cls(409, Reason.CONFLICT, f'Operation cannot be fulfilled on {what} "{name}": {why}', _details(rt, name))
-
-    @classmethod
-    def stale(cls, rt: ResourceType, name: str) -> ApiError:
-        why = "the object has been modified; please apply your changes to the latest version and try again"
-        return cls.conflict(rt, name, why)
-
-    @classmethod
-    def invalid(cls, rt: ResourceType, name: str, field_path: str, reason: str, detail: str) -> ApiError:
-        message = f'{rt.kind} "{name}" is invalid: {field_path}: {detail}'
-        cause = {"reason": reason, "message": detail, "field": field_path}
-        return cls(422, Reason.INVALID, message, {"name": name, "group": rt.group, "kind": rt.kind, "causes": [cause]})
-
-    @classmethod
-    def forbidden(cls, resource: str, name: str, why: str, group: str = "") -> ApiError:
-        """An admission plugin's refusal: ``<resource> "<name>" is forbidden: <why>``."""
-        details = {"name": name, **({"group": group} if group else {}), "kind": resource}
-        return cls(403, Reason.FORBIDDEN, f'{resource}{"." + group if group else ""} "{name}" is forbidden: {why}', details)
-
-    @classmethod
-    def bad_request(cls, message: str) -> ApiError:
-        return cls(400, Reason.BAD_REQUEST, message)
-
-    @classmethod
-    def expired(cls, message: str) -> ApiError:
-        return cls(410, Reason.EXPIRED, message)
-
-
-def failure_status(code: int, reason: str, message: str, details: JsonObject | None = None) -> JsonObject:
-    """A ``Status`` with ``status: Failure``."""
-    status: JsonObject = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message}
-    if reason:
-        status["reason"] = str(reason)
-    if details:
-        status["details"] = details
-    status["code"] = code
-    return status
-
-
-def _details(rt: ResourceType, name: str) -> JsonObject:
-    details: JsonObject = {"name": name}
-    if rt.group:
-        details["group"] = rt.group
-    details["kind"] = str(rt.resource)
-    return details
-
-
-def _patch_failed(message: str) -> ApiError:
-    """A patch that could not be applied: ``422`` with the reason as a cause, as the API answers."""
-    cause = {"reason": "UnexpectedServerResponse", "message": message}
-    return ApiError(
-        422, Reason.INVALID, "the server rejected our request due to an error in our request", {"causes": [cause]}
-    )
-
-
-# --------------------------------------------------------------------------- selectors
-# (parsed here; a requirement's rule is labels.Requirement, shared with nodefit's node selectors)
-
-
-_KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
-_VALUE = r"[-A-Za-z0-9_.]*"
-_EQUALITY = re.compile(rf"\s*({_KEY})\s*(==|=|!=)\s*({_VALUE})\s*")
-_SET = re.compile(rf"\s*({_KEY})\s+(in|notin)\s*\(([^()]*)\)\s*")
-_EXISTS = re.compile(rf"\s*(!?)\s*({_KEY})\s*")
-_ORDER = re.compile(rf"\s*({_KEY})\s*([<>])\s*({_VALUE})\s*")
-_SET_VALUE = re.compile(_VALUE)
-
-
-@dataclass(frozen=True, slots=True)
-class LabelSelector:
-    """A conjunction of label requirements; the empty selector matches everything."""
-
-    requirements: tuple[Requirement, ...] = ()
-
-    @classmethod
-    def parse(cls, text: str | None) -> LabelSelector:
-        """Parse the ``labelSelector`` query syntax (``a=b,c!=d,e in (f,g),!h,i>1``)."""
-        if not text or not text.strip():
-            return cls()
-        return cls(tuple(_parse_requirement(part) for part in _split_top_level(text)))
-
-    @classmethod
-    def from_spec(cls, selector: Mapping[str, Any]) -> LabelSelector:
-        """The selector of a ``metav1.LabelSelector`` (``matchLabels``, ``matchExpressions``)."""
-        requirements = [
-            Requirement(k, Operator.EQUALS, frozenset([str(v)])) for k, v in (selector.get("matchLabels") or {}).items()
-        ]
-        operators = {
-            "In": Operator.IN,
-            "NotIn": Operator.NOT_IN,
-            "Exists": Operator.EXISTS,
-            "DoesNotExist": Operator.DOES_NOT_EXIST,
-        }
-        for expr in selector.get("matchExpressions") or []:
-            operator = operators.get(expr.get("operator", ""))
-            if operator is None:
-                raise ApiError.bad_request(f"{expr.get('operator')!r} is not a valid label selector operator")
-            requirements.append(Requirement(expr["key"], operator, frozenset(expr.get("values") or ())))
-        return cls(tuple(requirements))
-
-    def matches(self, labels: Mapping[str, str] | None) -> bool:
-        labels = labels or {}
-        return all(r.matches(labels) for r in self.requirements)
-
-
-def _split_top_level(text: str) -> list[str]:
-    """Split on the commas that are not inside parentheses."""
-    parts, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
-
-
-def _parse_requirement(part: str) -> Requirement:
-    if m := _EQUALITY.fullmatch(part):
-        operator = Operator.NOT_EQUALS if m[2] == "!=" else Operator.EQUALS
-        return Requirement(m[1], operator, frozenset([m[3]]))
-    if m := _SET.fullmatch(part):
-        values = [v.strip() for v in m[3].split(",")]
-        if not all(_SET_VALUE.fullmatch(v) for v in values):
-            raise ApiError.bad_request(f"unable to parse requirement: invalid value in {part.strip()!r}")
-        return Requirement(m[1], Operator.IN if m[2] == "in" else Operator.NOT_IN, frozenset(values))
-    if m := _ORDER.fullmatch(part):
-        if parse_int64(m[3]) is None:
-            raise ApiError.bad_request(f"unable to parse requirement: values[0]: Invalid value: {m[3]!r}: for 'Gt', 'Lt' "
-                                       "operators, the value must be an integer")
-        return Requirement(m[1], Operator.GREATER_THAN if m[2] == ">" else Operator.LESS_THAN, frozenset([m[3]]))
-    if m := _EXISTS.fullmatch(part):
-        return Requirement(m[2], Operator.DOES_NOT_EXIST if m[1] else Operator.EXISTS)
-    raise ApiError.bad_request(f"unable to parse requirement: {part.strip()!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class FieldRequirement:
-    path: str
-    value: str
-    negated: bool
-
-    def matches(self, obj: JsonObject) -> bool:
-        return (field_value(obj, self.path) == self.value) != self.negated
-
-
-@dataclass(frozen=True, slots=True)
-class FieldSelector:
-    """A conjunction of ``field=value`` / ``field!=value`` terms on a resource's selectable fields."""
-
-    requirements: tuple[FieldRequirement, ...] = ()
-
-    @classmethod
-    def parse(cls, text: str | None, rt: ResourceType) -> FieldSelector:
-        if not text or not text.strip():
-            return cls()
-        return cls(tuple(_parse_field_term(term, rt) for term in text.split(",")))
-
-    def matches(self, obj: JsonObject) -> bool:
-        return all(r.matches(obj) for r in self.requirements)
-
-    def equality(self, path: str) -> str | None:
-        """The value this selector requires ``path`` to equal, if it has such a term."""
-        for r in self.requirements:
-            if r.path == path and not r.negated:
-                return r.value
-        return None
-
-
-def _parse_field_term(term: str, rt: ResourceType) -> FieldRequirement:
-    m = re.fullmatch(r"\s*([A-Za-z0-9_.]+)\s*(==|=|!=)\s*(.*?)\s*", term)
-    if m is None:
-        raise ApiError.bad_request(f"invalid selector: {term!r}; can't understand {term.strip()!r}")
-    path = rt.field_path(m[1])
-    if path is None:
-        raise ApiError.bad_request(f"field label not supported: {m[1]}")
-    return FieldRequirement(path, m[3], m[2] == "!=")
-
-
-def field_value(obj: JsonObject, path: str) -> str:
-    """The string form of a field, as field selectors compare it (absent is ``""``)."""
-    value: Any = obj
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-@dataclass(frozen=True, slots=True)
-class Filter:
-    """Which objects of one resource a list or a watch is about."""
-
-    namespace: str | None = None
-    labels: LabelSelector = LabelSelector()
-    fields: FieldSelector = FieldSelector()
-
-    def matches(self, obj: JsonObject) -> bool:
-        meta = obj["metadata"]
-        if self.namespace is not None and meta.get("namespace") != self.namespace:
-            return False
-        return self.labels.matches(meta.get("labels")) and self.fields.matches(obj)
-
-
-# --------------------------------------------------------------------------- patches
-
-
-class PatchType(StrEnum):
-    """The patch media types the sandbox accepts."""
-
-    JSON = "application/json-patch+json"
-    MERGE = "application/merge-patch+json"
-    STRATEGIC_MERGE = "application/strategic-merge-patch+json"
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch; ``target`` is not modified."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
-class _PatchError(Exception):
-    """A JSON patch operation that does not apply to the document."""
-
-
-def json_patch(doc: Any, operations: Any) -> Any:
-    """RFC 6902 JSON patch; ``doc`` is modified in place and returned (it may be replaced)."""
-    if not isinstance(operations, list) or not all(isinstance(op, dict) for op in operations):
-        raise ApiError.bad_request("a JSON patch must be a list of operation objects")
-    try:
-        for op in operations:
-            doc = _apply_operation(doc, op)
-    except _PatchError as exc:
-        raise _patch_failed(str(exc)) from None
-    return doc
-
-
-def _apply_operation(doc: Any, op: JsonObject) -> Any:
-    name, path = op.get("op"), op.get("path")
-    if not isinstance(path, str):
-        raise ApiError.bad_request(f"JSON patch operation {name!r} has no path")
-    if name in ("add", "replace", "test") and "value" not in op:
-        raise ApiError.bad_request(f"JSON patch operation {name!r} on {path} has no value")
-    match name:
-        case "add":
-            return _pointer_add(doc, path, _copy(op["value"]))
-        case "remove":
-            return _pointer_remove(doc, path)[0]
-        case "replace":
-            doc, _ = _pointer_remove(doc, path)
-            return _pointer_add(doc, path, _copy(op["value"]))
-        case "move":
-            doc, value = _pointer_remove(doc, _from(op))
-            return _pointer_add(doc, path, value)
-        case "copy":
-            return _pointer_add(doc, path, _copy(_pointer_get(doc, _from(op))))
-        case "test":
-            if not _json_equal(_pointer_get(doc, path), op["value"]):
-                raise _PatchError(f"testing value {path} failed")
-            return doc
-    raise ApiError.bad_request(f"unknown JSON patch operation {name!r}")
-
-
-def _from(op: JsonObject) -> str:
-    source = op.get("from")
-    if not isinstance(source, str):
-        raise ApiError.bad_request(f"JSON patch operation {op.get('op')!r} has no from")
-    return source
-
-
-def _tokens(path: str) -> list[str]:
-    if path == "":
-        return []
-    if not path.startswith("/"):
-        raise ApiError.bad_request(f"JSON pointer {path!r} does not start with /")
-    return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
-
-
-def _index(container: list[Any], token: str, path: str, *, append: bool = False) -> int:
-    if append and token == "-":
-        return len(container)
-    if not token.isdigit() or (len(token) > 1 and token[0] == "0"):
-        raise _PatchError(f"invalid array index {token!r} in {path}")
-    index = int(token)
-    if index > len(container) - (0 if append else 1):
-        raise _PatchError(f"array index {index} out of range in {path}")
-    return index
-
-
-def _parent(doc: Any, tokens: list[str], path: str) -> Any:
-    node = doc
-    for token in tokens[:-1]:
-        if isinstance(node, dict) and token in node:
-            node = node[token]
-        elif isinstance(node, list):
-            node = node[_index(node, token, path)]
-        else:
-            raise _PatchError(f"doc is missing path: {path}")
-    return node
-
-
-def _pointer_get(doc: Any, path: str) -> Any:
-    tokens = _tokens(path)
-    if not tokens:
-        return doc
-    parent, last = _parent(doc, tokens, path), tokens[-1]
-    if isinstance(parent, dict) and last in parent:
-        return parent[last]
-    if isinstance(parent, list):
-        return parent[_index(parent, last, path)]
-    raise _PatchError(f"doc is missing path: {path}")
-
-
-def _pointer_add(doc: Any, path: str, value: Any) -> Any:
-    tokens = _tokens(path)
-    if not tokens:
-        return value
-    parent, last = _parent(doc, tokens, path), tokens[-1]
-    if isinstance(parent, dict):
-        parent[last] = value
-    elif isinstance(parent, list):
-        parent.insert(_index(parent, last, path, append=True), value)
-    else:
-        raise _PatchError(f"doc is missing path: {path}")
-    return doc
-
-
-def _pointer_remove(doc: Any, path: str) -> tuple[Any, Any]:
-    tokens = _tokens(path)
-    if not tokens:
-        return None, doc
-    parent, last = _parent(doc, tokens, path), tokens[-1]
-    if isinstance(parent, dict) and last in parent:
-        return doc, parent.pop(last)
-    if isinstance(parent, list):
-        return doc, parent.pop(_index(parent, last, path))
-    raise _PatchError(f"doc is missing path: {path}")
-
-
-def _json_equal(a: Any, b: Any) -> bool:
-    """Equality of JSON values, where ``true`` is not ``1``."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    return type(a) is type(b) and a == b
-
-
-# --------------------------------------------------------------------------- stored objects and changes
-
-
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def _copy(value: Any) -> Any:
-    """A deep copy of a JSON value (and a check that it is one)."""
-    try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError) as exc:
-        raise ApiError.bad_request(f"not a JSON object: {exc}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class Stored:
-    """One committed version of an object: never mutated after commit."""
-
-    obj: JsonObject
-    raw: bytes
-    """The object as JSON, ``apiVersion`` and ``kind`` first."""
-    item_raw: bytes
-    """The object as a typed list's item (without ``apiVersion``/``kind`` unless a custom resource)."""
-    rv: int
-
-    @classmethod
-    def encode(cls, rt: ResourceType, obj: JsonObject, rv: int) -> Stored:
-        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
-        body_raw = _dumps(body)
-        head = b'{"apiVersion":%s,"kind":%s' % (_dumps(rt.api_version), _dumps(rt.kind))
-        raw = head + (b"," + body_raw[1:] if len(body_raw) > 2 else b"}")
-        full = {"apiVersion": rt.api_version, "kind": rt.kind, **body}
-        return cls(full, raw, raw if rt.custom else body_raw, rv)
-
-    def copy(self) -> JsonObject:
-        return json.loads(self.raw)
-
-
-class EventType(StrEnum):
-    """Watch event types."""
-
-    ADDED = "ADDED"
-    MODIFIED = "MODIFIED"
-    DELETED = "DELETED"
-    BOOKMARK = "BOOKMARK"
-    ERROR = "ERROR"
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One committed write: ``new`` is the object after it (the last state, for a delete)."""
-
-    type: EventType
-    rt: ResourceType
-    new: Stored
-    old: Stored | None
-
-    @property
-    def rv(self) -> int:
-        return self.new.rv
-
-
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    """What a watcher receives: the event type and the object's committed version."""
-
-    type: EventType
-    stored: Stored
-
-    @property
-    def resource_version(self) -> str:
-        return str(self.stored.rv)
-
-    @property
-    def object(self) -> JsonObject:
-        """A fresh copy of the object."""
-        return self.stored.copy()
-
-    def line(self) -> bytes:
-        """The event as one line of a watch stream."""
-        return b'{"type":"%s","object":%s}\n' % (self.type.encode(), self.stored.raw)
-
-
-def watch_event_for(change: Change, flt: Filter) -> WatchEvent | None:
-    """The event a watcher with ``flt`` sees for ``change``, as the watch cache decides it.
-
-    An object that starts matching arrives as ``ADDED``, one that stops matching as ``DELETED``.
-    """
-    now = flt.matches(change.new.obj)
-    before = change.old is not None and change.type is EventType.MODIFIED and flt.matches(change.old.obj)
-    if change.type is EventType.MODIFIED:
-        if now and before:
-            return WatchEvent(EventType.MODIFIED, change.new)
-        if now:
-            return WatchEvent(EventType.ADDED, change.new)
-        return WatchEvent(EventType.DELETED, change.new) if before else None
-    return WatchEvent(change.type, change.new) if now else None
-
-
-class Subscription:
-    """Live watch events of one resource through one filter; an async iterator of :class:`WatchEvent`.
-
-    Events already due when it was opened (history, or the synthetic ``ADDED`` events of a watch
-    without a resourceVersion) come first, then live ones, with no gap and no repeat. A subscriber
-    that falls more than ``buffer`` live events behind is closed, as the real watch cache drops
-    unresponsive watchers: it still gets what was queued, then the end, and resumes from the last
-    resourceVersion it saw.
-    """
-
-    def __init__(self, store: Store, rt: ResourceType, flt: Filter, backlog: Sequence[WatchEvent], buffer: int) -> None:
-        self.rt = rt
-        self.filter = flt
-        self._store = store
-        self._queue: asyncio.Queue[WatchEvent | None] = asyncio.Queue()
-        for event in backlog:
-            self._queue.put_nowait(event)
-        self._limit = len(backlog) + buffer
-        self.closed = False
-
-    def offer(self, change: Change) -> None:
-        event = watch_event_for(change, self.filter)
-        if event is None:
-            return
-        if self._queue.qsize() >= self._limit:
-            self.close()
-        else:
-            self._queue.put_nowait(event)
-
-    def pending(self) -> int:
-        """How many events are queued, not yet taken."""
-        return self._queue.qsize()
-
-    def take(self) -> WatchEvent | None:
-        """The next event if one is queued already, else ``None`` (without waiting)."""
-        return None if self._queue.empty() else self._queue.get_nowait()
-
-    async def get(self, timeout: float | None = None) -> WatchEvent | None:
-        """The next event, or ``None`` after ``timeout`` seconds without one or once closed."""
-        if not self._queue.empty():
-            return self._queue.get_nowait()
-        if self.closed:
-            return None
-        try:
-            async with asyncio.timeout(timeout):  # not wait_for: it can eat a cancel on 3.11
-                return await self._queue.get()
-        except TimeoutError:
-            return None
-
-    def close(self) -> None:
-        """Stop receiving; a pending ``get`` returns ``None``."""
-        if not self.closed:
-            self.closed = True
-            self._store._unsubscribe(self)
-            self._queue.put_nowait(None)
-
-    def __aiter__(self) -> AsyncIterator[WatchEvent]:
-        return self
-
-    async def __anext__(self) -> WatchEvent:
-        event = await self.get()
-        if event is None:
-            raise StopAsyncIteration
-        return event
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-@dataclass(slots=True)
-class ListResult:
-    """A page of a list: the items, the list's resourceVersion and how to get the next page."""
-
-    rt: ResourceType
-    items: list[Stored]
-    resource_version: int
-    continue_token: str = ""
-    remaining: int | None = None
-
-    def objects(self) -> list[JsonObject]:
-        return [item.copy() for item in self.items]
-
-    def metadata(self) -> JsonObject:
-        """The list's ``metadata`` (ListMeta)."""
-        meta: JsonObject = {"resourceVersion": str(self.resource_version)}
-        if self.continue_token:
-            meta["continue"] = self.continue_token
-        if self.remaining is not None:
-            meta["remainingItemCount"] = self.remaining
-        return meta
-
-    def raw(self) -> bytes:
-        """The list as a ``<Kind>List`` JSON document."""
-        head = b'{"kind":%s,"apiVersion":%s,"metadata":%s,"items":[' % (
-            _dumps(self.rt.kind + "List"),
-            _dumps(self.rt.api_version),
-            _dumps(self.metadata()),
-        )
-        return head + b",".join(item.item_raw for item in self.items) + b"]}"
 
 
 # --------------------------------------------------------------------------- the store
@@ -839,30 +238,6 @@ class Attempt:
 
 AdmissionHook = Callable[[Attempt], None]
 """A validating admission step: raises :class:`ApiError` to refuse the write."""
-
-
-DEFAULT_TOLERATION_SECONDS = 300
-"""kube-apiserver's ``--default-not-ready-toleration-seconds`` and ``--default-unreachable-toleration-seconds``."""
-
-
-def _admit_default_tolerations(pod: JsonObject) -> None:
-    """The DefaultTolerationSeconds admission plugin on a new pod: unless a toleration already
-    covers it (its key that taint's or empty, its effect ``NoExecute`` or empty), tolerate
-    ``node.kubernetes.io/not-ready`` and ``unreachable`` with ``NoExecute`` for 300 s, so a pod
-    outlives a node's short absence and is evicted from a node gone for longer."""
-    spec = pod.setdefault("spec", {})
-    tolerations = spec.get("tolerations")
-    if tolerations is not None and not isinstance(tolerations, list):
-        return  # validation refuses it
-    have = [t for t in tolerations or [] if isinstance(t, dict)]
-    added = []
-    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
-        if any(t.get("key") in (key, "", None) and t.get("effect") in ("NoExecute", "", None) for t in have):
-            continue
-        added.append({"key": key, "operator": "Exists", "effect": "NoExecute",
-                      "tolerationSeconds": DEFAULT_TOLERATION_SECONDS})
-    if added:
-        spec["tolerations"] = [*(tolerations or []), *added]
 
 
 class Store:
@@ -1091,7 +466,7 @@ class Store:
             if since < table.compacted_rv:
                 raise ApiError.expired(f"too old resource version: {since} ({table.compacted_rv + 1})")
             backlog = [e for c in table.history if c.rv > since and (e := watch_event_for(c, flt))]
-        subscription = Subscription(self, rt, flt, backlog, self._watch_buffer)
+        subscription = Subscription(self._unsubscribe, rt, flt, backlog, self._watch_buffer)
         table.subscriptions.append(subscription)
         return subscription
 
@@ -1139,6 +514,7 @@ class Store:
         storage.admit_create(rt, obj, self._storage_classes)
         _DEFAULTERS.get(rt.key, _no_defaults)(obj, True)
         _validate(rt, obj)
+        _decode_quantities(rt, obj, canonical=True)
         self.admit(Attempt(Operation.CREATE, rt, meta["name"], meta.get("namespace"), obj, None))
         return self._commit(EventType.ADDED, rt, key, obj, None)
 
@@ -1272,6 +648,7 @@ class Store:
                 storage.admit_update(rt, old.obj, new, self._storage_classes)
             except storage.Refusal as refusal:
                 raise ApiError.forbidden(rt.resource, meta["name"], str(refusal), rt.group) from None
+        _decode_quantities(rt, new, canonical=True)
         self.admit(Attempt(Operation.UPDATE, rt, meta["name"], namespace if rt.namespaced else None, new, old.obj,
                            str(subresource or "")))
         stored = self.commit_update(rt, old, new)
@@ -1330,7 +707,7 @@ class Store:
         For subresources implemented outside the store (pod binding, controllers writing status);
         a no-op, returning ``old``, when nothing changed.
         """
-        _decode_quantities(rt, new)
+        _decode_quantities(rt, new, canonical=True)
         new["metadata"]["resourceVersion"] = str(old.rv)
         new.setdefault("apiVersion", rt.api_version)
         new.setdefault("kind", rt.kind)
@@ -1647,125 +1024,10 @@ def _check_preconditions(rt: ResourceType, stored: Stored, preconditions: Mappin
         )
 
 
-# ------------------------------------------------------------ per-resource defaulting and validation
-
-
-def _decode_quantities(rt: ResourceType, obj: JsonObject) -> None:
-    """The decoder's reading of the object's quantities (:mod:`.quantity_fields`): each kept in
-    canonical text, ``400`` for one that does not parse."""
-    try:
-        quantity_fields.canonicalize(rt, obj)
-    except quantity.QuantityError as error:
-        raise ApiError.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error}') from None
-
-
-def _validate(rt: ResourceType, obj: JsonObject) -> None:
-    """kube-apiserver's validation of the object (:mod:`.object_validation`): ``422`` with every
-    problem found, ``400`` for a value that would not decode."""
-    try:
-        errors = object_validation.validate(rt, obj) + storage.validate(rt, obj)
-    except object_validation.DecodeError as error:
-        raise ApiError.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error}') from None
-    if errors:
-        name = str((obj.get("metadata") or {}).get("name") or "")
-        message, details = object_validation.invalid(rt, name, errors)
-        raise ApiError(422, Reason.INVALID, message, details)
-
-
-def _no_defaults(obj: JsonObject, creating: bool) -> None:
-    """Most resources have no server-side defaults here."""
-
-
-def _no_checks(rt: ResourceType, old: JsonObject, new: JsonObject) -> None:
-    """Most resources accept any update."""
-
-
-def _pod_defaults(pod: JsonObject, creating: bool) -> None:
-    spec = pod.setdefault("spec", {})
-    defaults.port_defaults(spec)
-    object_validation.default_pod_requests(spec)
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    if creating:
-        pod["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
-
-
-def _qos_class(spec: JsonObject) -> str:
-    """Guaranteed, Burstable or BestEffort, from the containers' CPU and memory requests and limits."""
-    containers = [*spec.get("containers", []), *spec.get("initContainers", [])]
-    resources = [c.get("resources") or {} for c in containers]
-    compute = ("cpu", "memory")
-    if not any(r.get(kind, {}).get(name) for r in resources for kind in ("requests", "limits") for name in compute):
-        return "BestEffort"
-    guaranteed = all(
-        (r.get("limits") or {}).get(name)
-        and (r.get("requests") or {}).get(name, r["limits"][name]) == r["limits"][name]
-        for r in resources
-        for name in compute
-    )
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
-_MUTABLE_POD_SPEC = ("activeDeadlineSeconds", "tolerations", "schedulingGates", "terminationGracePeriodSeconds")
-
-
-def _pod_spec_for_comparison(spec: JsonObject) -> JsonObject:
-    """A pod spec without the fields an update may change."""
-    stripped = {k: v for k, v in spec.items() if k not in _MUTABLE_POD_SPEC}
-    for group in ("containers", "initContainers"):
-        if group in stripped:
-            stripped[group] = [{k: v for k, v in c.items() if k != "image"} for c in stripped[group]]
-    return stripped
-
-
-def _check_pod_update(rt: ResourceType, old: JsonObject, new: JsonObject) -> None:
-    if _pod_spec_for_comparison(old.get("spec", {})) != _pod_spec_for_comparison(new.get("spec", {})):
-        raise ApiError.invalid(
-            rt,
-            new["metadata"]["name"],
-            "spec",
-            "FieldValueForbidden",
-            "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
-            "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
-            "(only additions to existing tolerations), `spec.terminationGracePeriodSeconds` "
-            "(allow it to be set to 1 if it was previously negative)",
-        )
-
-
-def _namespace_defaults(namespace: JsonObject, creating: bool) -> None:
-    namespace.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-    if creating:
-        namespace["status"] = {"phase": "Active"}
-
-
-_DEFAULTERS: dict[str, Callable[[JsonObject, bool], None]] = {
-    rt.key: defaulter
-    for rt, defaulter in (
-        (RESOURCE_TYPES[Resource.PODS], _pod_defaults),
-        (RESOURCE_TYPES[Resource.NAMESPACES], _namespace_defaults),
-        (RESOURCE_TYPES[Resource.JOBS], defaults.job_defaults),
-        (RESOURCE_TYPES[Resource.DEPLOYMENTS], defaults.deployment_defaults),
-        (RESOURCE_TYPES[Resource.REPLICASETS], defaults.replicaset_defaults),
-        (RESOURCE_TYPES[Resource.DAEMONSETS], defaults.daemonset_defaults),
-        (RESOURCE_TYPES[Resource.STATEFULSETS], defaults.statefulset_defaults),
-        (RESOURCE_TYPES[Resource.SERVICES], defaults.service_defaults),
-    )
-}
-def _check_storage_update(rt: ResourceType, old: JsonObject, new: JsonObject) -> None:
-    """The update validation of the storage kinds (:mod:`.storage`): ``422`` with every problem."""
-    errors = storage.validate_update(rt, old, new)
-    if errors:
-        message, details = object_validation.invalid(rt, new["metadata"]["name"], errors)
-        raise ApiError(422, Reason.INVALID, message, details)
-
-
-_DEFAULTERS.update(storage.DEFAULTERS)
-_CHECKS: dict[Resource, Callable[[ResourceType, JsonObject, JsonObject], None]] = {
-    Resource.PODS: _check_pod_update,
-}
-_CHECKS.update({  # type: ignore[dict-item]  # keyed as looked up: by ResourceType.key
-    RESOURCE_TYPES[r].key: _check_storage_update
-    for r in (Resource.PERSISTENTVOLUMECLAIMS, Resource.PERSISTENTVOLUMES, Resource.STORAGECLASSES, Resource.CSISTORAGECAPACITIES)
-})
+__all__ = [  # the store's public face, with the records of the modules it was split into
+    "DEFAULT_NAMESPACES", "DEFAULT_TOLERATION_SECONDS", "HIGHEST_USER_PRIORITY", "RESOURCE_TYPES", "SYSTEM_PRIORITY_CLASSES",
+    "AdmissionHook", "ApiError", "Attempt", "Catalogue", "Change", "EventType", "FieldRequirement", "FieldSelector",
+    "Filter", "JsonObject", "LabelSelector", "ListResult", "Operation", "PatchType", "Propagation", "Reason",
+    "Resource", "ResourceType", "Store", "Stored", "Subresource", "Subscription", "WatchEvent", "failure_status",
+    "json_patch", "merge_patch", "parse_resource_version", "rfc3339",
+]
