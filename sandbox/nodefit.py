@@ -19,12 +19,12 @@ oracle usher is checked against (``tests/kube/test_rule_agreement.py`` holds bot
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
-from usher.engine.scenario.quantity import parse_cpu, parse_memory
-
+from . import quantity as _quantity
 from .labels import Operator, Requirement, parse_int64
 
 JsonObject = dict[str, Any]
@@ -38,11 +38,11 @@ def quantity(name: str, value: Any) -> int:
     if value is None:
         return 0
     try:
-        if name == CPU:
-            return parse_cpu(value)
-        return parse_memory(value)
-    except ValueError:
+        parsed = _quantity.parse(value)
+    except _quantity.QuantityError:
         return 0
+    # the scheduler's and the kubelet's units: MilliValue() for cpu, Value() (rounded up) otherwise
+    return parsed.milli_value() if name == CPU else math.ceil(parsed.value)
 
 
 def _requests_of(container: Mapping[str, Any]) -> dict[str, int]:

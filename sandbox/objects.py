@@ -1,6 +1,6 @@
 """A scenario's cluster as Kubernetes objects: Nodes, the queues ConfigMap, each job's pods.
 
-These follow the conventions the kube backend reads (``usher.engine.backends.kube.objects``), so
+These follow the conventions usher documents for its users (:mod:`.usher_names`), so
 a scenario served by the sandbox and scheduled through the API is the same scenario the replay
 backend runs. Pods live in namespace ``default``, are named ``<job>-<pod group>-<k>`` and carry
 the gang labels; ``usher/duration`` tells the kubelet stand-in how long each runs.
@@ -9,31 +9,41 @@ the gang labels; ``usher/duration`` tells the kubelet stand-in how long each run
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
+from enum import StrEnum
 from typing import Any
 
 import yaml
 
-from usher.engine.backends.kube.client import format_time, utcnow
-from usher.engine.backends.kube.rbac import (
-    DECISIONS_CONFIG_KEY,
-    DECISIONS_CONFIGMAP,
-    QUEUES_CONFIG_KEY,
-    QUEUES_CONFIGMAP,
-    USHER_NAMESPACE,
-)
-from usher.engine.backends.kube.objects import (
-    GPU_RESOURCE,
-    SCHEDULER_NAME,
-    Annotation,
-    Label,
-)
 from usher.engine.scenario import JobSpec, NodeSpec, Scenario
 from usher.engine.scenario.quantity import format_cpu
 
 from .admission import SCENARIO_ANNOTATION
+from .store import rfc3339
+from .usher_names import (
+    DECISIONS_CONFIG_KEY,
+    DECISIONS_CONFIGMAP,
+    GPU_RESOURCE,
+    QUEUES_CONFIG_KEY,
+    QUEUES_CONFIGMAP,
+    SCHEDULER_NAME,
+    USHER_NAMESPACE,
+    Annotation,
+    Label,
+)
 
 JOB_NAMESPACE = "default"
+
+
+class PodPhase(StrEnum):
+    """``status.phase`` of a pod, as the kubelet reports it."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
 #: a label the sandbox puts on its pods so that it can tell them from anyone else's
 JOB_LABEL = "sandbox.usher/job"
 
@@ -72,7 +82,7 @@ def node_object(spec: NodeSpec, now: str | None = None) -> dict[str, Any]:
         "status": {
             "capacity": dict(allocatable),
             "allocatable": allocatable,
-            "conditions": node_conditions(now or format_time(utcnow())),
+            "conditions": node_conditions(now or rfc3339(time.time())),
             "addresses": [{"type": "InternalIP", "address": _node_ip(spec.name)}, {"type": "Hostname", "address": spec.name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": node_info(spec.name),

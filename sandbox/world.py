@@ -36,22 +36,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
-from usher.engine.backends.kube.client import format_time, utcnow
-from usher.engine.backends.kube.objects import (
-    LIMIT_FIELDS,
-    SCHEDULER_NAME,
-    Annotation,
-    Phase,
-    edit_queue_limits,
-)
 from usher.engine.backends.kube.decisions import decide, format_decisions, parse_decisions
-from usher.engine.backends.kube.rbac import (
-    DECISIONS_CONFIG_KEY,
-    DECISIONS_CONFIGMAP,
-    QUEUES_CONFIG_KEY,
-    QUEUES_CONFIGMAP,
-    USHER_NAMESPACE,
-)
+from usher.engine.backends.kube.objects import LIMIT_FIELDS, edit_queue_limits
 from usher.engine.enums import Action
 from usher.engine.scenario import EventSpec, JobSpec, Scenario
 from usher.engine.scenario.quantity import parse_duration
@@ -60,6 +46,7 @@ from .kinds import Resource
 from .objects import (
     JOB_LABEL,
     JOB_NAMESPACE,
+    PodPhase,
     node_conditions,
     node_object,
     pod_objects,
@@ -69,7 +56,16 @@ from .objects import (
     seconds,
     unreachable_conditions,
 )
-from .store import ApiError
+from .store import ApiError, rfc3339
+from .usher_names import (
+    DECISIONS_CONFIG_KEY,
+    DECISIONS_CONFIGMAP,
+    QUEUES_CONFIG_KEY,
+    QUEUES_CONFIGMAP,
+    SCHEDULER_NAME,
+    USHER_NAMESPACE,
+    Annotation,
+)
 
 if TYPE_CHECKING:
     from .apiserver import FakeApiServer
@@ -258,13 +254,13 @@ class World:
     async def _complete(self, name: str, run: Running) -> None:
         del self.running[name]
         self.finished.add(name)
-        await self._set_phase(name, Phase.SUCCEEDED)
+        await self._set_phase(name, PodPhase.SUCCEEDED)
 
-    async def _set_phase(self, name: str, phase: Phase, containers: list[dict[str, Any]] | None = None) -> None:
+    async def _set_phase(self, name: str, phase: PodPhase, containers: list[dict[str, Any]] | None = None) -> None:
         """The kubelet's status update: a strategic merge patch, so the conditions it does not
         own (PodScheduled, usher's) stay, as they do on a cluster."""
-        now = format_time(utcnow())
-        running = phase == Phase.RUNNING
+        now = rfc3339(time.time())
+        running = phase == PodPhase.RUNNING
         status: dict[str, Any] = {"phase": str(phase)}
         ready = "True" if running else "False"
         reason = {} if running else {"reason": "PodCompleted"}
@@ -305,7 +301,7 @@ class World:
                 for name in self._pods_on(ev.node):
                     await self._evict(name)
         elif action in (Action.FAIL, Action.RECOVER):
-            now = format_time(utcnow())
+            now = rfc3339(time.time())
             # the kubelet posts its conditions again, or the node lifecycle controller marks them
             # Unknown (a strategic merge patch merges conditions by type)
             conditions = node_conditions(now) if action == Action.RECOVER else unreachable_conditions(now)
@@ -344,7 +340,7 @@ class World:
         """An operator approves, holds or releases a job: an entry in ConfigMap usher-decisions
         (the scenario's pods carry usher/gang: the job's gang key is ``<namespace>/<job>``)."""
         path = f"/api/v1/namespaces/{USHER_NAMESPACE}/configmaps/{DECISIONS_CONFIGMAP}"
-        when = format_time(utcnow())
+        when = rfc3339(time.time())
         for _ in range(5):
             cm = await self._req("GET", path)
             data = cm.get("data") or {}
@@ -460,7 +456,7 @@ class World:
             gpus = (meta.get("annotations") or {}).get(Annotation.GPUS, "")
             self.starts.append((job, now, node, tuple(int(g) for g in gpus.split(",") if g)))
             self.pod_node[name] = node
-            await self._set_phase(name, Phase.RUNNING, spec.get("containers"))
+            await self._set_phase(name, PodPhase.RUNNING, spec.get("containers"))
             self._changed.set()
 
     async def _requeue(self, name: str, job_name: str, run: Running | None) -> None:

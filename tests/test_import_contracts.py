@@ -59,7 +59,8 @@ def lint(tree: Path) -> subprocess.CompletedProcess[str]:
 def test_import_contracts_hold(tmp_path: Path) -> None:
     done = lint(package_tree(tmp_path))
     assert done.returncode == 0, f"lint-imports found broken import contracts:\n{done.stdout}\n{done.stderr}"
-    assert "Contracts: 5 kept, 0 broken." in done.stdout, done.stdout
+    contracts = (ROOT / ".importlinter").read_text().count("[importlinter:contract:")
+    assert f"Contracts: {contracts} kept, 0 broken." in done.stdout, done.stdout
 
 
 def test_the_circle_contract_names_every_module_of_a_circle() -> None:
