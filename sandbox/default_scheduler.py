@@ -12,9 +12,24 @@ profile, in its order, each node stopping at the first that fails it:
   Pod's node affinity/selector");
 - NodeResourcesFit: requests against allocatable beside every non-terminal pod bound there
   ("Insufficient nvidia.com/gpu", "Too many pods"; one reason per resource short);
-- InterPodAffinity, required anti-affinity only ("node(s) didn't match pod anti-affinity rules").
+- PodTopologySpread (:mod:`usher.sandbox.topology_spread`): ``DoNotSchedule`` constraints
+  ("node(s) didn't match pod topology spread constraints");
+- InterPodAffinity (:mod:`usher.sandbox.pod_affinity`): required affinity and anti-affinity
+  of the pod, and the required anti-affinity of the pods already placed ("node(s) didn't match
+  pod affinity rules", "... pod anti-affinity rules", "node(s) didn't satisfy existing pods
+  anti-affinity rules").
 
-Of the feasible nodes the least allocated (cpu, memory and GPUs, averaged) wins, ties by name.
+Of the feasible nodes the best scored wins, ties by name: the least allocated (cpu, memory and
+GPUs, averaged; weight 1) plus the preferred pod affinity and the ``ScheduleAnyway`` spread
+(weight 2 each, as the default profile weighs them), each 0..100.
+
+Gangs of the Workload API (:mod:`usher.sandbox.workload_api`), as the GangScheduling plugin of
+1.35: a pod whose ``spec.workloadRef`` names a Workload or pod group that does not exist, or a
+``gang`` group with fewer pods than ``minCount``, waits untried (PreEnqueue); then the group's
+pending pods are placed together, each counting for the rules of the next, and bound only if at
+least ``minCount`` of the group (those already bound included) found a node; else none is bound
+(those that fit wait, as at Permit; those that fit nowhere say why). A ``basic`` group is
+scheduled pod by pod; each ``podGroupReplicaKey`` is a gang of its own.
 A pod that fits nowhere gets ``PodScheduled=False``, ``reason: Unschedulable`` and the real
 message ("0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 Insufficient
 nvidia.com/gpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for
@@ -29,13 +44,16 @@ volume) and binds the pod only once every claim is bound; a PreBind failure is
 ``PodScheduled=False`` reason ``SchedulerError`` with a ``FailedScheduling`` event, retried
 after a backoff (1 s doubling to 10 s).
 
-Not modelled: preemption, preferred (soft) affinity and spreading, pod affinity (only
-anti-affinity), ports, scheduling gates, nominated nodes.
+Not modelled: preemption (the message's preemption part is always "Preemption is not helpful
+for scheduling"), nominated nodes, the Permit timeout of a gang (its fitting pods wait for good),
+the cluster's default spread constraints.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from .kinds import RESOURCE_TYPES, Resource
@@ -58,7 +76,15 @@ from .nodefit import (
 from .events import EventType as Severity
 from .events import record
 from .parts import Host, Part
-from .store import ApiError, Change, EventType, LabelSelector, Stored
+from .pod_affinity import Affinity
+from .pod_affinity import has_rules as has_affinity
+from .pod_affinity import scores as affinity_scores
+from .pod_affinity import terms as affinity_terms
+from .pod_affinity import Kind as AffinityKind
+from .topology_spread import Spread, When
+from .topology_spread import has_rules as has_spread
+from .workload_api import GangKey, gang_of, workload_ref
+from .store import ApiError, Change, EventType, Stored
 from .volume_binding import BIND_TIMEOUT, MAX_VOLUMES, Pending, VolumeBinding, pod_claims
 
 JsonObject = dict[str, Any]
@@ -67,9 +93,38 @@ DEFAULT_SCHEDULER = "default-scheduler"
 POD_RT = RESOURCE_TYPES[Resource.PODS]
 
 
-def _anti_affinity_terms(pod: JsonObject) -> list[JsonObject]:
-    anti = ((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}
-    return list(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+def _gang_key(pod: JsonObject) -> GangKey | None:
+    ref = workload_ref(pod)
+    if ref is None:
+        return None
+    return (pod["metadata"].get("namespace", ""), str(ref.get("name") or ""), str(ref.get("podGroup") or ""),
+            str(ref.get("podGroupReplicaKey") or ""))
+
+
+@dataclass
+class _Cluster:
+    """What one pass of the scheduler sees: nodes, their labels, namespaces' labels, Workloads."""
+
+    nodes: list[JsonObject]
+    node_labels: dict[str, dict[str, str]]
+    namespace_labels: dict[str, dict[str, str]]
+    workloads: dict[tuple[str, str], JsonObject]
+    anti_affinity: bool = False
+    """Whether any pod placed has required anti-affinity (then every pod checks it)."""
+    label_list: list[dict[str, str]] = field(default_factory=list)
+
+    def placed(self, bound: dict[str, list[JsonObject]]) -> Iterable[tuple[JsonObject, dict[str, str]]]:
+        for name, pods in bound.items():
+            labels = self.node_labels.get(name)
+            if labels is not None:
+                yield from ((p, labels) for p in pods)
+
+
+@dataclass
+class _Choice:
+    node: JsonObject | None
+    reasons: Counter[str]
+    blocked: str | None = None
 
 
 def _waiting(pod: JsonObject) -> bool:
@@ -88,7 +143,7 @@ _STORAGE = (Resource.PERSISTENTVOLUMECLAIMS, Resource.PERSISTENTVOLUMES, Resourc
 
 
 class DefaultScheduler(Part):
-    resources = (Resource.PODS, Resource.NODES, *_STORAGE)
+    resources = (Resource.PODS, Resource.NODES, Resource.NAMESPACES, Resource.WORKLOADS, *_STORAGE)
 
     def __init__(self, mgr: Host) -> None:
         super().__init__(mgr)
@@ -140,12 +195,38 @@ class DefaultScheduler(Part):
         pending.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0),
                                     p["metadata"].get("creationTimestamp", ""), p["metadata"].get("namespace", ""),
                                     p["metadata"]["name"]))
+        cluster = self._cluster(nodes, bound)
+        gangs: dict[GangKey, tuple[int, list[JsonObject]]] = {}
         for pod in pending:
-            self.mgr.guard(lambda pod=pod: self._schedule(pod, nodes, used, bound))
+            if workload_ref(pod) is None:
+                self.mgr.guard(lambda pod=pod: self._schedule(pod, cluster, used, bound))
+                continue
+            gang = gang_of(pod, cluster.workloads)
+            if gang is None:
+                continue  # PreEnqueue: its Workload or pod group does not exist (yet)
+            key, min_count = gang
+            if min_count is None:
+                self.mgr.guard(lambda pod=pod: self._schedule(pod, cluster, used, bound))
+            else:
+                gangs.setdefault(key, (min_count, []))[1].append(pod)
+        for key, (min_count, members) in gangs.items():
+            self.mgr.guard(lambda key=key, min_count=min_count, members=members:
+                           self._schedule_gang(key, min_count, members, cluster, used, bound))
+
+    def _cluster(self, nodes: list[JsonObject], bound: dict[str, list[JsonObject]]) -> _Cluster:
+        node_labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in nodes}
+        namespaces = {s.obj["metadata"]["name"]: s.obj["metadata"].get("labels") or {} for s in self.stored(Resource.NAMESPACES)}
+        workloads: dict[tuple[str, str], JsonObject] = {}
+        if Resource.WORKLOADS in self.resources:
+            for stored in self.stored(Resource.WORKLOADS):
+                meta = stored.obj["metadata"]
+                workloads[(meta.get("namespace", ""), meta["name"])] = stored.obj
+        anti = any(affinity_terms(p, AffinityKind.ANTI_AFFINITY) for pods in bound.values() for p in pods)
+        return _Cluster(nodes, node_labels, namespaces, workloads, anti, [node_labels[n["metadata"]["name"]] for n in nodes])
 
     def _filter(self, pod: JsonObject, node: JsonObject, used: dict[str, dict[str, int]],
                 bound: dict[str, list[JsonObject]]) -> list[str]:
-        """The reasons ``node`` cannot take ``pod`` (empty: it can)."""
+        """The reasons ``node`` cannot take ``pod`` by the node, resource, port and volume filters."""
         spec = pod.get("spec") or {}
         taints = node_taints(node)
         if (node.get("spec") or {}).get("unschedulable"):
@@ -165,9 +246,6 @@ class DefaultScheduler(Part):
         wanted = host_ports(pod)
         if wanted and port_conflict(wanted, (p for other in bound.get(name, []) for p in host_ports(other))) is not None:
             return ["node(s) didn't have free ports for the requested pod ports"]
-        for term in _anti_affinity_terms(pod):
-            if self._anti_affinity_violated(pod, term, node, bound):
-                return ["node(s) didn't match pod anti-affinity rules"]
         if not pod_claims(pod):
             return []
         if self.volumes.limits_exceeded(pod, node, bound.get(name, [])):
@@ -175,63 +253,115 @@ class DefaultScheduler(Part):
         volume = self.volumes.filter(pod, node)
         return [volume] if volume else []
 
-    def _anti_affinity_violated(self, pod: JsonObject, term: JsonObject, node: JsonObject,
-                                bound: dict[str, list[JsonObject]]) -> bool:
-        key = term.get("topologyKey") or ""
-        value = (node["metadata"].get("labels") or {}).get(key)
-        if value is None:
-            return False
-        selector = LabelSelector.from_spec(term.get("labelSelector") or {})
-        namespaces = set(term.get("namespaces") or [pod["metadata"].get("namespace", "default")])
-        for other_node, others in bound.items():
-            try:
-                labels = self.store.get_stored(Resource.NODES, other_node).obj["metadata"].get("labels") or {}
-            except ApiError:
-                continue
-            if labels.get(key) != value:
-                continue
-            for other in others:
-                if other["metadata"].get("namespace") in namespaces and selector.matches(other["metadata"].get("labels") or {}):
-                    return True
-        return False
-
-    def _schedule(self, pod: JsonObject, nodes: list[JsonObject], used: dict[str, dict[str, int]],
-                  bound: dict[str, list[JsonObject]]) -> None:
+    def _choose(self, pod: JsonObject, cluster: _Cluster, used: dict[str, dict[str, int]],
+                bound: dict[str, list[JsonObject]]) -> _Choice:
+        """The node the pod would go to (None: none fits, and why each does not)."""
         reasons: Counter[str] = Counter()
-        feasible = []
         blocked = self.volumes.prefilter(pod) if pod_claims(pod) else None
-        for node in nodes if blocked is None else ():
+        if blocked is not None:
+            return _Choice(None, reasons, blocked)
+        spec = pod.get("spec") or {}
+        affinity = (Affinity(pod, cluster.placed(bound), cluster.namespace_labels)
+                    if has_affinity(pod) or cluster.anti_affinity else None)
+        spread = soft = None
+        if has_spread(pod):
+            placed = [(p, name) for name, pods in bound.items() for p in pods]
+            fits_affinity = lambda n: matches_node_selector(spec, n)  # noqa: E731
+            tolerated = lambda n: untolerated(pod, node_taints(n)) is None  # noqa: E731
+            spread = Spread(pod, When.DO_NOT_SCHEDULE, cluster.nodes, placed, fits_affinity, tolerated)
+            soft = Spread(pod, When.SCHEDULE_ANYWAY, cluster.nodes, placed, fits_affinity, tolerated)
+        feasible = []
+        for node in cluster.nodes:
             why = self._filter(pod, node, used, bound)
+            labels = cluster.node_labels[node["metadata"]["name"]]
+            if not why and spread is not None and (reason := spread.filter(labels)) is not None:
+                why = [reason]
+            if not why and affinity is not None and (reason := affinity.filter(labels)) is not None:
+                why = [reason]
             if why:
                 reasons.update(why)
             else:
                 feasible.append(node)
+        if not feasible:
+            return _Choice(None, reasons)
+        labels = [cluster.node_labels[n["metadata"]["name"]] for n in feasible]
+        extra = [0.0] * len(feasible)
+        if has_affinity(pod) or cluster.anti_affinity or any(has_affinity(p) for pods in bound.values() for p in pods):
+            extra = [e + 2 * a for e, a in zip(extra, affinity_scores(pod, labels, cluster.placed(bound), cluster.namespace_labels))]
+        if soft is not None:
+            extra = [e + 2 * t for e, t in zip(extra, soft.scores(labels))]
+        requests = pod_requests(pod)
+        ranked = [(100 * self._score(n, used.get(n["metadata"]["name"], {}), requests) + e,
+                   [-ord(ch) for ch in n["metadata"]["name"]], i) for i, (n, e) in enumerate(zip(feasible, extra))]
+        return _Choice(feasible[max(ranked)[2]], reasons)
+
+    def _unschedulable(self, pod: JsonObject, choice: _Choice, nodes: int) -> None:
         meta = pod["metadata"]
         try:
             stored = self.store.get_stored(POD_RT, meta["name"], meta.get("namespace"))
         except ApiError:
             return
         new = stored.copy()
-        if not feasible:
-            n = len(nodes)
-            parts = blocked or ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
-            message = f"0/{n} nodes are available: {parts}." if parts else f"0/{n} nodes are available."
-            message += f" preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
-            status = new.setdefault("status", {})
-            set_condition(status, self.store.now(), "PodScheduled", "False", "Unschedulable", message)
-            self.store.commit_update(POD_RT, stored, new)
+        parts = choice.blocked or ", ".join(sorted(f"{count} {reason}" for reason, count in choice.reasons.items()))
+        message = f"0/{nodes} nodes are available: {parts}." if parts else f"0/{nodes} nodes are available."
+        message += f" preemption: 0/{nodes} nodes are available: {nodes} Preemption is not helpful for scheduling."
+        status = new.setdefault("status", {})
+        set_condition(status, self.store.now(), "PodScheduled", "False", "Unschedulable", message)
+        self.store.commit_update(POD_RT, stored, new)
+
+    def _schedule(self, pod: JsonObject, cluster: _Cluster, used: dict[str, dict[str, int]],
+                  bound: dict[str, list[JsonObject]]) -> None:
+        choice = self._choose(pod, cluster, used, bound)
+        if choice.node is None:
+            self._unschedulable(pod, choice, len(cluster.nodes))
             return
-        requests = pod_requests(pod)
-        best = max(feasible, key=lambda n: (self._score(n, used.get(n["metadata"]["name"], {}), requests),
-                                            [-ord(ch) for ch in n["metadata"]["name"]]))
-        name = best["metadata"]["name"]
-        add_usage(used.setdefault(name, {}), requests)
+        self._commit(pod, choice.node, cluster, used, bound)
+
+    def _schedule_gang(self, key: GangKey, min_count: int, members: list[JsonObject], cluster: _Cluster,
+                       used: dict[str, dict[str, int]], bound: dict[str, list[JsonObject]]) -> None:
+        """Place the pending pods of one gang together; bind them only if the gang reaches ``minCount``."""
+        already = sum(1 for pods in bound.values() for p in pods if _gang_key(p) == key)
+        if already + len(members) < min_count:
+            return  # PreEnqueue: not enough pods of the group yet
+        trial_used = {name: dict(u) for name, u in used.items()}
+        trial_bound = {name: list(pods) for name, pods in bound.items()}
+        chosen: list[tuple[JsonObject, JsonObject]] = []
+        failed: list[tuple[JsonObject, _Choice]] = []
+        for pod in members:
+            choice = self._choose(pod, cluster, trial_used, trial_bound)
+            if choice.node is None:
+                failed.append((pod, choice))
+                continue
+            name = choice.node["metadata"]["name"]
+            add_usage(trial_used.setdefault(name, {}), pod_requests(pod))
+            trial_bound.setdefault(name, []).append(pod)
+            if affinity_terms(pod, AffinityKind.ANTI_AFFINITY):
+                cluster.anti_affinity = True
+            chosen.append((pod, choice.node))
+        for pod, choice in failed:
+            self._unschedulable(pod, choice, len(cluster.nodes))
+        if already + len(chosen) < min_count:
+            return  # all or nothing: the pods that fit wait, as at Permit
+        for pod, node in chosen:
+            self._commit(pod, node, cluster, used, bound)
+
+    def _commit(self, pod: JsonObject, node: JsonObject, cluster: _Cluster, used: dict[str, dict[str, int]],
+                bound: dict[str, list[JsonObject]]) -> None:
+        meta = pod["metadata"]
+        name = node["metadata"]["name"]
+        add_usage(used.setdefault(name, {}), pod_requests(pod))
+        if affinity_terms(pod, AffinityKind.ANTI_AFFINITY):
+            cluster.anti_affinity = True
         if pod_claims(pod):
-            prebind = self.volumes.prebind(pod, best)
+            prebind = self.volumes.prebind(pod, node)
             key = (meta.get("namespace", ""), meta["name"])
             self._prebind[key] = prebind
             self.mgr.at(prebind.since + BIND_TIMEOUT, ("prebind", key), self.resync)
             self._finish_prebind(pod, key)
+            return
+        try:
+            stored = self.store.get_stored(POD_RT, meta["name"], meta.get("namespace"))
+        except ApiError:
             return
         self._bind(stored, name)
         bound.setdefault(name, []).append(pod)

@@ -39,6 +39,7 @@ class Resource(StrEnum):
     LEASES = "leases"
     PODDISRUPTIONBUDGETS = "poddisruptionbudgets"
     PODGROUPS = "podgroups"
+    WORKLOADS = "workloads"
     DEPLOYMENTS = "deployments"
     REPLICASETS = "replicasets"
     DAEMONSETS = "daemonsets"
@@ -225,6 +226,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ResourceType(Resource.ROLEBINDINGS, _RBAC, "v1", "RoleBinding", True),
     ResourceType(Resource.CLUSTERROLEBINDINGS, _RBAC, "v1", "ClusterRoleBinding", False),
     ResourceType(Resource.PRIORITYCLASSES, "scheduling.k8s.io", "v1", "PriorityClass", False, ("pc",)),
+    ResourceType(Resource.WORKLOADS, "scheduling.k8s.io", "v1alpha1", "Workload", True, tracks_generation=True),
     ResourceType(
         Resource.CUSTOMRESOURCEDEFINITIONS,
         "apiextensions.k8s.io",

@@ -90,6 +90,8 @@ class ErrorType(StrEnum):
     FORBIDDEN = "FieldValueForbidden"
     TOO_LONG = "FieldValueTooLong"
     NOT_SUPPORTED = "FieldValueNotSupported"
+    DUPLICATE = "FieldValueDuplicate"
+    TOO_MANY = "FieldValueTooMany"
 
 
 _TYPE_TEXT = {
@@ -98,6 +100,8 @@ _TYPE_TEXT = {
     ErrorType.FORBIDDEN: "Forbidden",
     ErrorType.TOO_LONG: "Too long",
     ErrorType.NOT_SUPPORTED: "Unsupported value",
+    ErrorType.DUPLICATE: "Duplicate value",
+    ErrorType.TOO_MANY: "Too many",
 }
 
 
@@ -118,7 +122,7 @@ class FieldError:
     def body(self) -> str:
         """``ErrorBody()``: the message without the field path."""
         text = _TYPE_TEXT[self.type]
-        if self.type in (ErrorType.INVALID, ErrorType.NOT_SUPPORTED) and self.value is not None:
+        if self.type in (ErrorType.INVALID, ErrorType.NOT_SUPPORTED, ErrorType.DUPLICATE, ErrorType.TOO_MANY) and self.value is not None:
             text = f"{text}: {self.value}"
         return f"{text}: {self.detail}" if self.detail else text
 

@@ -27,6 +27,7 @@ from enum import StrEnum
 from functools import cache, cached_property
 from typing import Any
 
+from usher.sandbox import workload_api
 from usher.sandbox.kinds import ResourceType
 
 JsonObject = dict[str, Any]
@@ -477,6 +478,9 @@ def _all_builtin_components() -> dict[str, JsonObject]:
     names = _definition_names()
     for model, name in names.items():
         components[name] = model_schema(model)
+    components.update(workload_api.COMPONENTS)  # 1.35 kinds the client's models no longer have
+    pod_spec = components[names["V1PodSpec"]]
+    pod_spec["properties"] = dict(sorted({**pod_spec["properties"], **workload_api.POD_SPEC_FIELDS}.items()))
     for gvk, model in BUILTIN_MODELS.items():
         components[names[model]][Ext.GVK.value] = [gvk.extension()]
         list_model = model + "List"
@@ -495,6 +499,8 @@ def builtin_components() -> Mapping[str, JsonObject]:
 
 def builtin_definition(gvk: Gvk) -> str | None:
     """The definition name of a built-in kind, or ``None``."""
+    if gvk == Gvk(workload_api.GROUP, workload_api.VERSION, workload_api.KIND):
+        return workload_api.WORKLOAD
     model = BUILTIN_MODELS.get(gvk)
     return definition_name(model) if model is not None else None
 

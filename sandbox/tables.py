@@ -312,6 +312,7 @@ _COLUMNS: dict[Resource, tuple[Column, ...]] = {
     ),
     Resource.NAMESPACES: (_NAME, Column("Status", _path("status", "phase", default="")), _AGE),
     Resource.LEASES: (_NAME, Column("Holder", _path("spec", "holderIdentity", default="")), _AGE),
+    Resource.WORKLOADS: (_NAME, _AGE),
     Resource.DEPLOYMENTS: (
         _NAME,
         Column("Ready", _ready_of("replicas", "readyReplicas")),
