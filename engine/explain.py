@@ -16,6 +16,8 @@ state as it is when they are first read.
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from . import fmt
@@ -29,7 +31,8 @@ from .policy.filters.extras import PODS, extra_offered
 from .policy.filters.gpu_model import accepts
 from .policy.filters.node_constraints import EXCLUDED
 from .policy.filters.registry import diagnose
-from .policy.placement import gang_counts, no_matching_nodes, request_of
+from .policy.placement import Placer, gang_counts, no_matching_nodes, request_of
+from .policy.registry import Scoring
 from .state import INF, MILLI, RESOURCE_NAMES, ClusterState, Job, PodGroup
 
 #: a lazy field not worked out yet
@@ -159,6 +162,29 @@ def _capacity_numbers(state: ClusterState) -> Capacity:
 def _constrained(job: Job) -> PodGroup | None:
     """The pod group (most GPUs first) whose node constraints exclude nodes, if any."""
     return next((g for g in sorted(job.groups, key=lambda g: -g.gpu_milli) if g.eligible is not None), None)
+
+
+def _rule_words(state: ClusterState, job: Job, counts: list[int]) -> str | None:
+    """What a pod's rules against other pods say where the gang's placement stops, counting the
+    gang's pods placed before it: ``with 2 of its 3 pods placed, anti-affinity with 2 pods of
+    app=vllm (one per kubernetes.io/hostname) on every node with room (2 nodes)``; None when the
+    gang has no rules or they are not what stops it."""
+    if all(g.rules is None for g in job.groups):
+        return None
+    stop = Placer(state).first_refused(job, counts)
+    if stop is None or stop[0].rules is None:
+        return None
+    pod, placed = stop
+    rules = pod.rules
+    plain = replace(pod, rules=None)
+    roomy = [n for n in state.nodes if Placer(state, scoring=Scoring.FIRST_FIT).choose_node(plain, [n.id]) is not None]
+    found = Counter(w for n in roomy if (w := rules.refusal(n, placed)) is not None)
+    if not found:
+        return None
+    words, n = found.most_common(1)[0]
+    where = "every node with room" if n == len(roomy) else f"{n} of the {len(roomy)} nodes with room"
+    so_far = f"with {len(placed)} of its {sum(counts)} pods placed, " if placed else ""
+    return f"{so_far}{words} on {where} ({fmt.plural(len(roomy), 'node')})"
 
 
 def _constraint_words(state: ClusterState, pod: PodGroup) -> str:
@@ -331,6 +357,9 @@ def message(
     short = _extras_short(state, job, capacity.extras)
     if short is not None:
         return f"Asks for {_asks(job)}{cpu_note}; {short} ({fmt.plural(free, 'GPU')} free on schedulable nodes)."
+    rules = _rule_words(state, job, counts)
+    if rules is not None:
+        return f"Asks for {_asks(job)}{cpu_note}; {rules} ({fmt.plural(free, 'GPU')} free on schedulable nodes)."
     constrained = _constrained(job)
     if constrained is not None:
         return (

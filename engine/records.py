@@ -163,8 +163,9 @@ class PlacementRules(Protocol):
         """The ids of the nodes the rules allow for one more pod."""
         ...
 
-    def refusal(self, node: Node) -> str | None:
-        """The words for the rule that keeps a pod off ``node`` as things are (None: none does)."""
+    def refusal(self, node: Node, placed: Sequence[tuple[str, int]] = ()) -> str | None:
+        """The words for the rule that keeps a pod off ``node`` as things are, with the job's
+        ``placed`` pods counted (None: no rule does)."""
         ...
 
 

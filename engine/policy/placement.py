@@ -128,6 +128,32 @@ class Placer:
                 best, best_score = node, s
         return best
 
+    def _gang_so_far(self) -> list[tuple[str, int]]:
+        """The pods of the gang being placed that are placed so far: pod group name and node id."""
+        mark = self._gang_mark
+        return [] if mark is None else [(p.pod.rpartition("-")[0], p.node_id) for p in self.taken[mark:]]
+
+    def first_refused(self, job: Job, counts: list[int]) -> tuple[PodGroup, list[tuple[str, int]]] | None:
+        """Where placing the gang (topology aside) stops: the pod group of the first pod that
+        finds no node, with the gang's pods placed before it (then all undone); None when the
+        gang would fit. For explaining rules against other pods, which count the gang's own."""
+        order = sorted(range(len(job.groups)), key=lambda i: -job.groups[i].gpu_milli)
+        self._gang_mark = len(self.taken)
+        try:
+            for gi in order:
+                pod = job.groups[gi]
+                for k in range(counts[gi]):
+                    node = self.choose_node(pod)
+                    if node is None:
+                        placed = self._gang_so_far()
+                        self.undo(job)
+                        return pod, placed
+                    self.put(job, pod, node, f"{pod.name}-{k}")
+            self.undo(job)
+            return None
+        finally:
+            self._gang_mark = None
+
     def choose_node(self, pod: PodGroup, within: list[int] | None = None) -> Node | None:
         """The best node for one pod, optionally only among the node ids ``within``.
 
@@ -137,9 +163,7 @@ class Placer:
         the gang's pods placed so far (``pod_rules.narrowed``).
         """
         if pod.rules is not None:
-            mark = self._gang_mark
-            placed = [] if mark is None else [(p.pod.rpartition("-")[0], p.node_id) for p in self.taken[mark:]]
-            pod = narrowed(pod, self.state.nodes, placed)
+            pod = narrowed(pod, self.state.nodes, self._gang_so_far())
         for tier in pod.preferred:
             node = self._choose(pod, within, tier)
             if node is not None:

@@ -16,9 +16,12 @@ from hypothesis import strategies as st
 
 from usher.engine.backends.kube.podrules import Incoming, Judge, PlacedPod, parse_pod_rules
 from usher.engine.backends.kube.podrules.pods import PodIndex, group_rules
-from usher.engine.enums import JobState
+from usher.engine.build import group_request, queue_from_spec
+from usher.engine.enums import JobState, PendingReason
+from usher.engine.explain import message
 from usher.engine.policy.filters.registry import diagnose
 from usher.engine.policy.placement import Placer
+from usher.engine.scenario import QueueSpec, Resources
 from usher.engine.state import MILLI, ClusterState, Job, Node, PodGroup
 
 HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
@@ -52,7 +55,9 @@ def gang(index: PodIndex, groups: list[tuple[int, int, dict[str, Any], dict[str,
     rules = group_rules(index, parsed) or {}
     pods = tuple(PodGroup(f"g{i}", n, g * MILLI, 1000, 1 << 30, None, rules=rules.get(f"g{i}"))
                  for i, (n, g, _, _) in enumerate(groups))
-    return Job(0, "job", "q", 0.0, 0, None, None, True, None, sum(n for n, *_ in groups), pods)
+    job = Job(0, "job", "q", 0.0, 0, None, None, True, None, sum(n for n, *_ in groups), pods)
+    job.request = group_request(list(pods))
+    return job
 
 
 def test_one_worker_per_node_places_the_gang_whole_one_per_node() -> None:
@@ -150,3 +155,18 @@ def test_no_placement_breaks_a_required_rule(zones: list[str], spec: dict[str, A
         judge = Judge(Incoming("default", {"app": "w"}, rules), before, state.nodes, {})
         assert judge.refusal(state.nodes[p.node_id]) is None, (p, spec)
         before.append(PlacedPod("default", {"app": "w"}, p.node_id, rules.anti_affinity))
+
+
+def test_why_pending_names_the_rule_and_the_numbers() -> None:
+    state, index = cluster(["a", "b"])
+    state.queues["q"] = queue_from_spec(QueueSpec(name="q", quota=Resources(gpu=64, cpu=1000, memory="10Ti")))
+    job = gang(index, [(3, 1, ONE_PER_NODE, {"app": "w"})])
+    words = message(state, job, PendingReason.INSUFFICIENT_CAPACITY, 0.0)
+    assert words == (
+        "Asks for 3 pods x 1 GPU = 3 GPUs, 1 CPU and 1Gi memory per pod; with 2 of its 3 pods placed, "
+        f"anti-affinity with 2 pods of app=w (one per {HOST}) on every node with room (2 nodes) "
+        "(16 GPUs free on schedulable nodes).")
+    existing(index, "default/w0", "n0", None, app="w")
+    spread = gang(index, [(2, 1, SPREAD_ZONES, {"app": "w"})])
+    state.set_schedulable(state.nodes[1], cordoned=True, failed=False)
+    assert f"spread over {ZONE} would reach skew 2, max 1" in message(state, spread, PendingReason.INSUFFICIENT_CAPACITY, 0.0)

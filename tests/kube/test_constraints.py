@@ -18,6 +18,7 @@ from usher.engine.backends.kube.constraints import (
     parse_constraints,
 )
 from usher.engine.backends.kube.objects import node_view, pod_view
+from usher.engine.backends.kube.podrules import parse_pod_rules
 from usher.engine.state import Node
 
 REQUIRED = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
@@ -229,17 +230,6 @@ def test_eligible_node_ids_and_the_explanation():
 @pytest.mark.parametrize(
     ("spec", "problem"),
     [
-        # rules that keep pods apart are not answered with usher's topology annotations (which pack
-        # a gang together, the opposite) but with what does keep pods apart
-        ({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]}}},
-         "spec.affinity.podAntiAffinity is not supported by usher (usher packs a gang's pods together and never "
-         "spreads them: for a node to each pod, ask for all of a node's GPUs in each pod; to spread pods, leave them "
-         "to the default scheduler (no schedulerName: usher))"),
-        ({"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{}]}}},
-         "spec.affinity.podAffinity is not supported by usher (use the usher/topology-required or "
-         "usher/topology-preferred annotation to keep a gang's pods within one topology domain)"),
-        ({"topologySpreadConstraints": [{"maxSkew": 1}]},
-         "spec.topologySpreadConstraints is not supported by usher (usher packs a gang's pods together and never spreads"),
         (required([expression("zone", "In", "a"), {"key": "zone", "operator": "Foo", "values": ["a"]}]),
          f"{REQUIRED}.nodeSelectorTerms[0].matchExpressions[1].operator: 'Foo' is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt"),
         (required(fields=[expression("metadata.labels", "In", "a")]),
@@ -283,6 +273,7 @@ def test_what_usher_does_not_implement_is_a_problem_naming_the_field(spec: dict[
 )
 def test_malformed_constraints_are_problems_never_exceptions(spec: dict[str, Any]):
     _, problems = parse_constraints(spec)
+    problems += parse_pod_rules(spec, {})[1]  # rules against other pods are podrules' to read
     assert problems
 
 
@@ -308,8 +299,17 @@ def test_pod_view_carries_constraints_and_folds_problems_into_problem():
     # one gang, different constraints: different engine pod groups
     assert plain.signature() != picky.signature()
     assert pod_view(pod_obj("w-2", nodeSelector={"pool": "train"})).signature() == picky.signature()
-    spread = pod_view(pod_obj("w-3", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]}}))
-    assert spread.problem is not None and "spec.affinity.podAntiAffinity is not supported by usher" in spread.problem
+    # rules against other pods are read by podrules: a bad one is a problem naming its field,
+    # a soft one usher does not weigh yet is refused by name, a good one is part of the signature
+    bad = pod_view(pod_obj("w-3", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]}}))
+    assert bad.problem is not None
+    assert "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: required" in bad.problem
+    soft = pod_view(pod_obj("w-4", affinity={"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 10, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {}}}]}}))
+    assert soft.problem is not None and "podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution is not supported by usher yet" in soft.problem
+    apart = pod_view(pod_obj("w-5", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"usher/gang": "g"}}}]}}))
+    assert apart.problem is None and apart.rules.anti_affinity and apart.signature() != plain.signature()
 
 
 def test_node_view_taints_are_part_of_its_shape():

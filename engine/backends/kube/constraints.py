@@ -32,10 +32,11 @@ The scores follow kube-scheduler's default weights (node affinity x2, taint tole
 normalised to 0..100 over the allowed nodes). usher turns them into preference tiers: a pod goes
 to the best-scoring nodes with room first, best-fit among them, then to the next tier.
 
-Whatever usher does not implement is never silently dropped: ``spec.affinity.podAffinity``,
-``podAntiAffinity``, ``spec.topologySpreadConstraints``, unknown operators, ``matchFields`` on other
-keys, a ``Gt`` value that is not an integer... each gives a problem naming the field path, and
-the pod stays pending with it. Parsing never raises.
+Rules against other pods (``spec.affinity.podAffinity``, ``podAntiAffinity``,
+``spec.topologySpreadConstraints``) are read and judged by ``podrules``, not here. Whatever usher
+does not implement is never silently dropped: unknown operators, ``matchFields`` on other keys, a
+``Gt`` value that is not an integer... each gives a problem naming the field path, and the pod
+stays pending with it. Parsing never raises.
 """
 
 from __future__ import annotations
@@ -78,9 +79,6 @@ class Path(StrEnum):
     NODE_AFFINITY = "spec.affinity.nodeAffinity"
     REQUIRED = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     PREFERRED = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
-    POD_AFFINITY = "spec.affinity.podAffinity"
-    POD_ANTI_AFFINITY = "spec.affinity.podAntiAffinity"
-    TOPOLOGY_SPREAD = "spec.topologySpreadConstraints"
 
 
 #: the one ``matchFields`` key kube-scheduler supports
@@ -92,20 +90,8 @@ MAX_SCORE = 100
 #: how many distinct excluding taints an explanation names
 SHOWN_TAINTS = 2
 
-_TOPOLOGY_HINT = (
-    "use the usher/topology-required or usher/topology-preferred annotation to keep a gang's "
-    "pods within one topology domain"
-)
-#: for rules that keep pods apart: usher's topology annotations pack a gang together, the opposite
-_SPREAD_HINT = (
-    "usher packs a gang's pods together and never spreads them: for a node to each pod, ask for all of "
-    "a node's GPUs in each pod; to spread pods, leave them to the default scheduler (no schedulerName: usher)"
-)
-#: the pod affinity rules usher does not implement, each with the alternative that does what it asks
-_UNSUPPORTED_AFFINITY = {
-    "podAffinity": (Path.POD_AFFINITY, _TOPOLOGY_HINT),
-    "podAntiAffinity": (Path.POD_ANTI_AFFINITY, _SPREAD_HINT),
-}
+#: the ``spec.affinity`` fields ``podrules`` reads (rules against other pods)
+POD_RULES = frozenset({"podAffinity", "podAntiAffinity"})
 
 
 @dataclass(slots=True, frozen=True)
@@ -202,9 +188,6 @@ def parse_constraints(spec: Mapping[str, Any]) -> tuple[NodeConstraints | None, 
     selector = _node_selector(spec.get("nodeSelector"), problems)
     tolerations = parse_tolerations(spec.get("tolerations"), problems)
     required, preferred = _affinity(spec.get("affinity"), problems)
-    spread = spec.get("topologySpreadConstraints")
-    if spread:
-        problems.append(f"{Path.TOPOLOGY_SPREAD} is not supported by usher ({_SPREAD_HINT})")
     if not selector and not tolerations and required is None and not preferred:
         return None, problems
     return NodeConstraints(selector, required, preferred, tolerations), problems
@@ -236,10 +219,8 @@ def _affinity(raw: Any, problems: list[str]) -> tuple[tuple[Term, ...] | None, t
     for key, value in raw.items():
         if key == "nodeAffinity":
             required, preferred = _node_affinity(value, problems)
-        elif key in _UNSUPPORTED_AFFINITY:
-            if value:
-                path, hint = _UNSUPPORTED_AFFINITY[key]
-                problems.append(f"{path} is not supported by usher ({hint})")
+        elif key in POD_RULES:
+            continue  # podrules reads them
         elif value:
             problems.append(f"{Path.AFFINITY}.{key} is not supported by usher")
     return required, preferred

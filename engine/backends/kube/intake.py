@@ -166,6 +166,7 @@ class Intake:
             if (obj.get("spec") or {}).get("schedulerName") != SCHEDULER_NAME:
                 mirror.holding_changed(key_of(obj), None if deleted else holding_of(obj))
                 self._uses_claims(key_of(obj), obj, deleted)
+                mirror.pod_seen(key_of(obj), None if deleted else obj)
         elif source == Source.STORAGE:
             owned = obj["object"]
             kind = StorageKind(obj["kind"])
@@ -175,6 +176,7 @@ class Intake:
         elif source == Source.PODS:
             key = key_of(obj)
             self._uses_claims(key, obj, deleted)
+            mirror.pod_seen(key, None if deleted else obj)
             view = None if deleted else as_the_kubelet_counts(pod_view(obj, self._group_of(key, obj)), obj.get("spec") or {})
             if deleted:
                 self._forget_depends(key)

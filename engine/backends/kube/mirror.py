@@ -55,6 +55,7 @@ from .mirror_jobs import JobsOfGangs
 from .mirror_rebuild import RebuildFromCaches
 from .mirror_waiting import WhyWaiting
 from .objects import Holding, NodeView, Phase, PodView, Requests, natural_key
+from .podrules.pods import PodIndex
 from .volumes import VolumeIndex
 from .volumes_mirror import VolumesOfPods
 
@@ -116,6 +117,8 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
         self.room_of: dict[str, int] = {}
         #: namespaces' labels by name (a queue's ``namespaceSelector`` reads them)
         self.namespace_labels: dict[str, dict[str, str]] = {}
+        #: every live pod as pod affinity, anti-affinity and topology spread see it (``podrules``)
+        self.pod_rules = PodIndex(self.namespace_labels)
         #: the operators' approvals and holds (ConfigMap usher-decisions), by gang key
         self.decisions: Decisions = NO_DECISIONS
         #: during a rebuild: the runs of the gangs that ran before it, by gang key (their start and
@@ -185,6 +188,8 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
             self.namespace_labels.pop(name, None)
         else:
             self.namespace_labels[name] = dict(labels)
+        if old != labels:
+            self.pod_rules.namespaces_changed()
         if old != labels and any(q.namespace_selector is not None for q in self.config.queues):
             self.dirty = True
 
@@ -223,6 +228,13 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
             self.state.set_schedulable(node, cordoned=view.unschedulable or name in self.doubted, failed=not view.ready)
         if not view.ready and (old is None or old.ready):
             self._strand_on(name, now)
+
+    def pod_seen(self, key: str, obj: dict[str, Any] | None) -> None:
+        """Any pod as the API shows it (None: deleted), for the pod rules; one whose required
+        anti-affinity came or went rebuilds the engine (waiting pods without rules of their own
+        may be repelled by it, or no longer)."""
+        if self.pod_rules.pod_changed(key, obj):
+            self.dirty = True
 
     def pod_changed(self, view: PodView | None, key: str, now: float) -> None:
         """A pod appeared, changed or went away; a pod whose gang changed (its owner came to be
@@ -356,6 +368,7 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
         view = gang.pods.get(pod)
         if view is not None:
             view.node, view.gpus = node, gpus
+            self.pod_rules.assume_bound(view.key, node)
 
     # -- gangs and the engine -------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from ...state import MILLI, AuditEntry, Job, PodGroup, PodPlacement
 from .constraints import GroupConstraints, NodeConstraints, group_constraints
 from .gang import Gang
 from .objects import PodView, natural_key
+from .podrules.pods import PodIndex, group_rules, shared_labels
 
 #: the retired queue that holds, for each namespace, its pods found running in a queue that
 #: namespace may not use (``not-allowed/<namespace>``: no queue config may name it, a queue name
@@ -32,6 +33,9 @@ NOT_ALLOWED_PREFIX = "not-allowed/"
 
 class JobsOfGangs:
     """How ``Mirror`` makes and adopts engine jobs (see the module's docstring)."""
+
+    #: every live pod as pod rules see it; a gang's groups carry ``GroupRules`` judged against it
+    pod_rules: PodIndex
 
     def _retire(self, name: str, now: float) -> None:
         """A gang runs in a queue that is not in the config (taken out of it while the gang ran,
@@ -70,6 +74,11 @@ class JobsOfGangs:
         for p in views:
             groups.setdefault((p.signature(), fits[p.name].eligible), []).append(p.name)
         by_name = {p.name: p for p in views}
+        rules = group_rules(self.pod_rules, [
+            (f"g{gi}", by_name[names[0]].namespace, shared_labels([by_name[n].labels for n in names]),
+             by_name[names[0]].rules, by_name[names[0]].constraints)
+            for gi, names in enumerate(groups.values())
+        ]) or {}
         pod_groups = []
         for gi, (sig, names) in enumerate(groups.items()):
             first = by_name[names[0]]
@@ -84,6 +93,7 @@ class JobsOfGangs:
                 PodGroup(
                     f"g{gi}", len(names), first.gpu_milli, first.cpu, first.memory, first.models, mode, level,
                     **self._with_volumes(self._constraints_of(first.constraints), fits[names[0]]), extra=first.extra,
+                    rules=rules.get(f"g{gi}"),
                 )
             )
         first = views[0]

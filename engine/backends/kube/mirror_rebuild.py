@@ -107,6 +107,7 @@ class RebuildFromCaches:
         self._debts = {}
         self._constraints_seen = {}
         self._volume_epoch += 1
+        self.pod_rules.nodes = state.nodes
         self.dirty = False
         for key in [k for k, g in self.gangs.items() if not g.pods and k not in in_flight]:
             del self.gangs[key]  # no pods and (after this rebuild) no job: nothing to keep

@@ -59,6 +59,8 @@ from ...scenario.yamltree import YamlLimitError, load_bounded
 from ...selectors import SelectorOperator, selects
 from ...state import HOST_PORT, MILLI, PODS, UNLIMITED, Extras
 from .constraints import NodeConstraints, parse_constraints
+from .podrules import NO_RULES, PodRules, parse_pod_rules
+from .podrules.parse import refused
 # usher's labels and annotations, re-exported here where callers have always found them
 from .names import GPU_RESOURCE, SCHEDULER_NAME, Annotation, Label
 from .owners import GroupSpec, infer_group
@@ -195,6 +197,10 @@ class PodView:
     movable: bool = False
     #: what it asks beyond GPUs, CPU and memory (``Requests.extra``)
     extra: Extras = ()
+    #: its labels (pod rules match pods by them)
+    labels: dict[str, str] = field(default_factory=dict)
+    #: pod affinity, anti-affinity and topology spread (``podrules``)
+    rules: PodRules = NO_RULES
 
     @property
     def live(self) -> bool:
@@ -215,6 +221,7 @@ class PodView:
             self.topology_preferred,
             self.constraints,
             self.extra,
+            self.rules,
         )
 
 
@@ -361,6 +368,8 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
 
     constraints, constraint_problems = parse_constraints(spec)
     problems.extend(constraint_problems)
+    pod_rules, rule_problems = parse_pod_rules(spec, labels)
+    problems.extend(rule_problems or refused(pod_rules))
     models = ann.get(Annotation.GPU_MODEL)
     gpus_text = ann.get(Annotation.GPUS)
     owner = f"{group.kind}/{group.name}" if group.owner is not None else next(
@@ -406,6 +415,8 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
         terminating=bool(meta.get("deletionTimestamp")),
         owner=owner,
         constraints=constraints,
+        labels=dict(labels),
+        rules=pod_rules,
         comes_back=comes_back,
         movable=movable,
         extra=extra,

@@ -127,11 +127,6 @@ class Judge:
         """The first rule that keeps the pod off ``node`` (None: the rules allow it)."""
         me, labels = self.me, node.labels
         rules = me.rules
-        for key, value in labels.items():
-            n = self.existing.get((key, value))
-            if n:
-                return Refusal(RuleKind.EXISTING_ANTI_AFFINITY,
-                               f"anti-affinity of {_pods(n)} already on its {key} ({self.existing_words[(key, value)]})")
         if rules.affinity:
             missing = next((t.topology_key for t in rules.affinity if t.topology_key not in labels), None)
             if missing is not None:
@@ -151,6 +146,13 @@ class Judge:
                 what = t.selector.words() if t.selector else "no selector"
                 return Refusal(RuleKind.ANTI_AFFINITY,
                                f"anti-affinity with {_pods(self.anti_totals[i])} of {what} (one per {t.topology_key})")
+        # the pod's own rules are named first (the words tell more); the set allowed is the same
+        if self.existing:
+            for key, value in labels.items():
+                n = self.existing.get((key, value))
+                if n:
+                    return Refusal(RuleKind.EXISTING_ANTI_AFFINITY,
+                                   f"anti-affinity of {_pods(n)} already on its {key} ({self.existing_words[(key, value)]})")
         for s in self.spread:
             refused = s.refusal(node)
             if refused is not None:

