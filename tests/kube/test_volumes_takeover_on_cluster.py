@@ -126,3 +126,42 @@ async def _leader(replicas: list[tuple[KubeController, asyncio.Task[Any]]]) -> t
 
 async def _leads(ctrl: KubeController) -> bool:
     return ctrl.is_leader
+
+
+async def test_a_gangs_pods_on_one_node_stay_within_the_drivers_attach_limit(sb: UsherOnSandbox) -> None:
+    """Each node's CSI driver attaches one volume there (its CSINode, from the node annotation
+    the sandbox's driver reads). Each pod of the gang alone fits either node; usher packs a gang
+    onto as few nodes as it can, and both pods on one node would need two volumes there. They
+    must not be bound there together (the kubelet would fail one with FailedAttachVolume, half a
+    gang started): the pod that went over is kept off that node, and the gang runs split."""
+    for n in ("gpu-1", "gpu-2"):
+        body = node(n)
+        body["metadata"]["annotations"] = {"sandbox.usher/csi-attach-limit": "1"}
+        await sb.create("/api/v1/nodes", body)
+    await sb.start_usher(sb.tmp)
+    seen: list[list[str]] = []
+
+    async def watch() -> None:
+        while True:
+            seen.append([p["spec"].get("nodeName") or "" for p in await _gang(sb, "pair")])
+            await asyncio.sleep(0.01)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        for i in range(2):
+            await sb.create(PVCS, claim(f"c-{i}"))
+            await sb.create(PODS, worker(f"w-{i}", 4, [f"c-{i}"], gang="pair", size=2))
+
+        async def running() -> Any:
+            pods = await _gang(sb, "pair")
+            return pods if len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods) else None
+
+        pods = await sb.until(running, "the gang runs, one pod on each node")
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+    assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-1", "gpu-2"]
+    assert not [nodes for nodes in seen if nodes[0] and nodes[0] == nodes[-1] and len(nodes) == 2], \
+        "never both pods bound on one node"
+    for p in pods:
+        assert not [e for e in await sb.events_of(p["metadata"]["name"]) if e["reason"] == "FailedAttachVolume"]
