@@ -25,7 +25,10 @@ from ...state import Job
 from .constraints import GroupConstraints
 from .gang import Gang
 from .objects import NodeView, PodView
-from .volumes import Blocker, NodeRoom, PinnedPod, VolumeFit, VolumeIndex, stuck
+from .volumes import Blocker, NodeRoom, PinnedPod, VolumeFit, VolumeIndex, VolumeReason, stuck
+
+#: what holds a pod to a node: a volume's node affinity, a selected node, a claim in use there
+PINS = (VolumeReason.SELECTED_ELSEWHERE, VolumeReason.NODE_CONFLICT, VolumeReason.IN_USE_ELSEWHERE)
 
 
 class VolumesOfPods:
@@ -73,9 +76,11 @@ class VolumesOfPods:
         pods = []
         for p in unbound:
             fit = self.volume_fit(p)
-            if fit.eligible is not None and len(fit.eligible) == 1:
-                pods.append(PinnedPod(p.key, fit.eligible, next(iter(fit.claims.values()), ""), p.gpu_milli, p.cpu,
-                                      p.memory))
+            if fit.eligible is None or len(fit.eligible) != 1:
+                continue
+            claim = next((fit.claims[r] for r in PINS if r in fit.claims), None)
+            if claim is not None:  # held there by a volume, not left there by other filters
+                pods.append(PinnedPod(p.key, fit.eligible, claim, p.gpu_milli, p.cpu, p.memory))
         if not pods:
             return None
         rooms = {}
