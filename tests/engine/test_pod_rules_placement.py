@@ -50,7 +50,7 @@ def existing(index: PodIndex, key: str, node: str, spec: dict[str, Any] | None =
 
 def gang(index: PodIndex, groups: list[tuple[int, int, dict[str, Any], dict[str, str]]]) -> Job:
     """A job of pod groups ``(count, whole GPUs, spec with rules, labels)``."""
-    parsed = [(f"g{i}", "default", labels, parse_pod_rules(spec, labels)[0], None)
+    parsed = [(f"g{i}", "default", labels, parse_pod_rules(spec, labels)[0], None, ())
               for i, (_, _, spec, labels) in enumerate(groups)]
     rules = group_rules(index, parsed) or {}
     pods = tuple(PodGroup(f"g{i}", n, g * MILLI, 1000, 1 << 30, None, rules=rules.get(f"g{i}"))

@@ -129,3 +129,26 @@ async def test_a_launcher_with_affinity_to_its_workers_runs_beside_one(sb: Usher
     )
     where = await running(sb, "train", 3)
     assert where["launcher"] in {where["w-0"], where["w-1"]}
+
+
+@needs_kubectl
+async def test_replicas_each_a_job_of_their_own_keep_apart_when_decided_in_one_cycle(sb: UsherOnSandbox) -> None:
+    for n in ("gpu-1", "gpu-2", "gpu-3"):
+        await sb.create("/api/v1/nodes", node(n))
+    # three replicas, each a pod alone (a job each), waiting before usher starts: one cycle decides them all
+    replicas = []
+    for i in range(3):
+        body = pod(f"serve-{i}", 1, scheduler="usher", affinity=apart(app="serve"))
+        body["metadata"]["labels"] = {"usher/queue": "research", "app": "serve"}
+        replicas.append(body)
+    await sb.start_usher(sb.tmp)
+    await apply(sb, *replicas)
+
+    async def bound() -> dict[str, str] | None:
+        pods = await sb.pods("app=serve")
+        if len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods):
+            return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+        return None
+
+    where = await sb.until(bound, "the replicas are bound")
+    assert sorted(where.values()) == ["gpu-1", "gpu-2", "gpu-3"]

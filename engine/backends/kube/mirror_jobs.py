@@ -76,7 +76,7 @@ class JobsOfGangs:
         by_name = {p.name: p for p in views}
         rules = group_rules(self.pod_rules, [
             (f"g{gi}", by_name[names[0]].namespace, shared_labels([by_name[n].labels for n in names]),
-             by_name[names[0]].rules, by_name[names[0]].constraints)
+             by_name[names[0]].rules, by_name[names[0]].constraints, tuple(by_name[n].key for n in names))
             for gi, names in enumerate(groups.values())
         ]) or {}
         pod_groups = []
@@ -124,6 +124,8 @@ class JobsOfGangs:
             seq=gang.seq,
         )
         job.request = group_request(pod_groups)
+        if rules:
+            self.pod_rules.ruled_jobs.add(job.id)
         state.jobs.append(job)
         state.job_by_name[job.name] = job.id
         gang.job = job

@@ -108,6 +108,8 @@ class RebuildFromCaches:
         self._constraints_seen = {}
         self._volume_epoch += 1
         self.pod_rules.nodes = state.nodes
+        self.pod_rules.engine_state = state
+        self.pod_rules.ruled_jobs = set()
         self.dirty = False
         for key in [k for k, g in self.gangs.items() if not g.pods and k not in in_flight]:
             del self.gangs[key]  # no pods and (after this rebuild) no job: nothing to keep

@@ -50,10 +50,14 @@ class PodIndex:
         self.version = 0
         #: the engine's nodes (``refusal`` judges over them; the mirror sets them at each rebuild)
         self.nodes: Sequence[Any] | None = None
+        #: the engine's state and the ids of its jobs whose groups carry ``GroupRules`` (set by
+        #: the mirror): their pods placed by a cycle count before any is bound (``decided``)
+        self.engine_state: Any = None
+        self.ruled_jobs: set[int] = set()
         #: pods with a required anti-affinity of their own (they may repel pods without rules)
         self.repellers: dict[str, _Entry] = {}
         self._placed: tuple[int, int, list[PlacedPod]] | None = None
-        self._judges: dict[tuple[GroupRules, tuple[tuple[str, int], ...]], Judge] = {}
+        self._judges: dict[tuple[Any, ...], Judge] = {}
         self._judged_at: tuple[int, int] = (-1, -1)
 
     def pod_changed(self, key: str, obj: Mapping[str, Any] | None) -> bool:
@@ -110,16 +114,45 @@ class PodIndex:
         self._placed = (self.version, id(nodes), out)
         return out
 
+    def decided(self) -> list[tuple[GroupRules, int]]:
+        """The pods of usher's jobs with rules that the engine placed and that are not on a node
+        here yet (a cycle's decision, a bind still in PreBind): each group's rules and node id.
+        Without them, two jobs with rules decided in one cycle (a Deployment's replicas, one job
+        each) would not see each other."""
+        state = self.engine_state
+        out: list[tuple[GroupRules, int]] = []
+        if state is None:
+            return out
+        for jid in sorted(self.ruled_jobs):
+            job = state.jobs[jid] if jid < len(state.jobs) else None
+            run = None if job is None else job.current_run
+            if run is None:
+                continue
+            groups = {g.name: g.rules for g in job.groups if isinstance(g.rules, GroupRules)}
+            for p in run.placements:
+                name, _, k = p.pod.rpartition("-")
+                rules = groups.get(name)
+                if rules is None or not k.isdigit():
+                    continue
+                keys = rules.pod_keys
+                entry = self._pods.get(keys[int(k)]) if int(k) < len(keys) else None
+                if entry is None or not entry.node:
+                    out.append((rules, p.node_id))
+        return out
+
     def judge(self, rules: GroupRules, nodes: Sequence[Any], placed: Sequence[tuple[str, int]]) -> Judge:
-        """The ``Judge`` of a group's pod over ``nodes``, with the gang's ``placed`` pods counted."""
+        """The ``Judge`` of a group's pod over ``nodes``, with the gang's ``placed`` pods and the
+        engine's ``decided`` ones counted."""
         at = (self.version, id(nodes))
         if at != self._judged_at:
             self._judges.clear()
             self._judged_at = at
-        key = (rules, tuple(placed))
+        decided = self.decided()
+        key = (rules, tuple(placed), tuple((id(r), n) for r, n in decided))
         judge = self._judges.get(key)
         if judge is None:
             pods = list(self.placed(nodes))
+            pods += [PlacedPod(r.namespace, r.labels, n, r.rules.anti_affinity) for r, n in decided]
             for group, node_id in placed:
                 ns, labels, anti = rules.gang.get(group, (rules.namespace, {}, ()))
                 pods.append(PlacedPod(ns, labels, node_id, anti))
@@ -151,6 +184,8 @@ class GroupRules:
     gang_items: tuple[tuple[str, str, tuple[tuple[str, str], ...], tuple[AffinityTerm, ...]], ...]
     constraints: NodeConstraints | None
     index: PodIndex = field(compare=False, hash=False, repr=False)
+    #: the keys of the group's pods, in the engine's order (``g0-3`` is the fourth)
+    pod_keys: tuple[str, ...] = field(default=(), compare=False, hash=False, repr=False)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -175,16 +210,16 @@ class GroupRules:
         return self.index.nodes
 
 
-def group_rules(index: PodIndex, groups: Sequence[tuple[str, str, Mapping[str, str], PodRules, NodeConstraints | None]]
+def group_rules(index: PodIndex, groups: Sequence[tuple[str, str, Mapping[str, str], PodRules, NodeConstraints | None, tuple[str, ...]]]
                 ) -> dict[str, GroupRules] | None:
     """Each group's ``GroupRules`` for a gang whose groups are ``(name, namespace, labels their
-    pods share, rules, node constraints)``; None when no group has rules and no pod on the
-    cluster repels any (the gang's groups then carry none and pay nothing)."""
-    if not any(rules for *_, rules, _c in groups) and not any(index.repels(ns, labels) for _, ns, labels, *_ in groups):
+    pods share, rules, node constraints, pod keys)``; None when no group has rules and no pod on
+    the cluster repels any (the gang's groups then carry none and pay nothing)."""
+    if not any(g[3] for g in groups) and not any(index.repels(g[1], g[2]) for g in groups):
         return None
-    gang = tuple((name, ns, _frozen(labels), rules.anti_affinity) for name, ns, labels, rules, _ in groups)
-    return {name: GroupRules(ns, _frozen(labels), rules, gang, constraints, index)
-            for name, ns, labels, rules, constraints in groups}
+    gang = tuple((name, ns, _frozen(labels), rules.anti_affinity) for name, ns, labels, rules, _, _k in groups)
+    return {name: GroupRules(ns, _frozen(labels), rules, gang, constraints, index, keys)
+            for name, ns, labels, rules, constraints, keys in groups}
 
 
 def shared_labels(all_labels: Sequence[Mapping[str, str]]) -> dict[str, str]:
