@@ -152,3 +152,24 @@ async def test_replicas_each_a_job_of_their_own_keep_apart_when_decided_in_one_c
 
     where = await sb.until(bound, "the replicas are bound")
     assert sorted(where.values()) == ["gpu-1", "gpu-2", "gpu-3"]
+
+
+@needs_kubectl
+async def test_a_pod_without_rules_keeps_off_a_repeller_decided_in_the_same_cycle(sb: UsherOnSandbox) -> None:
+    for n in ("gpu-1", "gpu-2"):
+        await sb.create("/api/v1/nodes", node(n))
+    await sb.start_usher(sb.tmp)
+    guard = pod("guard", 1, scheduler="usher", affinity=apart(team="ml"))
+    guard["metadata"]["labels"] = {"usher/queue": "research", "app": "guard"}
+    plain = pod("plain", 1, scheduler="usher")
+    plain["metadata"]["labels"] = {"usher/queue": "research", "team": "ml"}
+    await apply(sb, guard, plain)
+
+    async def bound() -> dict[str, str] | None:
+        pods = [p for p in await sb.all_pods() if p["metadata"]["name"] in ("guard", "plain")]
+        if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods):
+            return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+        return None
+
+    where = await sb.until(bound, "both pods are bound")
+    assert where["guard"] != where["plain"]

@@ -54,7 +54,8 @@ class PodIndex:
         #: the mirror): their pods placed by a cycle count before any is bound (``decided``)
         self.engine_state: Any = None
         self.ruled_jobs: set[int] = set()
-        #: pods with a required anti-affinity of their own (they may repel pods without rules)
+        #: pods with a required anti-affinity of their own, placed or waiting (they may repel
+        #: pods without rules, which then carry ``GroupRules`` too)
         self.repellers: dict[str, _Entry] = {}
         self._placed: tuple[int, int, list[PlacedPod]] | None = None
         self._judges: dict[tuple[Any, ...], Judge] = {}
@@ -81,8 +82,8 @@ class PodIndex:
             self._pods[key] = entry
         self.version += 1
         was = key in self.repellers
-        if entry is not None and entry.anti_affinity and entry.node:
-            self.repellers[key] = entry
+        if entry is not None and entry.anti_affinity:
+            self.repellers[key] = entry  # waiting ones too: a cycle may place both
         else:
             self.repellers.pop(key, None)
         return was != (key in self.repellers) or (was and old != entry)
@@ -99,7 +100,8 @@ class PodIndex:
             self.version += 1
 
     def repels(self, namespace: str, labels: Mapping[str, str]) -> bool:
-        """Whether some pod on a node has a required anti-affinity that picks such a pod."""
+        """Whether some pod (on a node, or usher's and waiting) has a required anti-affinity
+        that picks such a pod."""
         return any(t.matches(e.namespace, namespace, labels, self.ns_labels)
                    for e in self.repellers.values() for t in e.anti_affinity)
 
