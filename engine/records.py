@@ -163,6 +163,12 @@ class PlacementRules(Protocol):
         """The ids of the nodes the rules allow for one more pod."""
         ...
 
+    def tiers(self, nodes: Sequence[Node], placed: Sequence[tuple[str, int]],
+              allowed: frozenset[int]) -> tuple[frozenset[int], ...]:
+        """The soft rules' ranking of the ``allowed`` nodes as preference tiers, best first
+        (empty: no preference)."""
+        ...
+
     def refusal(self, node: Node, placed: Sequence[tuple[str, int]] = ()) -> str | None:
         """The words for the rule that keeps a pod off ``node`` as things are, with the job's
         ``placed`` pods counted (None: no rule does)."""

@@ -170,3 +170,18 @@ def test_why_pending_names_the_rule_and_the_numbers() -> None:
     spread = gang(index, [(2, 1, SPREAD_ZONES, {"app": "w"})])
     state.set_schedulable(state.nodes[1], cordoned=True, failed=False)
     assert f"spread over {ZONE} would reach skew 2, max 1" in message(state, spread, PendingReason.INSUFFICIENT_CAPACITY, 0.0)
+
+
+SOFT_APART = {"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+    {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "w"}}, "topologyKey": HOST}}]}}}
+
+
+def test_preferred_anti_affinity_spreads_a_gang_where_it_can_and_packs_where_it_must() -> None:
+    state, index = cluster(["a", "a", "a"])
+    placer = Placer(state)
+    assert placer.place_gang(gang(index, [(3, 1, SOFT_APART, {"app": "w"})]), [3])
+    assert sorted(p.node_id for p in placer.taken) == [0, 1, 2]  # best fit alone packs them on one
+    state, index = cluster(["a"])
+    placer = Placer(state)
+    assert placer.place_gang(gang(index, [(3, 1, SOFT_APART, {"app": "w"})]), [3])
+    assert [p.node_id for p in placer.taken] == [0, 0, 0]

@@ -300,13 +300,13 @@ def test_pod_view_carries_constraints_and_folds_problems_into_problem():
     assert plain.signature() != picky.signature()
     assert pod_view(pod_obj("w-2", nodeSelector={"pool": "train"})).signature() == picky.signature()
     # rules against other pods are read by podrules: a bad one is a problem naming its field,
-    # a soft one usher does not weigh yet is refused by name, a good one is part of the signature
+    # a soft one is honoured (a preference), a good one is part of the signature
     bad = pod_view(pod_obj("w-3", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]}}))
     assert bad.problem is not None
     assert "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: required" in bad.problem
     soft = pod_view(pod_obj("w-4", affinity={"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 10, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {}}}]}}))
-    assert soft.problem is not None and "podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution is not supported by usher yet" in soft.problem
+    assert soft.problem is None and soft.rules.preferred_anti_affinity
     apart = pod_view(pod_obj("w-5", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"usher/gang": "g"}}}]}}))
     assert apart.problem is None and apart.rules.anti_affinity and apart.signature() != plain.signature()

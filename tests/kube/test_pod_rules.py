@@ -186,3 +186,46 @@ def test_bad_rules_are_problems_naming_the_field(spec: dict[str, Any], words: st
 def test_no_rules_parse_to_nothing() -> None:
     rules, problems = parse_pod_rules({"containers": []}, {})
     assert not rules and problems == []
+
+
+def soft_anti(weight: int = 100, key: str = HOST, **labels: str) -> dict[str, Any]:
+    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": weight, "podAffinityTerm": {"labelSelector": {"matchLabels": labels}, "topologyKey": key}}]}}
+
+
+def soft_aff(weight: int = 100, key: str = HOST, **labels: str) -> dict[str, Any]:
+    return {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": weight, "podAffinityTerm": {"labelSelector": {"matchLabels": labels}, "topologyKey": key}}]}}
+
+
+PREFERENCES = [
+    # (name, spec, labels, pods, nodes, tiers best first, the lowest left out)
+    ("preferred anti-affinity ranks nodes without a match first", {"affinity": soft_anti(app="w")}, {"app": "w"},
+     [on(0, app="w")], nodes("a", "b", "c"), [{1, 2}]),
+    ("preferred affinity ranks the zone with a match first", {"affinity": soft_aff(key=ZONE, app="db")}, {"app": "w"},
+     [on(0, app="db")], nodes("a", "a", "b"), [{0, 1}]),
+    ("weights add up: affinity 80 beats anti-affinity 20 on one node",
+     {"affinity": {**soft_aff(80, app="db"), **soft_anti(20, app="w")}}, {"app": "w"},
+     [on(0, app="db"), on(0, app="w"), on(1, app="w")], nodes("a", "b", "c"), [{0}, {2}]),
+    ("ScheduleAnyway spread ranks the emptier zone first",
+     {"topologySpreadConstraints": [{**spread(), "whenUnsatisfiable": "ScheduleAnyway"}]}, {"app": "w"},
+     [on(0, app="w"), on(1, app="w")], nodes("a", "a", "b"), [{2}]),
+    ("no soft rule: no tiers", {"affinity": anti(app="w")}, {"app": "w"}, [on(0, app="w")], nodes("a", "b"), []),
+]
+
+
+@pytest.mark.parametrize(("spec", "labels", "pods", "ns", "expected"), [c[1:] for c in PREFERENCES],
+                         ids=[c[0] for c in PREFERENCES])
+def test_soft_rules_rank_nodes_as_kube_scheduler_scores_them(spec, labels, pods, ns, expected) -> None:
+    j = judge(spec, labels, pods, ns)
+    assert [set(t) for t in j.preference(j.allowed())] == expected
+
+
+def test_existing_pods_soft_and_required_terms_rank_nodes_for_others() -> None:
+    ns = nodes("a", "b", "c")
+    repelling = PlacedPod("default", {"app": "db"}, 0, (), False, (),
+                          (), parse_pod_rules({"affinity": soft_anti(app="w")}, {})[0].preferred_anti_affinity)
+    attracting = PlacedPod("default", {"app": "lb"}, 1, (), False,
+                           parse_pod_rules({"affinity": aff(app="w")}, {})[0].affinity)
+    j = judge({}, {"app": "w"}, [repelling, attracting], ns)
+    assert [set(t) for t in j.preference(j.allowed())] == [{1}, {2}]

@@ -173,3 +173,21 @@ async def test_a_pod_without_rules_keeps_off_a_repeller_decided_in_the_same_cycl
 
     where = await sb.until(bound, "both pods are bound")
     assert where["guard"] != where["plain"]
+
+
+@needs_kubectl
+async def test_soft_anti_affinity_and_schedule_anyway_spread_rank_the_nodes(sb: UsherOnSandbox) -> None:
+    for n, z in (("a-1", "a"), ("a-2", "a"), ("b-1", "b")):
+        await sb.create("/api/v1/nodes", node(n, labels={ZONE: z}))
+    await sb.start_usher(sb.tmp)
+    # a Helm chart's default: prefer a node per replica (one GPU each: best fit alone packs them)
+    soft = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": HOST}}]}}
+    await apply(sb, *(worker(f"web-{i}", 1, "web", 3, {"app": "web"}, affinity=soft) for i in range(3)))
+    assert sorted((await running(sb, "web", 3)).values()) == ["a-1", "a-2", "b-1"]
+    # spread over zones, ScheduleAnyway: the two pods go to different zones while both have room
+    anyway = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
+               "labelSelector": {"matchLabels": {"app": "api"}}}]
+    await apply(sb, *(worker(f"api-{i}", 2, "api", 2, {"app": "api"}, topologySpreadConstraints=anyway) for i in range(2)))
+    zones = sorted(n.split("-")[0] for n in (await running(sb, "api", 2)).values())
+    assert zones == ["a", "b"]

@@ -60,7 +60,6 @@ from ...selectors import SelectorOperator, selects
 from ...state import HOST_PORT, MILLI, PODS, UNLIMITED, Extras
 from .constraints import NodeConstraints, parse_constraints
 from .podrules import NO_RULES, PodRules, parse_pod_rules
-from .podrules.parse import refused
 # usher's labels and annotations, re-exported here where callers have always found them
 from .names import GPU_RESOURCE, SCHEDULER_NAME, Annotation, Label
 from .owners import GroupSpec, infer_group
@@ -369,7 +368,7 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
     constraints, constraint_problems = parse_constraints(spec)
     problems.extend(constraint_problems)
     pod_rules, rule_problems = parse_pod_rules(spec, labels)
-    problems.extend(rule_problems or refused(pod_rules))
+    problems.extend(rule_problems)
     models = ann.get(Annotation.GPU_MODEL)
     gpus_text = ann.get(Annotation.GPUS)
     owner = f"{group.kind}/{group.name}" if group.owner is not None else next(

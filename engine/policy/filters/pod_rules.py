@@ -23,12 +23,27 @@ if TYPE_CHECKING:
 
 def narrowed(pod: PodGroup, nodes: Sequence[Node], placed: Sequence[tuple[str, int]]) -> PodGroup:
     """``pod`` allowed only on the nodes its rules allow for one more pod now (its eligible
-    nodes and preference tiers intersected with them)."""
+    nodes intersected with them), its preference tiers refined by the rules' own ranking
+    (``PlacementRules.tiers``) within each tier it has: the backend's tiers come first."""
     assert pod.rules is not None
     allowed = pod.rules.allowed(nodes, placed)
     eligible = allowed if pod.eligible is None else pod.eligible & allowed
-    preferred = tuple(t & eligible for t in pod.preferred if t & eligible)
-    return replace(pod, eligible=eligible, preferred=preferred)
+    own = [t & eligible for t in pod.preferred if t & eligible]
+    ranked = pod.rules.tiers(nodes, placed, eligible)
+    if ranked:
+        rest = eligible.difference(*own) if own else eligible
+        refined = []
+        for tier in [*own, rest]:
+            left = tier
+            for r in ranked:
+                part = left & r
+                if part:
+                    refined.append(part)
+                    left = left - part
+            if left:
+                refined.append(left)
+        own = refined[:-1] if refined and refined[-1] <= rest else refined
+    return replace(pod, eligible=eligible, preferred=tuple(own))
 
 
 class PodRules:

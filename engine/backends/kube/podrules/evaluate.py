@@ -23,45 +23,13 @@ and ``taints``, so tests and the mirror both feed it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from .model import AffinityTerm, InclusionPolicy, PodRules, RuleKind, SpreadConstraint
+from . import scoring
+from .model import Incoming, InclusionPolicy, NodeLike, PlacedPod, RuleKind, SpreadConstraint
 
-
-class NodeLike(Protocol):
-    @property
-    def id(self) -> int: ...
-
-    @property
-    def labels(self) -> Mapping[str, str]: ...
-
-
-@dataclass(slots=True, frozen=True)
-class PlacedPod:
-    """A pod on a node as these rules see it."""
-
-    namespace: str
-    labels: Mapping[str, str]
-    node_id: int
-    #: its own required anti-affinity terms (others must keep away from it)
-    anti_affinity: tuple[AffinityTerm, ...] = ()
-    #: a deletion is under way: still counts for (anti-)affinity, no longer for spread
-    terminating: bool = False
-
-
-@dataclass(slots=True, frozen=True)
-class Incoming:
-    """The pod being placed."""
-
-    namespace: str
-    labels: Mapping[str, str]
-    rules: PodRules
-    #: whether the pod's nodeSelector and required node affinity allow a node (spread's Honor)
-    node_affinity: Callable[[NodeLike], bool] = field(default=lambda node: True)
-    #: whether the pod tolerates a node's NoSchedule/NoExecute taints (spread's nodeTaintsPolicy Honor)
-    tolerates: Callable[[NodeLike], bool] = field(default=lambda node: True)
+__all__ = ["Incoming", "Judge", "NodeLike", "PlacedPod", "Refusal"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -122,6 +90,17 @@ class Judge:
                     self.existing[pair] += 1
                     self.existing_words.setdefault(pair, t.selector.words() if t.selector else "")
         self.spread = [_Spread(c, me, pods, nodes, by_id, rules.hard_spread) for c in rules.hard_spread]
+        self._pods = pods
+
+    def preference(self, ids: Iterable[int]) -> tuple[frozenset[int], ...]:
+        """The soft rules' ranking of the nodes ``ids`` as preference tiers, best first
+        (``scoring``); empty when they rank every node alike."""
+        nodes = [self._by_id[i] for i in sorted(ids) if i in self._by_id]
+        affinity = scoring.affinity_pairs(self.me, self._pods, self._by_id, self.ns_labels)
+        spread = scoring.spread_raw(self.me, self._pods, self.nodes, self._by_id)
+        if not affinity and spread is None:
+            return ()
+        return scoring.tiers(nodes, affinity, spread)
 
     def refusal(self, node: NodeLike) -> Refusal | None:
         """The first rule that keeps the pod off ``node`` (None: the rules allow it)."""

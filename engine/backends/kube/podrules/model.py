@@ -9,9 +9,10 @@ kube-scheduler for topology spread, so the evaluation never needs the pod's labe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
 from ....selectors import SelectorOperator, selects
 
@@ -136,3 +137,41 @@ class PodRules:
 
 
 NO_RULES = PodRules()
+
+
+class NodeLike(Protocol):
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
+
+@dataclass(slots=True, frozen=True)
+class PlacedPod:
+    """A pod on a node as these rules see it."""
+
+    namespace: str
+    labels: Mapping[str, str]
+    node_id: int
+    #: its own required anti-affinity terms (others must keep away from it)
+    anti_affinity: tuple[AffinityTerm, ...] = ()
+    #: a deletion is under way: still counts for (anti-)affinity, no longer for spread
+    terminating: bool = False
+    #: its own required affinity and preferred terms (they rank nodes for others: ``scoring``)
+    affinity: tuple[AffinityTerm, ...] = ()
+    preferred_affinity: tuple[WeightedTerm, ...] = ()
+    preferred_anti_affinity: tuple[WeightedTerm, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class Incoming:
+    """The pod being placed."""
+
+    namespace: str
+    labels: Mapping[str, str]
+    rules: PodRules
+    #: whether the pod's nodeSelector and required node affinity allow a node (spread's Honor)
+    node_affinity: Callable[[NodeLike], bool] = field(default=lambda node: True)
+    #: whether the pod tolerates a node's NoSchedule/NoExecute taints (spread's nodeTaintsPolicy Honor)
+    tolerates: Callable[[NodeLike], bool] = field(default=lambda node: True)

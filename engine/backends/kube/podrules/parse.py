@@ -247,21 +247,3 @@ def _spread(raw: Any, labels: Mapping[str, str], problems: list[str]) -> tuple[S
         out.append(SpreadConstraint(skew, key, when, selector, min_domains, affinity_policy, taints_policy))
     return tuple(out)
 
-
-#: why usher refuses the soft rules for now: it places by required rules only, and a preference
-#: it would not weigh must not pass for one it honours
-_SOFT_HINT = ("usher honours required pod affinity, anti-affinity and DoNotSchedule spread, not yet "
-              "preferences; make the rule required, or leave the pod to the default scheduler")
-
-
-def refused(rules: PodRules) -> list[str]:
-    """The problems for what a pod asks that usher does not honour yet (see ``_SOFT_HINT``)."""
-    problems = []
-    if rules.preferred_affinity:
-        problems.append(f"{AFFINITY}.podAffinity.{PREFERRED} is not supported by usher yet ({_SOFT_HINT})")
-    if rules.preferred_anti_affinity:
-        problems.append(f"{AFFINITY}.podAntiAffinity.{PREFERRED} is not supported by usher yet ({_SOFT_HINT})")
-    for i, c in enumerate(rules.spread):
-        if c.when == Unsatisfiable.SCHEDULE_ANYWAY:
-            problems.append(f"{SPREAD}[{i}].whenUnsatisfiable: ScheduleAnyway is not supported by usher yet ({_SOFT_HINT})")
-    return problems

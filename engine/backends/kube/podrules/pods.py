@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .evaluate import Incoming, Judge, PlacedPod
-from .model import AffinityTerm, PodRules
+from .model import NO_RULES, AffinityTerm, PodRules
 from .parse import parse_pod_rules
 
 if TYPE_CHECKING:
@@ -37,8 +37,19 @@ class _Entry:
     namespace: str
     labels: Mapping[str, str]
     node: str | None
-    anti_affinity: tuple[AffinityTerm, ...]
+    rules: PodRules
     terminating: bool
+
+    @property
+    def anti_affinity(self) -> tuple[AffinityTerm, ...]:
+        return self.rules.anti_affinity
+
+
+def placed_pod(namespace: str, labels: Mapping[str, str], node_id: int, rules: PodRules,
+               terminating: bool = False) -> PlacedPod:
+    """A pod on a node with the rules others see of it (``evaluate``, ``scoring``)."""
+    return PlacedPod(namespace, labels, node_id, rules.anti_affinity, terminating, rules.affinity,
+                     rules.preferred_affinity, rules.preferred_anti_affinity)
 
 
 class PodIndex:
@@ -70,10 +81,10 @@ class PodIndex:
             labels = dict(meta.get("labels") or {})
             rules, _ = parse_pod_rules(spec, labels)
             entry = _Entry(meta.get("namespace", "default"), labels, spec.get("nodeName") or None,
-                           rules.anti_affinity, bool(meta.get("deletionTimestamp")))
+                           rules, bool(meta.get("deletionTimestamp")))
         old = self._pods.get(key)
         if old is not None and entry is not None and old.node and not entry.node:
-            entry = _Entry(entry.namespace, entry.labels, old.node, entry.anti_affinity, entry.terminating)  # assumed bound
+            entry = _Entry(entry.namespace, entry.labels, old.node, entry.rules, entry.terminating)  # assumed bound
         if old == entry:
             return False
         if entry is None:
@@ -96,7 +107,7 @@ class PodIndex:
         """usher bound the pod to ``node``: it counts there before the watch shows it."""
         old = self._pods.get(key)
         if old is not None and old.node != node:
-            self._pods[key] = _Entry(old.namespace, old.labels, node, old.anti_affinity, old.terminating)
+            self._pods[key] = _Entry(old.namespace, old.labels, node, old.rules, old.terminating)
             self.version += 1
 
     def repels(self, namespace: str, labels: Mapping[str, str]) -> bool:
@@ -111,7 +122,7 @@ class PodIndex:
         if known is not None and known[0] == self.version and known[1] == id(nodes):
             return known[2]
         ids = {n.name: n.id for n in nodes}
-        out = [PlacedPod(e.namespace, e.labels, ids[e.node], e.anti_affinity, e.terminating)
+        out = [placed_pod(e.namespace, e.labels, ids[e.node], e.rules, e.terminating)
                for e in self._pods.values() if e.node in ids]
         self._placed = (self.version, id(nodes), out)
         return out
@@ -154,10 +165,10 @@ class PodIndex:
         judge = self._judges.get(key)
         if judge is None:
             pods = list(self.placed(nodes))
-            pods += [PlacedPod(r.namespace, r.labels, n, r.rules.anti_affinity) for r, n in decided]
+            pods += [placed_pod(r.namespace, r.labels, n, r.rules) for r, n in decided]
             for group, node_id in placed:
-                ns, labels, anti = rules.gang.get(group, (rules.namespace, {}, ()))
-                pods.append(PlacedPod(ns, labels, node_id, anti))
+                ns, labels, their = rules.gang.get(group, (rules.namespace, {}, NO_RULES))
+                pods.append(placed_pod(ns, labels, node_id, their))
             constraints = rules.constraints
             me = Incoming(
                 rules.namespace, rules.labels, rules.rules,
@@ -182,8 +193,8 @@ class GroupRules:
     namespace: str
     labels_items: tuple[tuple[str, str], ...]
     rules: PodRules
-    #: every group of the gang by name: its namespace, labels and required anti-affinity
-    gang_items: tuple[tuple[str, str, tuple[tuple[str, str], ...], tuple[AffinityTerm, ...]], ...]
+    #: every group of the gang by name: its namespace, labels and rules
+    gang_items: tuple[tuple[str, str, tuple[tuple[str, str], ...], PodRules], ...]
     constraints: NodeConstraints | None
     index: PodIndex = field(compare=False, hash=False, repr=False)
     #: the keys of the group's pods, in the engine's order (``g0-3`` is the fourth)
@@ -194,11 +205,15 @@ class GroupRules:
         return dict(self.labels_items)
 
     @property
-    def gang(self) -> dict[str, tuple[str, dict[str, str], tuple[AffinityTerm, ...]]]:
-        return {name: (ns, dict(labels), anti) for name, ns, labels, anti in self.gang_items}
+    def gang(self) -> dict[str, tuple[str, dict[str, str], PodRules]]:
+        return {name: (ns, dict(labels), rules) for name, ns, labels, rules in self.gang_items}
 
     def allowed(self, nodes: Sequence[Any], placed: Sequence[tuple[str, int]]) -> frozenset[int]:
         return self.index.judge(self, nodes, placed).allowed()
+
+    def tiers(self, nodes: Sequence[Any], placed: Sequence[tuple[str, int]],
+              allowed: frozenset[int]) -> tuple[frozenset[int], ...]:
+        return self.index.judge(self, nodes, placed).preference(allowed)
 
     def refusal(self, node: Any, placed: Sequence[tuple[str, int]] = ()) -> str | None:
         nodes = self._nodes
@@ -219,7 +234,7 @@ def group_rules(index: PodIndex, groups: Sequence[tuple[str, str, Mapping[str, s
     the cluster repels any (the gang's groups then carry none and pay nothing)."""
     if not any(g[3] for g in groups) and not any(index.repels(g[1], g[2]) for g in groups):
         return None
-    gang = tuple((name, ns, _frozen(labels), rules.anti_affinity) for name, ns, labels, rules, _, _k in groups)
+    gang = tuple((name, ns, _frozen(labels), rules) for name, ns, labels, rules, _, _k in groups)
     return {name: GroupRules(ns, _frozen(labels), rules, gang, constraints, index, keys)
             for name, ns, labels, rules, constraints, keys in groups}
 
