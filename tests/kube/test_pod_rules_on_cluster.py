@@ -77,12 +77,14 @@ async def test_a_one_per_node_gang_with_too_few_nodes_waits_whole_and_says_why(s
     async def told() -> tuple[str, str] | None:
         pods = await sb.pods("usher/gang=vllm")
         assert not any(p["spec"].get("nodeName") for p in pods), "no pod of the gang is bound"
-        found = [said(p) for p in pods if p["status"].get("conditions")]
-        return found[0] if found and found[0][1] else None
+        # the gang's pods arrive one by one: the first words may be about the pods it waits for
+        found = [said(p) for p in pods if "anti-affinity" in said(p)[1]]
+        return found[0] if len(pods) == 3 and found else None
 
-    reason, message = await sb.until(told, "the gang says why it waits")
+    reason, message = await sb.until(told, "the gang says which rule keeps it waiting")
     assert reason == "Unschedulable"
-    assert "anti-affinity" in message and "app=vllm" in message, message
+    assert ("with 2 of its 3 pods placed, anti-affinity with 2 pods of app=vllm (one per kubernetes.io/hostname) "
+            "on every node with room (2 nodes)") in message, message
 
 
 @needs_kubectl
