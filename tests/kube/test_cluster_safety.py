@@ -162,11 +162,12 @@ async def test_a_pod_with_an_unsupported_constraint_waits_with_the_field_named(s
     await two_nodes(sb)
     await sb.start_usher(sb.tmp)
     body = gang_pod("picky", "picky", 1, 1)
-    body["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    # Gt with a value that is no integer: the API server lets it through, usher cannot read it
+    body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpu-generation", "operator": "Gt", "values": ["three"]}]}]}}}
     await sb.create(PODS, body)
     c = await sb.until(lambda: _condition(sb, "picky"), "picky says why")
-    assert c["reason"] == "InvalidRequest" and "spec.affinity.podAntiAffinity" in c["message"]
+    assert c["reason"] == "InvalidRequest" and "spec.affinity.nodeAffinity" in c["message"], c["message"]
 
 
 # ---------------------------------------------------------------- 3. transport failures

@@ -32,22 +32,23 @@ ROOT = Path(__file__).resolve().parents[2]
 PLAYED = 7200.0
 
 
-#: a pod with a scheduling rule usher does not take (required pod anti-affinity): InvalidRequest
-SPREAD = """
+#: a pod with a scheduling rule usher cannot read (node affinity ``Gt`` a value that is no
+#: integer, which the API server lets through): InvalidRequest
+REFUSED = """
 apiVersion: v1
 kind: Pod
 metadata:
-  name: spread-me
+  name: unreadable
   namespace: default
-  labels: {usher/queue: research, app: spread}
+  labels: {usher/queue: research, app: unreadable}
 spec:
   schedulerName: usher
   restartPolicy: Never
   affinity:
-    podAntiAffinity:
+    nodeAffinity:
       requiredDuringSchedulingIgnoredDuringExecution:
-        - labelSelector: {matchLabels: {app: spread}}
-          topologyKey: kubernetes.io/hostname
+        nodeSelectorTerms:
+          - matchExpressions: [{key: gpu-generation, operator: Gt, values: [three]}]
   containers:
     - name: main
       image: busybox:1.36
@@ -96,7 +97,7 @@ async def test_the_console_counts_every_pod_usher_answers_for_as_kubectl_does(de
         await c.play(until=PLAYED)
         await asyncio.to_thread(kubectl.ok, "create", "namespace", "research")
         await asyncio.to_thread(kubectl.ok, "apply", "-n", "research", "-f", str(ROOT / "deploy" / "examples"))
-        await asyncio.to_thread(kubectl.ok, "apply", "-f", "-", stdin=SPREAD)  # a rule usher does not take
+        await asyncio.to_thread(kubectl.ok, "apply", "-f", "-", stdin=REFUSED)  # a rule usher cannot read
         c.server.controllers.step()  # the operators make their pods
         await c.settle()
         await wait_for(lambda: console.idle, pilot)
