@@ -64,7 +64,7 @@ from .enums import (
 from .memo import memo_of
 from .kinds import plan_of
 from .podcycle import run_pod_cycle
-from .reservations import CAPACITY_REASONS, most_urgent_blocked
+from .reservations import BLOCKED_REASONS, CAPACITY_REASONS, most_urgent_blocked
 from .reservations import reserve as _reserve
 from .policy import quota
 from .policy.backfill import Reservation, quick_reject, reservation_now
@@ -603,7 +603,7 @@ class _GangCycle:
             reservation is None
             and policy.backfill == Backfill.EASY
             and policy.reserve_for == ReserveFor.FIRST_BLOCKED
-            and reason in CAPACITY_REASONS
+            and reason in BLOCKED_REASONS
         ):
             self.reservation = _reserve(state, job, list(plan.attempts[0].counts), now)
             self.settled.clear()
@@ -692,7 +692,7 @@ class _GangCycle:
             self.reservation is None
             and self.policy.backfill == Backfill.EASY
             and self.policy.reserve_for == ReserveFor.FIRST_BLOCKED
-            and reason in CAPACITY_REASONS
+            and reason in BLOCKED_REASONS
         ):
             return
         self.settled[(plan.kind, guarded)] = Settled(reason, tuple(passed))

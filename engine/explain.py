@@ -33,6 +33,7 @@ from .policy.filters.node_constraints import EXCLUDED
 from .policy.filters.registry import diagnose
 from .policy.placement import Placer, gang_counts, no_matching_nodes, request_of
 from .policy.registry import Scoring
+from .reservations import would_delay_quota
 from .state import INF, MILLI, RESOURCE_NAMES, ClusterState, Job, PodGroup
 
 #: a lazy field not worked out yet
@@ -346,8 +347,10 @@ def message(
         start = state.reservation[1]
         runtime = job.estimated_runtime()
         run = "runs until the end" if runtime == INF else f"needs {fmt.duration(runtime)}"
+        # what it would take from the holder: its queue's (or cohort's) quota, else its room
+        what = f"the quota of queue {holder.queue}" if would_delay_quota(state, job) else "the capacity"
         return (
-            f"Would fit now, but the capacity is reserved for {holder.name}, planned to start "
+            f"Would fit now, but {what} is reserved for {holder.name}, planned to start "
             f"{'now' if start <= now else 'in ' + fmt.duration(start - now)}; this job {run} and would delay it."
         )
     pod = max(job.groups, key=lambda g: g.gpu_milli)

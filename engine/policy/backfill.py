@@ -263,7 +263,15 @@ def reservation_now(state: ClusterState, job: Job, counts: list[int], now: float
 
 
 def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: float) -> Reservation | None:
-    """Where and when ``job`` could start if running jobs end as estimated; None if never."""
+    """Where and when ``job`` could start if running jobs end as estimated; None if never.
+
+    From ``now`` when its quota and the room are there already (the jobs ahead of it in the
+    order may take them first: the reservation keeps them for it); else from the first release
+    after which both are."""
+    if quota.check(state, state.queues[job.queue], request_of(job, counts)).fits:
+        found = reservation_now(state, job, counts, now)
+        if found is not None:
+            return found
     ends = state.ends
     first = _first_step(state, job, counts)
     if first is None:

@@ -10,7 +10,7 @@ import heapq
 from collections.abc import Iterator
 
 from usher.engine.admission import Admitter, CycleResult, mark_waiting
-from usher.engine.cycle import CAPACITY_REASONS, _reserve, most_urgent_blocked
+from usher.engine.cycle import BLOCKED_REASONS, CAPACITY_REASONS, _reserve, most_urgent_blocked
 from usher.engine.enums import Approval, EndReason, MoveMode, PendingReason
 from usher.engine.policy import quota
 from usher.engine.policy.backfill import Reservation, quick_reject, reservation_now
@@ -247,7 +247,7 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
         mark_waiting(job, reason)
         if policy.strict_fifo:
             blocked.add(job.queue)
-        if reservation is None and policy.backfill == Backfill.EASY and policy.reserve_for == ReserveFor.FIRST_BLOCKED and reason in CAPACITY_REASONS:
+        if reservation is None and policy.backfill == Backfill.EASY and policy.reserve_for == ReserveFor.FIRST_BLOCKED and reason in BLOCKED_REASONS:
             reservation = _reserve(state, job, attempts[0], now)
     if consolidating:
         urgent = most_urgent_blocked(state)

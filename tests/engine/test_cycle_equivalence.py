@@ -47,7 +47,9 @@ SCENARIOS = {
 
 def with_operators(text: str, jobs: int) -> str:
     """``text`` with holds, releases and approvals spread over its first hours."""
-    events = [f"  - {{at: {600 + 30 * i}, action: hold, job: j{i}}}" for i in range(0, jobs, 23)]
+    # each hold a minute or two after its job arrives: held jobs deep in their queues, which
+    # the walk often stops short of (they are then marked apart from the reason cells)
+    events = [f"  - {{at: {120 + 60 * i}, action: hold, job: j{i}}}" for i in range(0, jobs, 11)]
     events += [f"  - {{at: {9000 + 30 * i}, action: release, job: j{i}}}" for i in range(0, jobs, 46)]
     events += [f"  - {{at: {300 + 20 * i}, action: approve, job: j{i}}}" for i in range(1, jobs, 3)]
     events.sort(key=lambda line: int(line.split("at: ")[1].split(",")[0]))

@@ -104,8 +104,8 @@ def free_figures(state: ClusterState) -> tuple:
 
 
 def busy_controller() -> Controller:
-    """A small cluster at 2.5x offered load: a backlog of gangs that need a rack, and single pods."""
-    return Controller(parse_scenario(workloads.b2_busy(nodes=32, jobs=1200, days=0.5, load=2.5), file="busy.yaml"))
+    """A small cluster at 3x offered load: a backlog of gangs that need a rack, and single pods."""
+    return Controller(parse_scenario(workloads.b2_busy(nodes=32, jobs=1200, days=0.5, load=3.0), file="busy.yaml"))
 
 
 def test_the_planner_gives_the_plain_loops_starts_at_every_moment_of_a_busy_replay() -> None:
