@@ -147,6 +147,7 @@ def test_owner_resources_are_the_documented_versions_each_at_its_own_path():
         ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"): "LeaderWorkerSet",
         ("scheduling.volcano.sh", "v1beta1", "podgroups"): "PodGroup",
         ("scheduling.x-k8s.io", "v1alpha1", "podgroups"): "PodGroup",
+        ("scheduling.k8s.io", "v1alpha1", "workloads"): "Workload",
     }
     assert all(r.namespaced for r in OWNER_RESOURCES)
     assert JOB.path == "/apis/batch/v1/jobs" and JOB.key == "batch/Job" and JOB.api_version == "batch/v1"

@@ -10,23 +10,27 @@ entry and passes a lookup into them.
 Rules, first match wins:
 
 1. usher's labels: ``usher/gang`` + ``usher/gang-size`` (key ``<ns>/<gang>``, as ever). A
-   ``usher/gang`` without a size takes the size of the pod's owner (rule 5); with no owner that
+   ``usher/gang`` without a size takes the size of the pod's owner (rule 6); with no owner that
    sizes gangs, the ``problem`` names ``usher/gang-size``. With a size, no owner is read for
    the gang (whatever the rule, a batch Job that made the pod is read for whether an eviction
    would end it: ``GroupSpec.survives_eviction``).
-2. Volcano: the pod annotation ``scheduling.k8s.io/group-name`` names a
+2. The Workload API (Kubernetes 1.35, ``scheduling.k8s.io/v1alpha1``): a pod's ``spec.workloadRef``
+   names a Workload and one of its pod groups; a ``gang`` group's ``minCount`` is the gang, each
+   ``podGroupReplicaKey`` a gang of its own, a ``basic`` group's pods are each alone (rules and
+   keys in ``owner_workload``).
+3. Volcano: the pod annotation ``scheduling.k8s.io/group-name`` names a
    ``scheduling.volcano.sh/v1beta1`` PodGroup. Volcano's ``spec.minMember`` is the gang
    threshold: the job may run once that many pods are placed; pods past it (a Volcano Job whose
    ``minAvailable`` is below its replicas) are placed as they fit. The PodGroup holds no total, so
    usher's gang is the ``minMember`` pods, as it is for the coscheduling plugin. Key
    ``<ns>/PodGroup/<name>``.
-3. scheduler-plugins coscheduling: the label ``scheduling.x-k8s.io/pod-group`` names a
+4. scheduler-plugins coscheduling: the label ``scheduling.x-k8s.io/pod-group`` names a
    ``scheduling.x-k8s.io/v1alpha1`` PodGroup whose ``spec.minMember`` is the size (key
    ``<ns>/<name>``, as ever).
-4. Kueue pod groups: label ``kueue.x-k8s.io/pod-group-name``, size from the annotation
+5. Kueue pod groups: label ``kueue.x-k8s.io/pod-group-name``, size from the annotation
    ``kueue.x-k8s.io/pod-group-total-count`` (key ``<ns>/KueuePodGroup/<name>``). Kueue also puts
    these on the pods of the StatefulSets and LeaderWorkerSets it manages.
-5. The owner chain (``metadata.ownerReferences`` with ``controller: true``), key
+6. The owner chain (``metadata.ownerReferences`` with ``controller: true``), key
    ``<ns>/<Kind>/<top owner name>``:
 
    - batch Job: one run of the Job is a gang of ``spec.parallelism`` (default 1) pods, capped by
@@ -82,7 +86,8 @@ jobset.x-k8s.io/v1alpha2 JobSet; kubeflow.org/v1 PyTorchJob, MPIJob and TFJob (K
 Operator v1) and kubeflow.org/v2beta1 MPIJob (the standalone MPI Operator; the same CRD name, so a
 cluster serves one of the two); trainer.kubeflow.org/v1alpha1 TrainJob (Kubeflow Trainer v2);
 ray.io/v1 RayCluster and RayJob (KubeRay 1.x); leaderworkerset.x-k8s.io/v1 LeaderWorkerSet;
-scheduling.volcano.sh/v1beta1 PodGroup; scheduling.x-k8s.io/v1alpha1 PodGroup (scheduler-plugins).
+scheduling.volcano.sh/v1beta1 PodGroup; scheduling.x-k8s.io/v1alpha1 PodGroup (scheduler-plugins);
+scheduling.k8s.io/v1alpha1 Workload (Kubernetes 1.35).
 Owner references are matched on group and kind, not version.
 """
 
@@ -93,6 +98,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from . import owner_workload
 from .names import Annotation, Label
 
 
@@ -115,6 +121,8 @@ class Kind(StrEnum):
     RAY_CLUSTER = "RayCluster"
     RAY_JOB = "RayJob"
     LEADER_WORKER_SET = "LeaderWorkerSet"
+    #: Kubernetes' Workload API (``owner_workload``)
+    WORKLOAD = "Workload"
 
 
 class GroupLabel(StrEnum):
@@ -186,6 +194,7 @@ RAY_JOB = OwnerResource("ray.io", "v1", "rayjobs", Kind.RAY_JOB)
 LEADER_WORKER_SET = OwnerResource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", Kind.LEADER_WORKER_SET)
 VOLCANO_POD_GROUP = OwnerResource("scheduling.volcano.sh", "v1beta1", "podgroups", Kind.POD_GROUP)
 POD_GROUP = OwnerResource("scheduling.x-k8s.io", "v1alpha1", "podgroups", Kind.POD_GROUP)
+WORKLOAD = OwnerResource(owner_workload.GROUP, owner_workload.VERSION, owner_workload.PLURAL, Kind.WORKLOAD)
 
 #: Every kind usher reads to size gangs: one optional read-only list+watch each (a CRD may be
 #: absent). Caches are keyed by ``OwnerResource.key``; both MPIJob versions feed one cache.
@@ -202,6 +211,7 @@ OWNER_RESOURCES: tuple[OwnerResource, ...] = (
     LEADER_WORKER_SET,
     VOLCANO_POD_GROUP,
     POD_GROUP,
+    WORKLOAD,
 )
 
 #: (``OwnerResource.key``, namespace, name) -> the cached object, or None (not cached yet, or its
@@ -322,6 +332,8 @@ def infer_group(pod: dict[str, Any], lookup: OwnerLookup, *, served: Collection[
     gang = labels.get(Label.GANG)
     if gang:
         spec = _usher_gang(pod, ns, gang, labels.get(Label.GANG_SIZE), walk)
+    elif (ref := owner_workload.workload_ref(pod)) is not None:
+        spec = _workload(ref, name, walk)
     elif volcano := annotations.get(GroupAnnotation.VOLCANO_GROUP):
         spec = _pod_group(VOLCANO_POD_GROUP, f"{ns}/{Kind.POD_GROUP}/{volcano}", volcano, walk)
     elif coscheduling := labels.get(Label.POD_GROUP):
@@ -424,6 +436,27 @@ def _pod_group(resource: OwnerResource, key: str, name: str, walk: _Walk) -> Gro
     except _Invalid as exc:
         return GroupSpec(key=key, kind=Kind.POD_GROUP, name=name, size=None, problem=str(exc), owner=owner, depends=(owner,))
     return GroupSpec(key=key, kind=Kind.POD_GROUP, name=name, size=size, owner=owner, depends=(owner,))
+
+
+def _workload(ref: owner_workload.WorkloadRef, pod_name: str, walk: _Walk) -> GroupSpec:
+    """The gang of a pod's ``spec.workloadRef`` (``owner_workload``); decided again when the
+    Workload changes (or appears)."""
+    owner = (WORKLOAD.key, walk.namespace, ref.name)
+    found = owner_workload.workload_gang(
+        ref, walk.namespace, lambda name: walk.lookup(WORKLOAD.key, walk.namespace, name), walk.reads(WORKLOAD)
+    )
+    if found.key is None:  # a basic group: each pod alone
+        return replace(_single(walk.namespace, pod_name), depends=(owner,))
+    return GroupSpec(
+        key=found.key,
+        kind=Kind.WORKLOAD,
+        name=ref.name,
+        size=found.size,
+        problem=found.problem,
+        owner=owner,
+        waiting=found.waiting,
+        depends=(owner,),
+    )
 
 
 def _kueue_group(ns: str, name: str, total: str | None) -> GroupSpec:

@@ -114,7 +114,8 @@ CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
     # a budget would not all allow is not started.
     *_grants("policy", "poddisruptionbudgets", _LIST_WATCH, Scope.CLUSTER),
     # The workloads that own pods (Job, JobSet, PyTorchJob, RayCluster, LeaderWorkerSet, ...) and
-    # PodGroups: a gang's size and minimum (informers: list and watch only, never written).
+    # PodGroups, and Kubernetes' Workloads: a gang's size and minimum (informers: list and watch
+    # only, never written).
     *(p for group, plural in _OWNER_RESOURCES for p in _grants(group, plural, _LIST_WATCH, Scope.CLUSTER)),
     # Storage (informers: list and watch): a pod's claims, the volumes they are bound to, the
     # classes that provision them, the room CSI drivers report and each node's attach limits
