@@ -157,14 +157,17 @@ class PlacementRules(Protocol):
     """Rules a pod group's pods follow against other pods (on a cluster: pod affinity,
     anti-affinity, topology spread), judged by the backend that knows the pods around them. The
     engine only asks, per pod, where such a pod may go now, given where the job's own pods went
-    so far in this attempt (``placed``: pod group name and node id); see ``filters.pod_rules``."""
+    so far in this attempt (``placed``: pod group name and node id); see ``filters.pod_rules``.
+    ``gone`` names running jobs whose pods count as gone: the victims a preemption search has
+    lifted off the state, so that evicting a victim frees a rule as it frees capacity."""
 
-    def allowed(self, nodes: Sequence[Node], placed: Sequence[tuple[str, int]]) -> frozenset[int]:
+    def allowed(self, nodes: Sequence[Node], placed: Sequence[tuple[str, int]],
+                gone: frozenset[int] = frozenset()) -> frozenset[int]:
         """The ids of the nodes the rules allow for one more pod."""
         ...
 
     def tiers(self, nodes: Sequence[Node], placed: Sequence[tuple[str, int]],
-              allowed: frozenset[int]) -> tuple[frozenset[int], ...]:
+              allowed: frozenset[int], gone: frozenset[int] = frozenset()) -> tuple[frozenset[int], ...]:
         """The soft rules' ranking of the ``allowed`` nodes as preference tiers, best first
         (empty: no preference)."""
         ...

@@ -97,6 +97,8 @@ class Placer:
     guard: Guard | None = None
     taken: list[PodPlacement] = field(default_factory=list)
     scoring: Scoring = Scoring.USHER
+    #: running jobs whose pods count as gone for pod rules (a preemption search's lifted victims)
+    gone: frozenset[int] = frozenset()
     #: while a gang is placed: where in ``taken`` its pods start (pod rules count them)
     _gang_mark: int | None = field(default=None, init=False, repr=False)
 
@@ -163,7 +165,7 @@ class Placer:
         the gang's pods placed so far (``pod_rules.narrowed``).
         """
         if pod.rules is not None:
-            pod = narrowed(pod, self.state.nodes, self._gang_so_far())
+            pod = narrowed(pod, self.state.nodes, self._gang_so_far(), self.gone)
         for tier in pod.preferred:
             node = self._choose(pod, within, tier)
             if node is not None:

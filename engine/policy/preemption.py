@@ -16,7 +16,10 @@ queue furthest above its fair share first), lower priority first, jobs whose pod
 after an eviction first (``Job.comes_back``: on a cluster, not a bare pod nor a batch Job that
 the eviction would fail), less work lost since the last checkpoint first, most recently admitted
 first. They are removed one by one until the preemptor
-fits; then a minimising pass puts back every victim that is not needed. Every check runs on the
+fits; then a minimising pass puts back every victim that is not needed. A lifted victim counts
+as gone for the preemptor's pod rules too (``Placer.gone``): evicting pods that block a required
+anti-affinity or a spread makes room as freeing capacity does, and a victim is kept only if it
+frees one or the other. Every check runs on the
 state itself and is undone, so nothing changes unless the caller evicts the victims it is given.
 
 A preemptor that would run past a backfill reservation's start, and does not outrank its holder,
@@ -284,7 +287,10 @@ def restore_victim(state: ClusterState, v: Job, charged: Vec) -> None:
     state.charge(v, charged)
 
 
-def _fits(state: ClusterState, job: Job, counts: list[int], request: Vec, limit: HolderLimit | None = None) -> bool:
+def _fits(state: ClusterState, job: Job, counts: list[int], request: Vec, limit: HolderLimit | None = None,
+          gone: frozenset[int] = frozenset()) -> bool:
+    """Whether ``job`` fits as the state is, the jobs ``gone`` (lifted) counting as gone for its
+    pod rules as they do for capacity."""
     queue = state.queues[job.queue]
     if not quota.check(state, queue, request).fits:
         return False
@@ -292,7 +298,7 @@ def _fits(state: ClusterState, job: Job, counts: list[int], request: Vec, limit:
         return False
     if quick_reject(state, job, counts):
         return False
-    placer = Placer(state, limit.guard if limit is not None else None)
+    placer = Placer(state, limit.guard if limit is not None else None, gone=gone)
     if placer.place_gang(job, counts):
         placer.undo(job)
         return True
@@ -385,6 +391,13 @@ def _search_key(state: ClusterState, job: Job, counts: list[int], request: Vec, 
     return key
 
 
+def _ids(jobs: list[Job], job: Job) -> frozenset[int]:
+    """The ids of the jobs lifted so far, for ``job``'s pod rules (empty when it has none)."""
+    if all(g.rules is None for g in job.groups):
+        return frozenset()
+    return frozenset(v.id for v in jobs)
+
+
 def find_victims(
     state: ClusterState, job: Job, counts: list[int], request: Vec, now: float, limit: HolderLimit | None = None
 ) -> list[Job] | None:
@@ -424,7 +437,7 @@ def find_victims(
         lifted.append(v)
         if gate is not None and not gate.may_fit(v):
             continue  # no domain could take the gang yet: _fits would say no, touching nothing
-        if _fits(state, job, counts, request, limit):
+        if _fits(state, job, counts, request, limit, _ids(lifted, job)):
             found = True
             break
     if not found:
@@ -433,9 +446,12 @@ def find_victims(
         return None
     # Minimising pass: put back each victim (last chosen first) that the preemptor can spare.
     needed: list[Job] = []
+    out = set(_ids(lifted, job))
     for v in reversed(lifted[:-1]):
         restore_victim(state, v, charged[v.id])
-        if not _fits(state, job, counts, request, limit):
+        out.discard(v.id)
+        if not _fits(state, job, counts, request, limit, frozenset(out)):
+            out.add(v.id)
             lift_victim(state, v)
             needed.append(v)
     needed.append(lifted[-1])

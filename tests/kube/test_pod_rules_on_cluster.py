@@ -193,3 +193,33 @@ async def test_soft_anti_affinity_and_schedule_anyway_spread_rank_the_nodes(sb: 
     await apply(sb, *(worker(f"api-{i}", 2, "api", 2, {"app": "api"}, topologySpreadConstraints=anyway) for i in range(2)))
     zones = sorted(n.split("-")[0] for n in (await running(sb, "api", 2)).values())
     assert zones == ["a", "b"]
+
+
+PREEMPTING = """
+queues:
+  - {name: research, quota: {gpu: 64}, namespaces: [default], preemption: {withinQueue: LowerPriority}}
+"""
+
+
+@needs_kubectl
+async def test_a_preemption_frees_the_anti_affinity_rule_that_keeps_a_job_waiting(sb: UsherOnSandbox) -> None:
+    """KAI#2115: a high-priority pod with required anti-affinity against app=x finds an app=x
+    pod on every node (GPUs to spare beside each): it is not capacity but the rule that blocks
+    it, and preempting one app=x pod is what lets it run. usher evicts one, and binds it there."""
+    for n in ("gpu-1", "gpu-2"):
+        await sb.create("/api/v1/nodes", node(n))
+    await sb.start_usher(sb.tmp, PREEMPTING)
+    # six GPUs each: best fit cannot put both on one node
+    await apply(sb, *(worker(f"x-{i}", 6, f"x-{i}", 1, {"app": "x"}, terminationGracePeriodSeconds=0) for i in range(2)))
+    await running(sb, "x-0", 1)
+    await running(sb, "x-1", 1)
+    sb.advance(60)
+    await sb.create("/apis/scheduling.k8s.io/v1/priorityclasses",
+                    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent"}, "value": 100})
+    await apply(sb, worker("urgent", 1, "urgent", 1, {"app": "u"}, affinity=apart(app="x"), priorityClassName="urgent"))
+    [(_, where)] = (await running(sb, "urgent", 1)).items()
+    left = [p for p in await sb.pods("app=x") if not p["metadata"].get("deletionTimestamp")]
+    assert len(left) == 1 and left[0]["spec"]["nodeName"] != where, "one app=x pod was evicted, from the node urgent took"
+    evicted = [r.path.split("/")[-2] for r in sb.server.requests
+               if r.method == "POST" and r.path.endswith("/eviction") and "dryRun" not in r.query]
+    assert len(evicted) == 1 and evicted[0].startswith("x-")

@@ -78,7 +78,7 @@ class JobsOfGangs:
             (f"g{gi}", by_name[names[0]].namespace, shared_labels([by_name[n].labels for n in names]),
              by_name[names[0]].rules, by_name[names[0]].constraints, tuple(by_name[n].key for n in names))
             for gi, names in enumerate(groups.values())
-        ]) or {}
+        ], gang.title or gang.key) or {}
         pod_groups = []
         for gi, (sig, names) in enumerate(groups.items()):
             first = by_name[names[0]]
@@ -126,6 +126,7 @@ class JobsOfGangs:
         job.request = group_request(pod_groups)
         if rules:
             self.pod_rules.ruled_jobs.add(job.id)
+        self.pod_rules.job_pods[job.id] = tuple(p.key for p in views)
         state.jobs.append(job)
         state.job_by_name[job.name] = job.id
         gang.job = job

@@ -8,7 +8,9 @@ its first went. So the placer asks, before each pod of such a group, which nodes
 now (``narrowed``), given the job's pods placed so far in the attempt, and looks only there; the
 gang is still placed all or none. A pod group without rules (``rules is None``) never reaches
 this module: the hot path's filter list leaves it out (``registry.INDEXED``), so pods that carry
-no rule pay nothing. ``why`` is what "why pending" counts per node, as things are.
+no rule pay nothing. ``why`` is what "why pending" counts per node, as things are. A preemption
+search tells the rules which running jobs it has lifted (``gone``): their pods no longer count,
+so a victim that blocks a rule is one whose eviction helps, as one that holds capacity is.
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ if TYPE_CHECKING:
     from ...state import Node, PodGroup
 
 
-def narrowed(pod: PodGroup, nodes: Sequence[Node], placed: Sequence[tuple[str, int]]) -> PodGroup:
+def narrowed(pod: PodGroup, nodes: Sequence[Node], placed: Sequence[tuple[str, int]],
+             gone: frozenset[int] = frozenset()) -> PodGroup:
     """``pod`` allowed only on the nodes its rules allow for one more pod now (its eligible
     nodes intersected with them), its preference tiers refined by the rules' own ranking
-    (``PlacementRules.tiers``) within each tier it has: the backend's tiers come first."""
+    (``PlacementRules.tiers``) within each tier it has: the backend's tiers come first. The
+    pods of the jobs ``gone`` (victims a preemption search lifted) count as gone."""
     assert pod.rules is not None
-    allowed = pod.rules.allowed(nodes, placed)
+    allowed = pod.rules.allowed(nodes, placed, gone)
     eligible = allowed if pod.eligible is None else pod.eligible & allowed
     own = [t & eligible for t in pod.preferred if t & eligible]
-    ranked = pod.rules.tiers(nodes, placed, eligible)
+    ranked = pod.rules.tiers(nodes, placed, eligible, gone)
     if ranked:
         rest = eligible.difference(*own) if own else eligible
         refined = []

@@ -13,6 +13,13 @@ attempt count as pods on their nodes. It judges against the index as it is now, 
 need not be made anew when pods come and go; its equality leaves the index out, so jobs with
 the same rules stay alike for the cycle's memo. A ``Judge`` is built once per index version,
 nodes and placed pods, and reused for every node a diagnosis asks about.
+
+A victim a preemption makes room with counts as gone for the gang it makes room for, and for that
+gang only (kube-scheduler counts a terminating pod; KAI#2115 is what happens when the preemptor
+does too: the reclaim never succeeds). Two kinds: the running jobs a preemption search has lifted
+off the engine's state (``gone``, engine job ids the placer passes), and the jobs the engine
+stopped as ``preempted`` for the gang (``Run.by``) whose pods are still being evicted. The index
+knows each engine job's pods (``job_pods``, set by the mirror) to leave them out.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ....enums import EndReason
 from .evaluate import Incoming, Judge, PlacedPod
 from .model import NO_RULES, AffinityTerm, PodRules
 from .parse import parse_pod_rules
@@ -71,6 +79,10 @@ class PodIndex:
         self._placed: tuple[int, int, list[PlacedPod]] | None = None
         self._judges: dict[tuple[Any, ...], Judge] = {}
         self._judged_at: tuple[int, int] = (-1, -1)
+        #: every engine job's pod keys (set by the mirror with each job it makes)
+        self.job_pods: dict[int, tuple[str, ...]] = {}
+        #: (state, its stop counter) and, by preemptor name, the jobs it stopped that way
+        self._victims: tuple[int, int, dict[str, frozenset[int]]] = (-1, -1, {})
 
     def pod_changed(self, key: str, obj: Mapping[str, Any] | None) -> bool:
         """A pod as the API shows it (None: deleted). True when its anti-affinity came or went
@@ -116,18 +128,48 @@ class PodIndex:
         return any(t.matches(e.namespace, namespace, labels, self.ns_labels)
                    for e in self.repellers.values() for t in e.anti_affinity)
 
-    def placed(self, nodes: Sequence[Any]) -> list[PlacedPod]:
-        """Every pod on one of ``nodes`` (engine nodes: ``id``, ``name``), as rules see it."""
+    def placed(self, nodes: Sequence[Any], without: frozenset[str] = frozenset()) -> list[PlacedPod]:
+        """Every pod on one of ``nodes`` (engine nodes: ``id``, ``name``), as rules see it,
+        but those whose keys are in ``without``."""
         known = self._placed
-        if known is not None and known[0] == self.version and known[1] == id(nodes):
-            return known[2]
-        ids = {n.name: n.id for n in nodes}
-        out = [placed_pod(e.namespace, e.labels, ids[e.node], e.rules, e.terminating)
-               for e in self._pods.values() if e.node in ids]
-        self._placed = (self.version, id(nodes), out)
-        return out
+        if known is None or known[0] != self.version or known[1] != id(nodes):
+            ids = {n.name: n.id for n in nodes}
+            pairs = [(k, placed_pod(e.namespace, e.labels, ids[e.node], e.rules, e.terminating))
+                     for k, e in self._pods.items() if e.node in ids]
+            known = self._placed = (self.version, id(nodes), pairs)
+        if not without:
+            return [p for _, p in known[2]]
+        return [p for k, p in known[2] if k not in without]
 
-    def decided(self) -> list[tuple[GroupRules, int]]:
+    def victims_of(self, owner: str) -> frozenset[int]:
+        """The engine jobs stopped as preempted for the job named ``owner`` and not yet started
+        again (their pods may still be on their nodes, being evicted)."""
+        state = self.engine_state
+        if state is None or not owner:
+            return frozenset()
+        at, stops, by = self._victims
+        if at != id(state) or stops != state.stop_counter:
+            found: dict[str, set[int]] = {}
+            for jid in self.job_pods:
+                job = state.jobs[jid] if jid < len(state.jobs) else None
+                if job is None or job.current_run is not None or not job.runs:
+                    continue
+                last = job.runs[-1]
+                if last.by and last.end_reason == EndReason.PREEMPTED:
+                    found.setdefault(last.by, set()).add(jid)
+            by = {name: frozenset(ids) for name, ids in found.items()}
+            self._victims = (id(state), state.stop_counter, by)
+        return by.get(owner, frozenset())
+
+    def gone_keys(self, owner: str, gone: frozenset[int]) -> frozenset[str]:
+        """The pods that count as gone for the job ``owner``: those of the jobs ``gone`` and of
+        the victims stopped for it (``victims_of``)."""
+        jobs = gone | self.victims_of(owner)
+        if not jobs:
+            return frozenset()
+        return frozenset(k for j in jobs for k in self.job_pods.get(j, ()))
+
+    def decided(self, gone: frozenset[int] = frozenset()) -> list[tuple[GroupRules, int]]:
         """The pods of usher's jobs with rules that the engine placed and that are not on a node
         here yet (a cycle's decision, a bind still in PreBind): each group's rules and node id.
         Without them, two jobs with rules decided in one cycle (a Deployment's replicas, one job
@@ -136,7 +178,7 @@ class PodIndex:
         out: list[tuple[GroupRules, int]] = []
         if state is None:
             return out
-        for jid in sorted(self.ruled_jobs):
+        for jid in sorted(self.ruled_jobs - gone):
             job = state.jobs[jid] if jid < len(state.jobs) else None
             run = None if job is None else job.current_run
             if run is None:
@@ -153,18 +195,21 @@ class PodIndex:
                     out.append((rules, p.node_id))
         return out
 
-    def judge(self, rules: GroupRules, nodes: Sequence[Any], placed: Sequence[tuple[str, int]]) -> Judge:
+    def judge(self, rules: GroupRules, nodes: Sequence[Any], placed: Sequence[tuple[str, int]],
+              gone: frozenset[int] = frozenset()) -> Judge:
         """The ``Judge`` of a group's pod over ``nodes``, with the gang's ``placed`` pods and the
-        engine's ``decided`` ones counted."""
+        engine's ``decided`` ones counted, and the pods that count as gone for its job left out
+        (``gone_keys``)."""
         at = (self.version, id(nodes))
         if at != self._judged_at:
             self._judges.clear()
             self._judged_at = at
-        decided = self.decided()
-        key = (rules, tuple(placed), tuple((id(r), n) for r, n in decided))
+        without = self.gone_keys(rules.owner, gone)
+        decided = self.decided(gone)
+        key = (rules, tuple(placed), tuple((id(r), n) for r, n in decided), without)
         judge = self._judges.get(key)
         if judge is None:
-            pods = list(self.placed(nodes))
+            pods = self.placed(nodes, without)
             pods += [placed_pod(r.namespace, r.labels, n, r.rules) for r, n in decided]
             for group, node_id in placed:
                 ns, labels, their = rules.gang.get(group, (rules.namespace, {}, NO_RULES))
@@ -199,6 +244,8 @@ class GroupRules:
     index: PodIndex = field(compare=False, hash=False, repr=False)
     #: the keys of the group's pods, in the engine's order (``g0-3`` is the fourth)
     pod_keys: tuple[str, ...] = field(default=(), compare=False, hash=False, repr=False)
+    #: the name of the engine job it is a group of (victims stopped for it count as gone)
+    owner: str = field(default="", compare=False, hash=False)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -208,12 +255,13 @@ class GroupRules:
     def gang(self) -> dict[str, tuple[str, dict[str, str], PodRules]]:
         return {name: (ns, dict(labels), rules) for name, ns, labels, rules in self.gang_items}
 
-    def allowed(self, nodes: Sequence[Any], placed: Sequence[tuple[str, int]]) -> frozenset[int]:
-        return self.index.judge(self, nodes, placed).allowed()
+    def allowed(self, nodes: Sequence[Any], placed: Sequence[tuple[str, int]],
+                gone: frozenset[int] = frozenset()) -> frozenset[int]:
+        return self.index.judge(self, nodes, placed, gone).allowed()
 
     def tiers(self, nodes: Sequence[Any], placed: Sequence[tuple[str, int]],
-              allowed: frozenset[int]) -> tuple[frozenset[int], ...]:
-        return self.index.judge(self, nodes, placed).preference(allowed)
+              allowed: frozenset[int], gone: frozenset[int] = frozenset()) -> tuple[frozenset[int], ...]:
+        return self.index.judge(self, nodes, placed, gone).preference(allowed)
 
     def refusal(self, node: Any, placed: Sequence[tuple[str, int]] = ()) -> str | None:
         nodes = self._nodes
@@ -227,15 +275,16 @@ class GroupRules:
         return self.index.nodes
 
 
-def group_rules(index: PodIndex, groups: Sequence[tuple[str, str, Mapping[str, str], PodRules, NodeConstraints | None, tuple[str, ...]]]
-                ) -> dict[str, GroupRules] | None:
-    """Each group's ``GroupRules`` for a gang whose groups are ``(name, namespace, labels their
-    pods share, rules, node constraints, pod keys)``; None when no group has rules and no pod on
-    the cluster repels any (the gang's groups then carry none and pay nothing)."""
+def group_rules(index: PodIndex, groups: Sequence[tuple[str, str, Mapping[str, str], PodRules, NodeConstraints | None, tuple[str, ...]]],
+                owner: str = "") -> dict[str, GroupRules] | None:
+    """Each group's ``GroupRules`` for a gang (the engine job named ``owner``) whose groups are
+    ``(name, namespace, labels their pods share, rules, node constraints, pod keys)``; None when
+    no group has rules and no pod on the cluster repels any (the gang's groups then carry none
+    and pay nothing)."""
     if not any(g[3] for g in groups) and not any(index.repels(g[1], g[2]) for g in groups):
         return None
     gang = tuple((name, ns, _frozen(labels), rules) for name, ns, labels, rules, _, _k in groups)
-    return {name: GroupRules(ns, _frozen(labels), rules, gang, constraints, index, keys)
+    return {name: GroupRules(ns, _frozen(labels), rules, gang, constraints, index, keys, owner)
             for name, ns, labels, rules, constraints, keys in groups}
 
 
