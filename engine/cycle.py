@@ -64,7 +64,7 @@ from .enums import (
 from .memo import memo_of
 from .kinds import plan_of
 from .podcycle import run_pod_cycle
-from .reservations import BLOCKED_REASONS, CAPACITY_REASONS, most_urgent_blocked
+from .reservations import BLOCKED_REASONS, CAPACITY_REASONS, held_back, most_urgent_blocked
 from .reservations import reserve as _reserve
 from .policy import quota
 from .policy.backfill import Reservation, quick_reject, reservation_now
@@ -80,6 +80,7 @@ from .state import (
     Queue,
     ReasonCell,
     Vec,
+    lost_to_a_node,
 )
 
 #: waiting jobs per reason cell above which a cycle marks the jobs it has not reached by cell
@@ -307,11 +308,7 @@ class _GangCycle:
                     if plan is None or plan.groups is not job.groups or plan.min_count != job.min_count:
                         plan = plan_of(state, job)
                     reservation = self.reservation
-                    guarded = (
-                        reservation is not None
-                        and job.id != reservation.job_id
-                        and now + job.estimated_runtime() > reservation.start
-                    )
+                    guarded = reservation is not None and held_back(job, reservation, jobs, now)
                     known = settled.get((plan.kind, guarded))
                     if known is not None and (not known.passed or passed_quota.issuperset(known.passed)):
                         # mark_waiting inlined: a settled reason is never held or awaiting approval
@@ -458,7 +455,7 @@ class _GangCycle:
         state = self.state
         for job, reason in apart:
             mark_waiting(job, reason)
-            if not state.waits_on_operator(job):
+            if not state.waits_on_operator(job) and not lost_to_a_node(job):
                 state.apart.discard(job.id)
 
     def _tail_needs(self, reservation: Reservation | None) -> list[tuple[ReasonCell, int, tuple[bool, ...]]]:
@@ -505,7 +502,7 @@ class _GangCycle:
                 if kind in stable:
                     out.append((job, stable[kind]))
                     continue
-                guarded = reservation is not None and job.id != reservation.job_id and now + job.estimated_runtime() > reservation.start
+                guarded = held_back(job, reservation, state.jobs, now)
                 known = self.settled.get((kind, guarded))
                 if known is None or (known.passed and not self.passed_quota.issuperset(known.passed)):
                     return None

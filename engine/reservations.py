@@ -23,7 +23,7 @@ from .enums import PendingReason
 from .policy import quota
 from .policy.backfill import Reservation, cached_reservation, kept_reservation, plan_reservation
 from .policy.placement import gang_counts, request_of
-from .state import INF, MILLI, ClusterState, Job
+from .state import INF, MILLI, ClusterState, Job, lost_to_a_node
 
 #: the reasons of a job blocked for capacity
 CAPACITY_REASONS = (PendingReason.INSUFFICIENT_CAPACITY, PendingReason.TOPOLOGY_UNSATISFIABLE)
@@ -49,6 +49,24 @@ def reserve(state: ClusterState, job: Job, counts: list[int], now: float) -> Res
 
 #: Pending jobs per queue that ``most_urgent_blocked`` looks at.
 URGENT_SCAN = 256
+
+
+def knocked_out(job: Job, holder: Job) -> bool:
+    """Whether ``job`` lost its last run to a node's failure or drain and is ahead of the
+    reservation's ``holder`` by the policy's urgency (higher priority, or as high and submitted
+    first). It is no later job: the reservation does not hold it back, placed or preempting (a
+    failure or a drain is among what may move a reservation)."""
+    if not lost_to_a_node(job):
+        return False
+    return (-job.priority, job.submit, job.seq) < (-holder.priority, holder.submit, holder.seq)
+
+
+def held_back(job: Job, reservation: Reservation | None, jobs: list[Job], now: float) -> bool:
+    """Whether the reservation holds ``job`` back (the guard and the holder's quota apply): a job
+    other than the holder that would run past its start, unless ``knocked_out``."""
+    if reservation is None or job.id == reservation.job_id or now + job.estimated_runtime() <= reservation.start:
+        return False
+    return not (job.runs and knocked_out(job, jobs[reservation.job_id]))
 
 
 def most_urgent_blocked(state: ClusterState) -> Job | None:

@@ -17,7 +17,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from . import records
-from .enums import Approval
+from .enums import Approval, EndReason
 
 # re-exported: the records and units are imported from here across the engine and backends
 from .records import (
@@ -65,6 +65,11 @@ __all__ = [
     "OperatorWait", "PodGroup", "PodPlacement", "QuotaVec", "Queue", "ReasonCell", "Run", "Shape", "Vec",
     "extra_offered", "node_shape", "operator_wait", "signature_of", "vadd", "vsub",
 ]
+
+
+def lost_to_a_node(job: Job) -> bool:
+    """Whether ``job``'s last run ended because its node failed or was drained (it queues again)."""
+    return bool(job.runs) and job.runs[-1].end_reason in (EndReason.NODE_FAILED, EndReason.DRAINED)
 
 
 class ClusterState:
@@ -545,8 +550,8 @@ class ClusterState:
         cell.max_runtime = max(cell.max_runtime, runtime)
         job._cell = cell
         job._reason_at = records.reason_stamp()  # a cell written before it joined is not its reason
-        if self.waits_on_operator(job):
-            self.apart.add(job.id)
+        if self.waits_on_operator(job) or lost_to_a_node(job):
+            self.apart.add(job.id)  # lost to a node: the backfill guard is not its cell's (``reservations``)
 
     def dequeue(self, job: Job) -> None:
         pending = self.queues[job.queue].pending

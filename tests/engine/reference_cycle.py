@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from usher.engine.admission import Admitter, CycleResult, mark_waiting
 from usher.engine.cycle import BLOCKED_REASONS, CAPACITY_REASONS, _reserve, most_urgent_blocked
+from usher.engine.reservations import held_back
 from usher.engine.enums import Approval, EndReason, MoveMode, PendingReason
 from usher.engine.policy import quota
 from usher.engine.policy.backfill import Reservation, quick_reject, reservation_now
@@ -186,7 +187,7 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
         if queue.approval == Approval.MANUAL and not job.approved:
             mark_waiting(job, PendingReason.AWAITING_APPROVAL)
             continue
-        long_run = reservation is not None and job.id != reservation.job_id and now + job.estimated_runtime() > reservation.start
+        long_run = held_back(job, reservation, state.jobs, now)
         guard = reservation.guard if long_run and reservation is not None else None
         attempts = [gang_counts(job, False)]
         if job.min_count < job.total_pods:

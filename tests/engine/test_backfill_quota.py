@@ -111,3 +111,29 @@ def test_quota_the_holder_may_not_have_is_not_kept_from_others(policy: str) -> N
     starts = _starts(_replay(text, policy))
     assert starts["a-big"] == 3600.0
     assert starts["b-late"] == 120.0
+
+
+KNOCKED_OUT = """\
+name: knocked-out
+nodes: [{name: n1, gpus: 8}, {name: n2, gpus: 8}, {name: n3, gpus: 8}, {name: n4, gpus: 8}]
+queues: [{name: team, quota: {gpu: 16}}]
+jobs:
+  - {name: train, queue: team, duration: 3h, pods: [{gpu: 8}]}
+  - {name: old, queue: team, duration: 10h, pods: [{gpu: 4}]}
+  - {name: big, queue: team, submit: 1m, duration: 1h, pods: [{count: 2, gpu: 8}]}
+  - {name: later, queue: team, submit: 2m, duration: 10h, pods: [{gpu: 4}]}
+events:
+  - {at: 1h, action: fail, node: NODE}
+"""
+
+
+@pytest.mark.parametrize("policy", BACKFILLING)
+def test_a_job_that_lost_its_node_is_not_held_back_by_a_later_holder(policy: str) -> None:
+    """``old`` ran before ``big`` waited; its node fails at 1 h. It is no later job, so it starts
+    again at once although that moves ``big``'s start (a failure may move a reservation), while
+    ``later``, of the same size and length but submitted after ``big``, still waits for it."""
+    ctrl = Controller(parse_scenario(KNOCKED_OUT.replace("NODE", "n2"), file="knocked.yaml"), policy)
+    jobs = {job.name: job for job in ctrl.state.jobs}
+    ctrl.run_to_end()
+    assert [run.start for run in jobs["old"].runs] == [0.0, 3600.0]
+    assert jobs["later"].runs[0].start >= jobs["big"].runs[0].start
