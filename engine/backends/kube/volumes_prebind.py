@@ -105,7 +105,10 @@ class VolumeBinder:
                 await show(now.blocker)
             self.storage_changed.clear()
             try:
-                await asyncio.wait_for(self.storage_changed.wait(), self.poll)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+                # races the event, and a controller told to stop would wait out BIND_TIMEOUT here
+                async with asyncio.timeout(self.poll):
+                    await self.storage_changed.wait()
             except TimeoutError:
                 pass
 

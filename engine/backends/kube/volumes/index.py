@@ -3,10 +3,11 @@
 The controller feeds this index the objects its storage informers deliver (claims, volumes,
 classes, CSIStorageCapacities, CSINodes, CSIDrivers) and every pod it sees (``pod_changed``:
 which claims the pod uses, and where it runs, for ReadWriteOncePod, Multi-Attach and attach
-limits). The mirror
-asks ``fit`` for a waiting pod: the nodes its volumes allow and why not the others. A result is
-kept until the storage or the nodes change (``Storage.version``, the caller's node version), so a
-cycle over a backlog of pods costs one dictionary lookup per pod; a pod without claims costs none.
+limits). The mirror asks ``fit`` for a waiting pod: the nodes its volumes allow and why not the
+others. A result is kept until the storage or the nodes change (``Storage.version``, the
+caller's node version), so a cycle over a backlog of pods costs one dictionary lookup per pod.
+A pod without claims is not kept at all: its events cost a look at ``spec.volumes``, and its
+fit is ``FREE``.
 
 A gang's PreBind that found its pods together over a CSI driver's attach limit on a node
 (``crowd``) takes that node out of the fit of the pod that went over, so the gang's next
@@ -125,13 +126,16 @@ class VolumeIndex:
         """A pod as the informers see it (None or not ``live``: gone, or ended). True when the
         use of some claim changed (which pods use it, or where): other pods' fits may change."""
         known = self.pods.get(key)
+        if known is None and key not in self.problems and (
+                obj is None or not live or not (obj.get("spec") or {}).get("volumes")):
+            return False  # a pod without volumes, as most are: nothing to keep
         if obj is None or not live or (obj.get("spec") or {}).get("nodeName"):
             self.crowded.pop(key, None)
         if obj is None or not live:
+            self.problems.pop(key, None)
             if known is not None:
                 del self.pods[key]
                 self._fits.pop(key, None)
-                self.problems.pop(key, None)
                 if known.volumes:
                     self.storage.set_use(key, None, ())
                     return True
@@ -141,6 +145,8 @@ class VolumeIndex:
             self.problems[key] = problems
         else:
             self.problems.pop(key, None)
+        if not volumes and known is None:
+            return False  # volumes, but none from a claim (a ServiceAccount's token, a ConfigMap)
         uid = str((obj.get("metadata") or {}).get("uid") or "")
         node = (obj.get("spec") or {}).get("nodeName") or None
         pod = _Pod(uid, volumes, node)
