@@ -13,8 +13,13 @@ from .enums import (
     TopologyMode,
     WithinQueue,
 )
+from dataclasses import replace
+
+from .podrules.model import AffinityTerm, LabelSelector, PodRules, SpreadConstraint
+from .podrules.replay import JOB_LABEL, ReplayPods, ReplayRules, job_labels
 from .scenario import Scenario
 from .scenario.models import JobSpec, QueueSpec, Resources
+from .scenario.schema_base import LabelSelector as SelectorSpec
 from .state import INF, MILLI, UNLIMITED, ClusterState, Job, Node, PodGroup, Queue, QuotaVec, Vec
 
 
@@ -146,4 +151,47 @@ def build_state(scenario: Scenario) -> ClusterState:
         job = build_job(scenario, spec, i, levels, alike)
         state.jobs.append(job)
         state.job_by_name[job.name] = i
+    _pod_rules(state, scenario)
     return state
+
+
+def _selector(spec: SelectorSpec | None, own: str) -> LabelSelector:
+    """A scenario selector as the rules' own; none: the pods of the job ``own``."""
+    if spec is None:
+        return LabelSelector(((JOB_LABEL, own),))
+    return LabelSelector(tuple(sorted(spec.match_labels.items())),
+                         tuple((t.key, t.operator, frozenset(t.values)) for t in spec.match_expressions))
+
+
+def pod_rules_of(spec: JobSpec) -> PodRules:
+    """A scenario job's ``antiAffinity`` and ``spread`` as the engine's pod rules."""
+    return PodRules(
+        anti_affinity=tuple(AffinityTerm(_selector(a.label_selector, spec.name), a.topology_key) for a in spec.anti_affinity),
+        spread=tuple(SpreadConstraint(c.max_skew, c.topology_key, c.when_unsatisfiable, _selector(c.label_selector, spec.name),
+                                      c.min_domains) for c in spec.spread),
+    )
+
+
+def _pod_rules(state: ClusterState, scenario: Scenario) -> None:
+    """Give the pod groups of the jobs with rules (and of those another job's anti-affinity
+    picks, which must keep away too) their ``ReplayRules``; nothing when no job has rules."""
+    specs = scenario.all_jobs()
+    if not any(s.anti_affinity or s.spread for s in specs):
+        return
+    pods = ReplayPods(state)
+    ruled: dict[int, PodRules] = {}
+    for i, spec in enumerate(specs):
+        rules = pod_rules_of(spec)
+        if rules or spec.labels:
+            pods.jobs[i] = (job_labels(spec.name, spec.labels), rules)
+        if rules:
+            ruled[i] = rules
+    terms = [t for r in ruled.values() for t in r.anti_affinity]
+    for i, spec in enumerate(specs):
+        labels = job_labels(spec.name, spec.labels)
+        if i not in ruled and not any(t.matches("default", "default", labels, {}) for t in terms):
+            continue
+        rules = ruled.get(i, PodRules())
+        job = state.jobs[i]
+        gang = tuple((g.name, rules) for g in job.groups)
+        job.groups = tuple(replace(g, rules=ReplayRules(tuple(sorted(labels.items())), rules, gang, pods)) for g in job.groups)

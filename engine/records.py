@@ -177,6 +177,11 @@ class PlacementRules(Protocol):
         ``placed`` pods counted (None: no rule does)."""
         ...
 
+    def words(self) -> str:
+        """The rules in short, for a job's details (empty: none of its own; it is only kept
+        away by other pods' anti-affinity)."""
+        ...
+
 
 @dataclass(slots=True, frozen=True)
 class PodGroup:

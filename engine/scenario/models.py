@@ -18,7 +18,6 @@ from typing import Annotated, Any
 from pydantic import (
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
     TypeAdapter,
@@ -35,13 +34,16 @@ from ..enums import (
     TopologyMode,
     WithinQueue,
 )
-from ..selectors import SelectorOperator, selects
 from .errors import FieldIssues, Problem
+from ..podrules.replay import JOB_LABEL
+from .job_rules import AntiAffinitySpec, SpreadSpec
 from .limits import MAX_GPUS_PER_NODE, MAX_NODES, MAX_PODS_PER_JOB, too_large
 from .quantity import parse_cpu, parse_duration, parse_memory
+from .schema_base import LabelSelector, SchemaModel, SelectorTerm
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 """Always the node's name, on every node."""
+
 
 GPU_SHARE_STEP = 1000
 """Fractional GPU requests are rounded to 1/GPU_SHARE_STEP of a GPU."""
@@ -165,12 +167,6 @@ def _set_field(model: BaseModel, name: str, value: Any) -> None:
     """
     model.__dict__[name] = value
     model.__pydantic_fields_set__.add(name)
-
-
-class SchemaModel(BaseModel):
-    """Base of every scenario model: camelCase YAML names, unknown fields refused."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
 
 
 # --- resources, topology ----------------------------------------------------------------
@@ -347,33 +343,6 @@ class Preemption(SchemaModel):
     borrow_within_cohort: BorrowWithinCohortPolicy = BorrowWithinCohortPolicy.NEVER
 
 
-class SelectorTerm(SchemaModel):
-    """One ``matchExpressions`` term of a label selector."""
-
-    key: str = Field(min_length=1)
-    operator: SelectorOperator
-    values: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _values_fit_the_operator(self) -> SelectorTerm:
-        wants = self.operator in (SelectorOperator.IN, SelectorOperator.NOT_IN)
-        if wants and not self.values:
-            raise ValueError(f"operator {self.operator} needs a non-empty values list")
-        if not wants and self.values:
-            raise ValueError(f"operator {self.operator} takes no values")
-        return self
-
-
-class LabelSelector(SchemaModel):
-    """A Kubernetes label selector; ``{}`` selects everything."""
-
-    match_labels: dict[str, str] = Field(default_factory=dict)
-    match_expressions: list[SelectorTerm] = Field(default_factory=list)
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        return selects(self.match_labels, ((t.key, t.operator, t.values) for t in self.match_expressions), labels)
-
-
 #: a Kubernetes label value: what a pod's ``usher/queue`` label can name
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
@@ -485,9 +454,15 @@ class JobSpec(SchemaModel):
     min_count: PodCount | None = None
     """Gang size; None: all pods must start together."""
     pods: list[PodSpec] = Field(min_length=1)
+    labels: dict[str, LabelValue] = Field(default_factory=dict)
+    """Labels of the job's pods, for other jobs' rules (each also carries `usher/job: <name>`)."""
+    anti_affinity: list[AntiAffinitySpec] = Field(default_factory=list)
+    spread: list[SpreadSpec] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _defaults(self) -> JobSpec:
+        if JOB_LABEL in self.labels:
+            raise FieldIssues([("labels", f"{JOB_LABEL} is always the job's name ({self.name!r}); usher sets it")])
         if self.estimate is None:
             _set_field(self, "estimate", self.duration)
         for i, pod in enumerate(self.pods):

@@ -1,7 +1,8 @@
 """Rules against other pods as a placement feature: where a pod may go given the pods around it.
 
-A backend that knows the pods of its cluster judges a pod group's rules (on a cluster: pod
-affinity, anti-affinity and topology spread, ``backends/kube/podrules``) and hands the engine a
+A backend that knows the pods around judges a pod group's rules (pod affinity, anti-affinity and
+topology spread, ``engine/podrules``; fed the cluster's pods by ``backends/kube/podrules``, a
+replay's running jobs by ``podrules/replay``) and hands the engine a
 ``PlacementRules`` on the ``PodGroup``. What makes these rules unlike the other filters is that
 the gang's own pods count as they are placed: a "one per node" gang's second pod may not go where
 its first went. So the placer asks, before each pod of such a group, which nodes the rules allow

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ....selectors import SelectorOperator
-from .model import (
+from ....podrules.model import (
     NO_RULES,
     AffinityTerm,
     Expression,

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ....enums import EndReason
-from .evaluate import Incoming, Judge, PlacedPod
-from .model import NO_RULES, AffinityTerm, PodRules
+from ....podrules.evaluate import Incoming, Judge, PlacedPod
+from ....podrules.model import NO_RULES, AffinityTerm, PodRules
 from .parse import parse_pod_rules
 
 if TYPE_CHECKING:
@@ -269,6 +269,9 @@ class GroupRules:
             return None
         found = self.index.judge(self, nodes, placed).refusal(node)
         return None if found is None else found.words
+
+    def words(self) -> str:
+        return self.rules.words()
 
     @property
     def _nodes(self) -> Sequence[Any] | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from ....selectors import SelectorOperator, selects
+from ..selectors import SelectorOperator, selects
 
 
 class Unsatisfiable(StrEnum):
@@ -134,6 +134,24 @@ class PodRules:
     def __bool__(self) -> bool:
         return bool(self.affinity or self.anti_affinity or self.preferred_affinity
                     or self.preferred_anti_affinity or self.spread)
+
+    def words(self) -> str:
+        """The rules in short, for a job's details: ``anti-affinity with app=x per
+        kubernetes.io/hostname; spread over topology.kubernetes.io/zone, max skew 1``."""
+        def what(t: AffinityTerm) -> str:
+            return t.selector.words() if t.selector else "no selector"
+
+        parts = [f"affinity to {what(t)} per {t.topology_key}" for t in self.affinity]
+        parts += [f"anti-affinity with {what(t)} per {t.topology_key}" for t in self.anti_affinity]
+        parts += [f"preferred affinity to {what(w.term)} per {w.term.topology_key} (weight {w.weight})"
+                  for w in self.preferred_affinity]
+        parts += [f"preferred anti-affinity with {what(w.term)} per {w.term.topology_key} (weight {w.weight})"
+                  for w in self.preferred_anti_affinity]
+        for c in self.spread:
+            soft = ", if it can" if c.when == Unsatisfiable.SCHEDULE_ANYWAY else ""
+            of = c.selector.words() if c.selector else "no selector"
+            parts.append(f"spread of {of} over {c.topology_key}, max skew {c.max_skew}{soft}")
+        return "; ".join(parts)
 
 
 NO_RULES = PodRules()
