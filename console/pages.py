@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from rich.style import Style
 from rich.text import Text
 
-from usher.engine import fmt
+from usher.engine import fmt, reservations
 from usher.engine.contract import ConsoleController
 from usher.engine.enums import Capability, JobState
 from usher.engine.state import MILLI
@@ -145,6 +145,8 @@ class Pages(_Base):
         t.append(f"{job.name}", Style(bold=True))
         t.append(f"   queue {job.queue}   priority {job.priority}   state {job.state}\n")
         t.append(f"asks for     {asks_words(job)}\n")
+        if rules := "; ".join(dict.fromkeys(w for g in job.groups if g.rules is not None and (w := g.rules.words()))):
+            t.append(f"pod rules    {rules}\n")
         if job.estimate:
             t.append(f"estimate     {span(job.estimate)}")
             if job.checkpoint_every:
@@ -161,6 +163,15 @@ class Pages(_Base):
                 t.append(f"  expected to start {when}\n")
             elif expl.reason:
                 t.append("  no start time can be planned yet\n", Style(dim=True))
+        held = reservations.held(state)
+        if held is not None and held.holder == job.name and job.current_run is None:
+            t.append("\nReservation\n", Style(bold=True, underline=True))
+            quota = f" of queue {held.queue}'s quota" if held.limited else ""
+            cohort = f" (with its cohort {held.cohort})" if held.limited and held.cohort else ""
+            nodes = f" and room on {', '.join(held.nodes[:6])}{' …' if len(held.nodes) > 6 else ''}" if held.nodes else ""
+            when = "now" if held.start <= now else f"{moment(held.start)} (in {span(held.start - now)})"
+            t.append(f"  holds {fmt.gpus(held.gpus * MILLI)} GPUs{quota}{cohort}{nodes} from {when}\n")
+            t.append("  later jobs that would run past that start wait for it; shorter ones start beside it\n", Style(dim=True))
         pods = self.controller.pods_of_job(job.name)
         if pods:
             t.append("\nPods\n", Style(bold=True, underline=True))

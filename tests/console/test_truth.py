@@ -304,15 +304,15 @@ async def test_sorting_marks_the_sorted_column(console) -> None:
 def test_the_overviews_reasons_add_up_to_the_pending_jobs_even_before_they_are_worked_out() -> None:
     from usher.console.model import NOT_YET_EXPLAINED, ConsoleModel
 
-    ctrl = demo_at(4 * 3600)
+    ctrl = demo_at(50 * 60)
     model = ConsoleModel(lambda: ctrl.state, min_interval=3600.0, clock=lambda: 0.0)
     first = model.overview(ctrl.now)
     assert sum(n for _, n in first.by_reason) == first.pending
-    while (t := ctrl.next_time()) is not None and t <= 6 * 3600:  # more jobs arrive; reasons are not redone yet
+    while (t := ctrl.next_time()) is not None and t <= 3600:  # more jobs arrive; reasons are not redone yet
         ctrl.step()
     later = model.overview(ctrl.now)
-    # the job that waited for quota at 4h has started (not counted any more); one that came
+    # the job that awaited approval at 50m has started (not counted any more); one that came
     # since is counted as just arrived until its reason is worked out
-    assert dict(first.by_reason)["WaitingForQuota"] == 1 and "WaitingForQuota" not in dict(later.by_reason)
+    assert dict(first.by_reason)["AwaitingApproval"] == 1 and "AwaitingApproval" not in dict(later.by_reason)
     assert dict(later.by_reason)[NOT_YET_EXPLAINED] == 1
     assert sum(n for _, n in later.by_reason) == later.pending
