@@ -99,3 +99,14 @@ def test_usher_labels_win_and_a_job_made_pod_still_reads_its_job():
 
 def test_a_pod_without_a_workload_ref_is_untouched():
     assert infer_group(pod("solo", None), lookup()).key == f"{NS}/solo"
+
+
+def test_a_pod_naming_a_1_37_pod_group_is_refused_not_placed_alone():
+    p = pod("w-0", None)
+    p["spec"]["schedulingGroup"] = {"podGroupName": "train-workers"}
+    spec = infer_group(p, lookup())
+    assert spec.size is None and not spec.waiting
+    assert spec.problem is not None and spec.problem.startswith(
+        "spec.schedulingGroup.podGroupName 'train-workers' names a scheduling.k8s.io/v1beta1 PodGroup (Kubernetes 1.37), "
+        "which usher does not read yet")
+    assert pod_view(p, spec).problem == spec.problem

@@ -15,7 +15,9 @@ kube-scheduler's GangScheduling plugin reads it:
   (kube-scheduler keeps such a pod out of its queue), with words that name what is missing; it
   is decided again when the Workload appears or changes.
 
-The 1.35 Workload has no status, so there is nothing here for usher to write back.
+The 1.35 Workload has no status, so there is nothing here for usher to write back. The 1.36/1.37
+shapes (runtime ``PodGroup`` objects a pod names with ``spec.schedulingGroup``) are not read: such
+a pod is refused with words that say so (``unread_reference``) rather than placed alone.
 
 This module reads the pod and the Workload only; ``owners.infer_group`` calls it (after usher's
 own labels, before the other pod-group conventions) and turns its answer into a ``GroupSpec``.
@@ -34,6 +36,8 @@ PLURAL = "workloads"
 KIND = "Workload"
 #: the pod's field that names its Workload and pod group
 REF_FIELD = "workloadRef"
+#: the 1.37 pod's field that names its PodGroup (not read yet: ``unread_reference``)
+SCHEDULING_GROUP_FIELD = "schedulingGroup"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,18 @@ def workload_ref(pod: Mapping[str, Any]) -> WorkloadRef | None:
     if not isinstance(ref, dict):
         return None
     return WorkloadRef(str(ref.get("name") or ""), str(ref.get("podGroup") or ""), str(ref.get("podGroupReplicaKey") or ""))
+
+
+def unread_reference(pod: Mapping[str, Any]) -> str | None:
+    """Why usher cannot tell the gang of a pod that names its pod group the 1.37 way
+    (``spec.schedulingGroup``, a ``scheduling.k8s.io/v1beta1`` PodGroup, which usher does not read
+    yet); None for any other pod. Such a pod is refused, never placed alone as if it had no gang."""
+    group = (pod.get("spec") or {}).get(SCHEDULING_GROUP_FIELD)
+    if not isinstance(group, dict):
+        return None
+    return (f"spec.{SCHEDULING_GROUP_FIELD}.podGroupName {str(group.get('podGroupName') or '')!r} names a "
+            "scheduling.k8s.io/v1beta1 PodGroup (Kubernetes 1.37), which usher does not read yet; declare the gang "
+            f"with spec.{REF_FIELD} (1.35) or usher's usher/gang and usher/gang-size labels")
 
 
 def workload_gang(

@@ -334,6 +334,8 @@ def infer_group(pod: dict[str, Any], lookup: OwnerLookup, *, served: Collection[
         spec = _usher_gang(pod, ns, gang, labels.get(Label.GANG_SIZE), walk)
     elif (ref := owner_workload.workload_ref(pod)) is not None:
         spec = _workload(ref, name, walk)
+    elif (unread := owner_workload.unread_reference(pod)) is not None:
+        spec = GroupSpec(key=f"{ns}/{name}", kind=Kind.POD, name=name, size=None, problem=unread)
     elif volcano := annotations.get(GroupAnnotation.VOLCANO_GROUP):
         spec = _pod_group(VOLCANO_POD_GROUP, f"{ns}/{Kind.POD_GROUP}/{volcano}", volcano, walk)
     elif coscheduling := labels.get(Label.POD_GROUP):
