@@ -112,6 +112,8 @@ class ClusterState:
         #: how long finished runs took over how long their estimates said (the latest 256):
         #: users overshoot, and the start-time planner scales its estimates by the median
         self.runtime_ratios: deque[float] = deque(maxlen=256)
+        #: the same per queue (``runtime_scale(queue)``): a team's own habit of estimating
+        self.queue_ratios: dict[str, deque[float]] = {}
         #: the reason cells of the pending jobs, by signature (``signature_of``)
         self.reason_cells: dict[tuple, ReasonCell] = {}
         #: pending jobs a cycle marks one by one, never through their cell: held, awaiting
@@ -513,10 +515,15 @@ class ClusterState:
                 queue.past_gpu = queue.past_gpu * kept + queue.usage[0] * (1.0 - kept)
                 queue.past_at = now
 
-    def runtime_scale(self) -> float:
+    def runtime_scale(self, queue: str | None = None) -> float:
         """The median of ``runtime_ratios`` once 16 runs have finished (1 before): what an
-        estimate is multiplied by to say when a run will really end."""
+        estimate is multiplied by to say when a run will really end. Given a ``queue`` with 16
+        runs finished, its own runs' median (its users' habit), else the cluster's."""
         ratios = self.runtime_ratios
+        if queue is not None:
+            own = self.queue_ratios.get(queue)
+            if own is not None and len(own) >= RATIOS_TO_LEARN:
+                ratios = own
         if len(ratios) < RATIOS_TO_LEARN:
             return 1.0
         ordered = sorted(ratios)
@@ -529,10 +536,13 @@ class ClusterState:
             return
         began = run.start if run.work_start is None else run.work_start
         if job.est_end > began:
-            self.runtime_ratios.append((now - began) / (job.est_end - began))
+            ratio = (now - began) / (job.est_end - began)
+            self.runtime_ratios.append(ratio)
+            self.queue_ratios.setdefault(job.queue, deque(maxlen=64)).append(ratio)
 
     def __setstate__(self, saved: dict) -> None:
         self.__dict__.update(saved)
+        self.__dict__.setdefault("queue_ratios", {})
         records.clock_past(max([job._reason_at for job in self.jobs] + [cell.at for cell in self.reason_cells.values()], default=0))
 
     def enqueue(self, job: Job) -> None:

@@ -10,13 +10,18 @@ run past the shadow time. Jobs without an estimate run past any shadow time.
 
 ``estimate_starts`` is the same planner run forward over every pending job in admission order: at
 each estimated release it starts whatever fits (quota and placement), giving ``estimatedStart``
-for the report and the console. It works on the state in place and undoes everything.
+for the report and the console. It works on the state in place and undoes everything. It
+predicts run times from the estimates scaled by each queue's own record of finished runs
+(``RuntimeModel``: Tsafrir, Etsion and Feitelson's system-generated predictions for backfilling,
+learnt per queue), while reservations keep the estimates, which are upper bounds.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from ..enums import TopologyMode
 from ..memo import most_whole_free
@@ -339,9 +344,10 @@ def estimate_starts(state: ClusterState, order: list[Job], now: float) -> dict[i
     if not pending:
         return out
     # runs end when their estimates say, scaled by how finished runs compared with theirs
-    scale = state.runtime_scale()
+    scale_of = runtime_scales(state)
+    jobs = state.jobs
     # heap entries: (time, tie-break, running job id or ~index into ``planned``)
-    heap = [(max(_scaled_end(state, j, end, scale), now), seq, j) for end, seq, j in state.ends if end != INF]
+    heap = [(max(_scaled_end(state, j, end, scale_of(jobs[j].queue)), now), seq, j) for end, seq, j in state.ends if end != INF]
     heapq.heapify(heap)
     released: list[Job] = []
     planned: list[tuple[Job, list, Vec]] = []
@@ -442,7 +448,7 @@ def estimate_starts(state: ClusterState, order: list[Job], now: float) -> dict[i
                     live.add(len(planned) - 1)
                     runtime = job.estimated_runtime()
                     if runtime != INF:
-                        heapq.heappush(heap, (t + runtime * scale, job.seq, ~(len(planned) - 1)))
+                        heapq.heappush(heap, (t + runtime * scale_of(job.queue), job.seq, ~(len(planned) - 1)))
                     if not ahead[shape]:
                         open_shapes -= 1
                 if not open_shapes:
@@ -458,6 +464,37 @@ def estimate_starts(state: ClusterState, order: list[Job], now: float) -> dict[i
             _restore(state, job)
             _usage(state, job.queue, job.charged, +1)
     return out
+
+
+class RuntimeModel(StrEnum):
+    """How the start-time planner predicts a run time from the user's estimate."""
+
+    #: one scale for everyone: the median of every finished run's time over its estimate
+    CLUSTER = "cluster"
+    #: each queue's own median once 16 of its runs have finished (its users' habit: a team that
+    #: asks five times what it uses is read as such), the cluster's before
+    QUEUE = "queue"
+
+
+#: the planner's model (``bench/eta.py`` compares the two on the same jobs)
+RUNTIME_MODEL = RuntimeModel.QUEUE
+
+
+def runtime_scales(state: ClusterState) -> Callable[[str], float]:
+    """Per queue, what the planner multiplies an estimate by (``RUNTIME_MODEL``). Only ETAs use
+    it: reservations plan with the estimates themselves, upper bounds, so the promise holds."""
+    cluster = state.runtime_scale()
+    if RUNTIME_MODEL == RuntimeModel.CLUSTER:
+        return lambda queue: cluster
+    scales: dict[str, float] = {}
+
+    def scale_of(queue: str) -> float:
+        found = scales.get(queue)
+        if found is None:
+            found = scales[queue] = state.runtime_scale(queue)
+        return found
+
+    return scale_of
 
 
 def _scaled_end(state: ClusterState, jid: int, end: float, scale: float) -> float:

@@ -36,8 +36,8 @@ def plain_estimate_starts(state: ClusterState, order: list[Job], now: float) -> 
     scaled as the planner scales them (``ClusterState.runtime_scale``)."""
     out: dict[int, float] = {}
     pending = order[: backfill.PLAN_DEPTH]
-    scale = state.runtime_scale()
-    heap = sorted((max(backfill._scaled_end(state, j, end, scale), now), seq, j) for end, seq, j in state.ends if end != INF)
+    scale = backfill.runtime_scales(state)
+    heap = sorted((max(backfill._scaled_end(state, j, end, scale(state.jobs[j].queue)), now), seq, j) for end, seq, j in state.ends if end != INF)
     released: list[Job] = []
     planned: list[tuple[Job, list, tuple]] = []
     live: set[int] = set()
@@ -79,7 +79,7 @@ def plain_estimate_starts(state: ClusterState, order: list[Job], now: float) -> 
                 live.add(len(planned) - 1)
                 runtime = job.estimated_runtime()
                 if runtime != INF:
-                    heapq.heappush(heap, (t + runtime * scale, job.seq, ~(len(planned) - 1)))
+                    heapq.heappush(heap, (t + runtime * scale(job.queue), job.seq, ~(len(planned) - 1)))
             pending = still
     finally:
         for i in sorted(live, reverse=True):
