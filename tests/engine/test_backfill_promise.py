@@ -9,6 +9,11 @@ under cohort quotas they borrow from each other and take back by preemption, gan
 rack, and some pods share GPUs,
 so the jobs started beside a reservation are of every kind. ``bench/promise.py`` counts the late
 holders of bigger replays, and of those where something may move a reservation.
+
+The bound on waiting (issue 33) is checked for every blocked job, not only the holders: many
+drawn clusters are bound by quota rather than capacity (one queue's quota below the cluster's
+GPUs, or cohort quotas lent between queues), and no job may keep waiting for quota or capacity
+while nobody holds the reservation.
 """
 
 from __future__ import annotations
