@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .client import KubeClient, PatchType
-from .volumes import (Blocker, Known, Placed, Plan, Progress, Step, VolumeIndex, VolumeReason, leftovers, plan,
+from .volumes import (NOTHING, Blocker, Known, Placed, Plan, Progress, Step, VolumeIndex, VolumeReason, leftovers, plan,
                       progress, undo)
 from .volumes.model import resource_version
 
@@ -57,6 +57,8 @@ class VolumeBinder:
 
     def reserve(self, pods: Sequence[tuple[str, str]]) -> Plan | Blocker:
         """Reserve: the plan for the gang's pods (``(pod key, node)``), or why they cannot bind there."""
+        if not any(key in self.index.pods for key, _ in pods):
+            return NOTHING  # no pod of the gang uses a claim (the index keeps only those that do)
         placed = [Placed(key, self.index.claims_of(key), node, self.node_labels(node)) for key, node in pods]
         return plan(placed, self.index.storage)
 
