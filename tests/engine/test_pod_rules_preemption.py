@@ -58,7 +58,7 @@ def on_cluster(index: PodIndex, state: ClusterState, job: Job, labels: dict[str,
         index.pod_changed(key, {"metadata": meta, "spec": {"nodeName": state.nodes[p.node_id].name},
                                 "status": {"phase": "Running"}})
         keys.append(key)
-    index.job_pods[job.id] = tuple(keys)
+    index.job_made(job.id, tuple(keys))
 
 
 def with_rules(index: PodIndex, job: Job, spec: dict[str, Any], labels: dict[str, str]) -> Job:
@@ -114,3 +114,18 @@ def test_victims_being_evicted_count_as_gone_for_their_preemptor_only() -> None:
     # anyone else with the same rule still finds the terminating pod there, as kube-scheduler does
     other = with_rules(index, state.job("y-a"), APART_FROM_X, {"app": "o"}).groups[0].rules
     assert other is not None and freed not in other.allowed(state.nodes, ())
+
+
+def test_a_pod_made_anew_under_an_evicted_ones_name_counts_again() -> None:
+    """A StatefulSet makes its evicted pod anew under the same name: the new pod is another
+    job's, and the preemptor's rule finds it where it runs."""
+    state, engine, index = running_cluster()
+    urgent = with_rules(index, state.job("urgent"), APART_FROM_X, {"app": "u"})
+    engine.submit(urgent, 60.0)
+    engine.cycle(60.0)
+    [victim] = [j for j in state.jobs if j.runs and j.runs[-1].end_reason == EndReason.PREEMPTED]
+    freed = victim.runs[-1].placements[0].node_id
+    rules = urgent.groups[0].rules
+    assert rules is not None and freed in rules.allowed(state.nodes, ())
+    index.job_made(len(state.jobs), index.job_pods[victim.id])  # the mirror's job of the pod made anew
+    assert freed not in rules.allowed(state.nodes, ())

@@ -126,7 +126,7 @@ class JobsOfGangs:
         job.request = group_request(pod_groups)
         if rules:
             self.pod_rules.ruled_jobs.add(job.id)
-        self.pod_rules.job_pods[job.id] = tuple(p.key for p in views)
+        self.pod_rules.job_made(job.id, tuple(p.key for p in views))
         state.jobs.append(job)
         state.job_by_name[job.name] = job.id
         gang.job = job

@@ -110,7 +110,7 @@ class RebuildFromCaches:
         self.pod_rules.nodes = state.nodes
         self.pod_rules.engine_state = state
         self.pod_rules.ruled_jobs = set()
-        self.pod_rules.job_pods = {}
+        self.pod_rules.forget_jobs()
         self.dirty = False
         for key in [k for k, g in self.gangs.items() if not g.pods and k not in in_flight]:
             del self.gangs[key]  # no pods and (after this rebuild) no job: nothing to keep

@@ -79,8 +79,9 @@ class PodIndex:
         self._placed: tuple[int, int, list[PlacedPod]] | None = None
         self._judges: dict[tuple[Any, ...], Judge] = {}
         self._judged_at: tuple[int, int] = (-1, -1)
-        #: every engine job's pod keys (set by the mirror with each job it makes)
+        #: every engine job's pod keys, and each key's latest job (``job_made``)
         self.job_pods: dict[int, tuple[str, ...]] = {}
+        self.key_job: dict[str, int] = {}
         #: (state, its stop counter) and, by preemptor name, the jobs it stopped that way
         self._victims: tuple[int, int, dict[str, frozenset[int]]] = (-1, -1, {})
 
@@ -141,6 +142,17 @@ class PodIndex:
             return [p for _, p in known[2]]
         return [p for k, p in known[2] if k not in without]
 
+    def job_made(self, job_id: int, keys: tuple[str, ...]) -> None:
+        """The mirror made engine job ``job_id`` of the pods ``keys``."""
+        self.job_pods[job_id] = keys
+        for k in keys:
+            self.key_job[k] = job_id
+
+    def forget_jobs(self) -> None:
+        """The mirror derives the engine's state afresh: its jobs are made anew."""
+        self.job_pods = {}
+        self.key_job = {}
+
     def victims_of(self, owner: str) -> frozenset[int]:
         """The engine jobs stopped as preempted for the job named ``owner`` and not yet started
         again (their pods may still be on their nodes, being evicted)."""
@@ -167,7 +179,8 @@ class PodIndex:
         jobs = gone | self.victims_of(owner)
         if not jobs:
             return frozenset()
-        return frozenset(k for j in jobs for k in self.job_pods.get(j, ()))
+        # a pod made anew under an evicted one's name (a StatefulSet's) belongs to a later job
+        return frozenset(k for j in jobs for k in self.job_pods.get(j, ()) if self.key_job.get(k) == j)
 
     def decided(self, gone: frozenset[int] = frozenset()) -> list[tuple[GroupRules, int]]:
         """The pods of usher's jobs with rules that the engine placed and that are not on a node
