@@ -75,7 +75,7 @@ jobs:
   - {name: big, queue: vision, submit: 0, duration: 100, pods: [{gpu: 4, cpu: 8, memory: 32Gi}]}
   - {name: bigger, queue: vision, submit: 0, duration: 100, pods: [{gpu: 8}]}
   - {name: share, queue: language, submit: 5, duration: 100, pods: [{gpu: 0.5}]}
-  - {name: hero, queue: heroes, submit: 5, duration: 100, pods: [{gpu: 1}]}
+  - {name: hero, queue: heroes, submit: 5, duration: 50, pods: [{gpu: 1}]}
 """
 
 
