@@ -94,10 +94,30 @@ class Cluster:
         await self.settle()
         while (t := self.next_time()) is not None and (until is None or t <= until):
             self.clock.t = t
-            await self.world.step(t)
-            if self.server.controllers is not None:
-                self.server.controllers.step(t)
+            async with self.one_moment():
+                await self.world.step(t)
+                if self.server.controllers is not None:
+                    self.server.controllers.step(t)
             await self.settle()
+
+    @asynccontextmanager
+    async def one_moment(self) -> AsyncIterator[None]:
+        """Hold the controllers' scheduling while everything due at one moment reaches the API
+        server, as the direct replay decides once all of a moment's changes are in. (A controller
+        that cycles between the completions of one moment's pods sees a half-freed node, and a
+        tie between nodes may then break the other way: a real cluster's timing, not the
+        decisions this comparison is about.) Intake goes on meanwhile; the scheduling resumes at
+        once after."""
+        held = [c for c in self.controllers if not c.paused]
+        for ctrl in held:
+            ctrl.paused = True
+        try:
+            yield
+            await self.settle()  # every change of the moment is in the controllers' mirrors
+        finally:
+            for ctrl in held:
+                ctrl.paused = False
+                ctrl.ctx.wake.set()
 
     def next_time(self) -> float | None:
         """The next moment the scenario or (when enabled) the sandbox's controllers have work due."""
