@@ -7,6 +7,7 @@
     python bench/run.py b3-cycle   # one cycle over 100,000 pending jobs, then one completion
     python bench/run.py scaling    # nodes 250 / 1,000 / 4,000 x offered load 0.7-1.6 (long)
     python bench/run.py depth      # B3's cluster and kinds, 10,000 to 100,000 waiting: per completion
+    python bench/run.py contention # B2 at 1.0x and 1.3x, depth at 10k and 100k: the busy/quiet ratios (long)
 
 Each benchmark builds its scenario as YAML text, loads it through the normal loader (timed
 separately), and then times the engine alone. RSS is the process's peak (ru_maxrss), so run one
@@ -202,42 +203,99 @@ def scaling() -> list[tuple[str, str]]:
     return rows
 
 
+def depth_run(jobs: int, completions: int = 200) -> dict[str, float]:
+    """B3's cluster and kinds with ``jobs`` submitted at once: after the first cycle, the cost of
+    each of the next ``completions`` moments (a completion and the cycle it causes)."""
+    scenario, _ = load(workloads.b3_scale(jobs=jobs))
+    gc.collect()
+    ctrl = Controller(scenario)
+    gc.collect()
+    gc.freeze()
+    ctrl.step()  # everything is submitted at 0: the first cycle starts what fits
+    pending = sum(len(q.pending) for q in ctrl.state.queues.values())
+    ctrl.metrics.cycle_times = []
+    steady = []
+    cpu0 = time.process_time()
+    for _ in range(completions):
+        t0 = time.perf_counter()
+        ctrl.step()
+        steady.append(time.perf_counter() - t0)
+    cpu = time.process_time() - cpu0
+    steady.sort()
+    kinds = len(ctrl.state.reason_cells)
+    gc.unfreeze()
+    return {
+        "pending": pending,
+        "kinds": kinds,
+        "median_ms": 1000 * steady[len(steady) // 2],
+        "p90_ms": 1000 * steady[9 * len(steady) // 10],
+        "us_cpu": 1e6 * cpu / len(steady),
+    }
+
+
+def _depth_row(jobs: int, r: dict[str, float]) -> tuple[str, str]:
+    return (
+        f"depth 5,000 nodes, {jobs:,} jobs: {r['pending']:,} waiting of {r['kinds']} kinds",
+        f"per completion and its cycle: median {r['median_ms']:.2f} ms, p90 {r['p90_ms']:.2f} ms, {r['us_cpu']:.0f} us CPU",
+    )
+
+
 def depth() -> list[tuple[str, str]]:
     """The same cluster and the same kinds of job, ever more of them waiting: does a completion
     (and the cycle it causes) cost more when the backlog is deeper?"""
     rows = []
     for jobs in (10_000, 30_000, 100_000):
-        scenario, _ = load(workloads.b3_scale(jobs=jobs))
-        gc.collect()
-        ctrl = Controller(scenario)
-        gc.collect()
-        gc.freeze()
-        ctrl.step()  # everything is submitted at 0: the first cycle starts what fits
-        pending = sum(len(q.pending) for q in ctrl.state.queues.values())
-        ctrl.metrics.cycle_times = []
-        steady = []
-        cpu0 = time.process_time()
-        for _ in range(200):
-            t0 = time.perf_counter()
-            ctrl.step()
-            steady.append(time.perf_counter() - t0)
-        cpu = time.process_time() - cpu0
-        steady.sort()
-        rows.append((
-            f"depth 5,000 nodes, {jobs:,} jobs: {pending:,} waiting of {len(ctrl.state.reason_cells)} kinds",
-            f"per completion and its cycle: median {1000 * steady[len(steady) // 2]:.2f} ms, p90 {1000 * steady[9 * len(steady) // 10]:.2f} ms, "
-            f"{1e6 * cpu / len(steady):.0f} us CPU",
-        ))
-        gc.unfreeze()
+        rows.append(_depth_row(jobs, depth_run(jobs)))
         print(f"| {rows[-1][0]} | {rows[-1][1]} |", file=sys.stderr, flush=True)
     return rows
 
 
-BENCHES = {"b1": b1, "b2": b2, "b2-heavy": b2_heavy, "b2-busy": b2_busy, "b3": b3, "b3-cycle": b3_cycle, "scaling": scaling, "depth": depth}
+def contention() -> list[tuple[str, str]]:
+    """Issue 34's ratios, measured in one process so that they survive a noisy machine: B2's
+    cluster and jobs at 1.0x and 1.3x offered load (a busy week against a quiet one, CPU seconds
+    of the whole replay), and a completion's cost with 100,000 jobs submitted against 10,000
+    (does a deeper backlog cost more per event?). Absolute figures here move with the machine;
+    the ratios are what to compare."""
+    rows = []
+    runs = {}
+    for offered in (1.0, 1.3):
+        r = busy_replay(1000, offered)
+        gc.unfreeze()  # busy_replay froze its state; the next run should not walk past it
+        gc.collect()
+        runs[offered] = r
+        rows.append((
+            f"contention B2 replay (1,000 nodes, 20,000 jobs, offered {offered:.0%})",
+            f"{r['cpu']:.1f} s CPU, {r['wall']:.1f} s wall, {r['events']:,} events, {r['cycles']:,} cycles, "
+            f"{r['pending']:.0f} pending on average, {r['us_per_event']:.0f} us CPU per event",
+        ))
+        print(f"| {rows[-1][0]} | {rows[-1][1]} |", file=sys.stderr, flush=True)
+    quiet, busy = runs[1.0], runs[1.3]
+    rows.append((
+        "contention busy/quiet (B2 at 1.3x against 1.0x)",
+        f"{busy['cpu'] / quiet['cpu']:.2f}x CPU, {busy['wall'] / quiet['wall']:.2f}x wall, "
+        f"{busy['us_per_event'] / quiet['us_per_event']:.2f}x CPU per event (goal: at most 3x)",
+    ))
+    deep = {}
+    for jobs in (10_000, 100_000):
+        deep[jobs] = depth_run(jobs)
+        rows.append(_depth_row(jobs, deep[jobs]))
+        print(f"| {rows[-1][0]} | {rows[-1][1]} |", file=sys.stderr, flush=True)
+    rows.append((
+        "contention deep/shallow (a completion with 100,000 jobs submitted against 10,000)",
+        f"{deep[100_000]['us_cpu'] / deep[10_000]['us_cpu']:.2f}x CPU, {deep[100_000]['median_ms'] / deep[10_000]['median_ms']:.2f}x median (goal: flat)",
+    ))
+    return rows
+
+
+BENCHES = {"b1": b1, "b2": b2, "b2-heavy": b2_heavy, "b2-busy": b2_busy, "b3": b3, "b3-cycle": b3_cycle, "scaling": scaling, "depth": depth,
+           "contention": contention}
 
 
 def main(argv: list[str]) -> None:
     names = argv or ["b1", "b2", "b3"]  # b2-heavy (150% offered load) is a stress run, by name only
+    unknown = [name for name in names if name not in BENCHES]
+    if unknown:
+        raise SystemExit(f"unknown benchmark {', '.join(map(repr, unknown))} (known: {', '.join(BENCHES)})")
     print("| benchmark | result |\n|---|---|")
     for name in names:
         for label, value in BENCHES[name]():
