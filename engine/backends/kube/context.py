@@ -80,6 +80,8 @@ class Source(StrEnum):
     OPERATOR_DECISIONS = "operator-decisions"
     #: claims, volumes, storage classes, CSIStorageCapacities and CSINodes (``volumes``)
     STORAGE = "storage"
+    #: ResourceClaims, ResourceClaimTemplates, DeviceClasses and ResourceSlices (``dra``)
+    DRA = "dra"
 
 
 class EventReason(StrEnum):

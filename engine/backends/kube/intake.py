@@ -22,11 +22,14 @@ from ...state import AuditEntry
 from .client import COMPONENT, ObjectRef
 from .context import ASSIGNED_PODS, Context, EventReason, Source
 from .decisions import DecisionsError, parse_decisions
+from .dra import PATHS as DRA_PATHS
+from .dra import DraKind
+from .dra_pods import holding_with_claims, node_with_devices, with_claims
 from .evictor import Evictor
 from .informer import DeltaType, Informer
 from .kubelet import KubeletRefusals
 from .metrics import ErrorKind
-from .objects import SCHEDULER_NAME, Phase, as_the_kubelet_counts, holding_of, key_of, node_view, parse_time, pod_view
+from .objects import SCHEDULER_NAME, Phase, as_the_kubelet_counts, holding_of, key_of, parse_time, pod_view
 from .owners import OWNER_RESOURCES, GroupSpec, OwnerKey, OwnerResource, infer_group
 from .rbac import DECISIONS_CONFIG_KEY, DECISIONS_CONFIGMAP, QUEUES_CONFIG_KEY, QUEUES_CONFIGMAP
 from .status import StatusWriter, shown_to_operators
@@ -60,6 +63,8 @@ class Intake:
         self._dependents: dict[OwnerKey, set[str]] = {}
         #: each usher pod's gang as last inferred (an owner's status change that alters none is skipped)
         self._groups: dict[str, GroupSpec] = {}
+        #: the usher pods with spec.resourceClaims (read again when a DRA object changes)
+        self._claim_pods: set[str] = set()
         #: the lines of usher's Events in this (console's) audit trail, by the Event's uid (``_decision``)
         self._decisions_seen: dict[str, AuditEntry] = {}
         #: the newest queue ConfigMap seen, not yet parsed: (it, or None when deleted; the object last seen)
@@ -89,6 +94,13 @@ class Intake:
         def feed_storage(kind: StorageKind):
             def put(delta: DeltaType, obj: dict[str, Any]) -> None:
                 ctx.deltas.put_nowait((Source.STORAGE, delta, {"kind": kind, "object": obj}))
+                ctx.wake.set()
+
+            return put
+
+        def feed_dra(kind: DraKind):
+            def put(delta: DeltaType, obj: dict[str, Any]) -> None:
+                ctx.deltas.put_nowait((Source.DRA, delta, {"kind": kind, "object": obj}))
                 ctx.wake.set()
 
             return put
@@ -139,6 +151,8 @@ class Intake:
             *(inf for informers in self._owner_informers.values() for inf in informers),
             # a cluster without CSIStorageCapacity or CSINode (an old one) still schedules
             *(Informer(client, path, on_event=feed_storage(kind), optional=True) for kind, path in PATHS.items()),
+            # a cluster that does not serve resource.k8s.io/v1 (before 1.34) still schedules
+            *(Informer(client, path, on_event=feed_dra(kind), optional=True) for kind, path in DRA_PATHS.items()),
             *decisions,
         ]
         return self.informers
@@ -164,7 +178,8 @@ class Intake:
         deleted = kind == DeltaType.DELETED
         if source == Source.ASSIGNED_PODS:
             if (obj.get("spec") or {}).get("schedulerName") != SCHEDULER_NAME:
-                mirror.holding_changed(key_of(obj), None if deleted else holding_of(obj))
+                held = None if deleted else holding_with_claims(holding_of(obj), mirror.dra.ask(obj))
+                mirror.holding_changed(key_of(obj), held)
                 self._uses_claims(key_of(obj), obj, deleted)
                 mirror.pod_seen(key_of(obj), None if deleted else obj)
         elif source == Source.STORAGE:
@@ -173,11 +188,17 @@ class Intake:
             mirror.volumes.object_changed(kind, key_of(owned), None if deleted else owned)
             ctx.storage_changed.set()
             mirror.storage_changed(now)
+        elif source == Source.DRA:
+            self._dra_changed(DraKind(obj["kind"]), obj["object"], deleted, now)
         elif source == Source.PODS:
             key = key_of(obj)
             self._uses_claims(key, obj, deleted)
             mirror.pod_seen(key, None if deleted else obj)
-            view = None if deleted else as_the_kubelet_counts(pod_view(obj, self._group_of(key, obj)), obj.get("spec") or {})
+            if deleted or not (obj.get("spec") or {}).get("resourceClaims"):
+                self._claim_pods.discard(key)
+            else:
+                self._claim_pods.add(key)
+            view = None if deleted else self._view(obj, self._group_of(key, obj))
             if deleted:
                 self._forget_depends(key)
             refused = self.refusals.refused(key, obj, view)
@@ -195,7 +216,7 @@ class Intake:
                 self.teardown.forget(uid)
         elif source == Source.NODES:
             name = obj["metadata"]["name"]
-            mirror.node_changed(None if deleted else node_view(obj), name, now)
+            mirror.node_changed(None if deleted else node_with_devices(obj, mirror.dra), name, now)
         elif source == Source.DECISIONS:
             if not deleted and shown_to_operators(obj):
                 self._decision(obj)
@@ -215,9 +236,34 @@ class Intake:
                     continue
                 group = self._group_of(pod_key, pod)
                 if group != before:  # its gang is another now, or its size, or its owner's annotations
-                    mirror.pod_changed(as_the_kubelet_counts(pod_view(pod, group), pod.get("spec") or {}), pod_key, now)
+                    mirror.pod_changed(self._view(pod, group), pod_key, now)
         else:
             self.pending_config = (None if deleted else obj, obj)
+
+    def _view(self, pod: dict[str, Any], group: GroupSpec) -> Any:
+        """An usher pod's view: its labels, owners and device claims (``dra_pods``)."""
+        view = with_claims(pod_view(pod, group), self.ctx.mirror.dra.ask(pod))
+        return as_the_kubelet_counts(view, pod.get("spec") or {})
+
+    def _dra_changed(self, kind: DraKind, obj: dict[str, Any], deleted: bool, now: float) -> None:
+        """A claim, template, class or slice changed: the pods with claims are read again (their
+        GPUs, nodes and problems may have changed), and on a slice change the nodes it names."""
+        mirror = self.ctx.mirror
+        mirror.dra.object_changed(kind, key_of(obj), None if deleted else obj)
+        if kind == DraKind.SLICE:
+            node = (obj.get("spec") or {}).get("nodeName")
+            node_obj = self.node_object(node) if isinstance(node, str) else None
+            if node_obj is not None:
+                mirror.node_changed(node_with_devices(node_obj, mirror.dra), node, now)
+        for key in sorted(self._claim_pods):
+            pod = self.pod_object(key)
+            if pod is None:
+                continue
+            gang = mirror.gangs.get(mirror.pod_gang.get(key, ""))
+            old = gang.pods.get(key.split("/", 1)[1]) if gang is not None else None
+            view = self._view(pod, self._groups.get(key) or self._group_of(key, pod))
+            if old is None or (old.gpu_milli, old.claim_nodes, old.problem) != (view.gpu_milli, view.claim_nodes, view.problem):
+                mirror.pod_changed(view, key, now)
 
     def _uses_claims(self, key: str, obj: dict[str, Any], deleted: bool) -> None:
         """Which claims a pod uses, and where (``volumes``): ReadWriteOncePod, Multi-Attach and

@@ -19,7 +19,8 @@ from typing import Any
 from .context import ASSIGNED_PODS, BIND_RETRY_MAX, Context, EventReason, Source, doubled_wait
 from .informer import DeltaType
 from .metrics import ErrorKind
-from .objects import SCHEDULER_NAME, Phase, PodView, holding_of, key_of, node_view
+from .dra_pods import node_with_devices
+from .objects import SCHEDULER_NAME, Phase, PodView, holding_of, key_of
 from .refusals import Refusal, kubelet_refusal, usher_count
 from .status import StatusWriter
 
@@ -129,7 +130,7 @@ class KubeletRefusals:
                 missed.append("the node's deletion")
                 self.apply(Source.NODES, DeltaType.DELETED, {"metadata": {"name": node}})
         else:
-            new = node_view(obj)
+            new = node_with_devices(obj, mirror.dra)
             if old is None or (old.shape(), old.unschedulable, old.ready) != (new.shape(), new.unschedulable, new.ready):
                 missed.append("the node's own labels, taints or allocatable")
                 self.apply(Source.NODES, DeltaType.MODIFIED, obj)

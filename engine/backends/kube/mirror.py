@@ -56,6 +56,7 @@ from .mirror_rebuild import RebuildFromCaches
 from .mirror_waiting import WhyWaiting
 from .objects import Holding, NodeView, Phase, PodView, Requests, natural_key
 from .podrules.pods import PodIndex
+from .dra import DraIndex
 from .volumes import VolumeIndex
 from .volumes_mirror import VolumesOfPods
 
@@ -89,6 +90,8 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
         self._constraints_seen: dict[NodeConstraints | None, GroupConstraints] = {}
         #: the storage objects and each pod's claims (``volumes_mirror``)
         self.volumes = VolumeIndex()
+        #: ResourceClaims, their templates, DeviceClasses and ResourceSlices (``dra``)
+        self.dra = DraIndex()
         self._volume_epoch = 0
         self._volume_sigs: dict[str, tuple[Any, ...]] = {}
         self.dirty = True  # the engine must be rebuilt before the next cycle

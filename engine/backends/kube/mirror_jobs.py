@@ -66,6 +66,17 @@ class JobsOfGangs:
             known = self._constraints_seen[constraints] = group_constraints(constraints, self.state.nodes)
         return known
 
+    def _with_devices(self, constraints: GroupConstraints, pod: PodView) -> GroupConstraints:
+        """A pod group's node constraints narrowed to the nodes whose devices can give its
+        ResourceClaims (``dra_pods``)."""
+        if pod.claim_nodes is None:
+            return constraints
+        ids = frozenset(n.id for n in self.state.nodes if n.name in pod.claim_nodes)
+        eligible = ids if constraints["eligible"] is None else constraints["eligible"] & ids
+        preferred = tuple(t & eligible for t in constraints["preferred"] if t & eligible)
+        why = ", ".join(w for w in (constraints["exclusions"], pod.claim_exclusions) if w)
+        return GroupConstraints(eligible=eligible, preferred=preferred, exclusions=why or None)
+
     def _new_job(self, gang: Gang, pods: list[PodView], now: float) -> Job:
         state = self.state
         groups: dict[tuple[Any, ...], list[str]] = {}
@@ -92,7 +103,8 @@ class JobsOfGangs:
             pod_groups.append(
                 PodGroup(
                     f"g{gi}", len(names), first.gpu_milli, first.cpu, first.memory, first.models, mode, level,
-                    **self._with_volumes(self._constraints_of(first.constraints), fits[names[0]]), extra=first.extra,
+                    **self._with_volumes(self._with_devices(self._constraints_of(first.constraints), first), fits[names[0]]),
+                    extra=first.extra,
                     rules=rules.get(f"g{gi}"),
                 )
             )

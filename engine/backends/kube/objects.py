@@ -200,6 +200,9 @@ class PodView:
     labels: dict[str, str] = field(default_factory=dict)
     #: pod affinity, anti-affinity and topology spread (``podrules``)
     rules: PodRules = NO_RULES
+    #: the nodes whose devices can give its ResourceClaims (``dra``; None: any), and why not others
+    claim_nodes: frozenset[str] | None = None
+    claim_exclusions: str | None = None
 
     @property
     def live(self) -> bool:
@@ -221,6 +224,7 @@ class PodView:
             self.constraints,
             self.extra,
             self.rules,
+            self.claim_nodes,
         )
 
 

@@ -91,6 +91,9 @@ def _grants(
 _READ = (Verb.GET, Verb.LIST, Verb.WATCH)
 _COORDINATION = "coordination.k8s.io"
 _STORAGE = "storage.k8s.io"
+_RESOURCE = "resource.k8s.io"
+#: the DRA kinds usher watches: a pod's claims, their templates, device classes and the devices
+_DRA_READ = ("resourceclaims", "resourceclaimtemplates", "deviceclasses", "resourceslices")
 #: (group, plural) of every owner kind usher reads, once (both MPIJob versions are one resource)
 _OWNER_RESOURCES = tuple(dict.fromkeys((r.group, r.plural) for r in OWNER_RESOURCES))
 
@@ -133,6 +136,12 @@ CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
     *_grants("", "persistentvolumeclaims", (Verb.PATCH,), Scope.CLUSTER),
     *_grants("", "persistentvolumes", (Verb.PATCH,), Scope.CLUSTER),
     *_grants("", "events", (Verb.LIST,), Scope.CLUSTER),
+    # Dynamic Resource Allocation (informers: list and watch): the GPUs a pod asks through its
+    # ResourceClaims (or the templates they are made from), the DeviceClasses' selectors and the
+    # devices nodes' ResourceSlices publish (issue 35).
+    *(p for plural in _DRA_READ for p in _grants(_RESOURCE, plural, _LIST_WATCH, Scope.CLUSTER)),
+    # A gang's PreBind: each claim's status.allocation and status.reservedFor (and their undo).
+    *_grants(_RESOURCE, "resourceclaims/status", (Verb.PATCH,), Scope.CLUSTER),
     # The queue config, read only (an informer on the one object: list and watch by name);
     # operators change it, with their own credentials (OPERATOR_PERMISSIONS).
     *_grants("", "configmaps", _LIST_WATCH, Scope.NAMESPACE, (QUEUES_CONFIGMAP,)),
@@ -159,6 +168,7 @@ OPERATOR_PERMISSIONS: tuple[Permission, ...] = (
     *_grants(_STORAGE, "csinodes", _LIST_WATCH, Scope.CLUSTER),
     *_grants(_STORAGE, "csistoragecapacities", _LIST_WATCH, Scope.CLUSTER),
     *_grants(_STORAGE, "csidrivers", _LIST_WATCH, Scope.CLUSTER),
+    *(p for plural in _DRA_READ for p in _grants(_RESOURCE, plural, _LIST_WATCH, Scope.CLUSTER)),
     *_grants("", "configmaps", _READ, Scope.CLUSTER, (QUEUES_CONFIGMAP,)),
     *_grants("", "configmaps", _READ, Scope.CLUSTER, (DECISIONS_CONFIGMAP,)),
     *_grants(_COORDINATION, "leases", _READ, Scope.CLUSTER, (LEADER_LEASE,)),

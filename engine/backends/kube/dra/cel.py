@@ -1,0 +1,111 @@
+"""CEL device selectors, as the API server and kube-scheduler evaluate them, with cel-python.
+
+A selector sees one ``device``: ``device.driver``, ``device.attributes['<domain>'].<name>`` and
+``device.capacity['<domain>'].<name>`` (a quantity: ``quantity('40Gi')``, ``compareTo``,
+``isGreaterThan``, ``isLessThan``, ``asInteger``, as Kubernetes' CEL library names them). A
+selector that does not compile, does not give a bool, or fails on a device (a missing attribute
+read without ``has``) is an error the pod is told, naming the claim, the request and CEL's words,
+as kube-scheduler reports it; it never quietly selects nothing.
+
+Programs are compiled once per expression (``Selectors``): nodes' devices are many, expressions few.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import celpy
+from celpy import celtypes
+
+from ....scenario.quantity import parse_memory
+from .model import Device, Selector
+
+
+class SelectorError(ValueError):
+    """A selector that does not compile or fails on a device; the message says which and why."""
+
+
+def _quantity(text: Any) -> celtypes.IntType:
+    try:
+        return celtypes.IntType(parse_memory(str(text)))
+    except ValueError as exc:
+        raise celpy.CELEvalError(f"quantity: {exc}") from None
+
+
+def _compare(a: Any, b: Any) -> celtypes.IntType:
+    return celtypes.IntType((int(a) > int(b)) - (int(a) < int(b)))
+
+
+_FUNCTIONS = {
+    "quantity": _quantity,
+    "compareTo": _compare,
+    "isGreaterThan": lambda a, b: celtypes.BoolType(int(a) > int(b)),
+    "isLessThan": lambda a, b: celtypes.BoolType(int(a) < int(b)),
+    "asInteger": lambda a: celtypes.IntType(int(a)),
+    "asApproximateFloat": lambda a: celtypes.DoubleType(float(int(a))),
+}
+
+
+def _words(error: Exception) -> str:
+    text = str(error).strip()
+    if isinstance(error, celpy.CELEvalError) and error.args:
+        text = str(error.args[0])
+        if len(error.args) > 2 and error.args[2]:
+            text += f" {', '.join(str(a) for a in error.args[2])}"
+    return " ".join(text.split())
+
+
+def _as_cel(device: Device) -> Any:
+    capacity = {d: {n: _quantity(v) for n, v in names.items()} for d, names in device.capacity.items()}
+    doc = celpy.json_to_cel({"driver": device.driver, "attributes": device.attributes})
+    doc[celtypes.StringType("capacity")] = celtypes.MapType(
+        {celtypes.StringType(d): celtypes.MapType({celtypes.StringType(n): v for n, v in names.items()})
+         for d, names in capacity.items()})
+    return doc
+
+
+@dataclass(slots=True)
+class Selectors:
+    """Compiled CEL programs by expression (errors remembered too)."""
+
+    env: celpy.Environment = field(default_factory=celpy.Environment)
+    _programs: dict[str, Any] = field(default_factory=dict)
+
+    def _program(self, selector: Selector) -> Any:
+        known = self._programs.get(selector.expression)
+        if known is None:
+            try:
+                known = self.env.program(self.env.compile(selector.expression), functions=_FUNCTIONS)
+            except Exception as exc:  # celpy raises CELParseError and others on a bad expression
+                known = SelectorError(f"{selector.path}: compilation failed: {_words(exc)}")
+            self._programs[selector.expression] = known
+        if isinstance(known, SelectorError):
+            raise known
+        return known
+
+    def check(self, selectors: tuple[Selector, ...]) -> None:
+        """Raise ``SelectorError`` for the first selector that does not compile."""
+        for s in selectors:
+            self._program(s)
+
+    def matches(self, selectors: tuple[Selector, ...], device: Device) -> bool:
+        """Whether every selector selects ``device``; ``SelectorError`` when one cannot say."""
+        if not selectors:
+            return True
+        activation = {"device": _as_cel(device)}
+        for s in selectors:
+            program = self._program(s)
+            try:
+                result = program.evaluate(activation)
+            except Exception as exc:  # noqa: BLE001 - celpy raises CELEvalError and Python errors alike
+                raise SelectorError(f"{s.path}: CEL runtime error on device {device.name} of node {device.node}: "
+                                    f"{_words(exc)}") from None
+            if isinstance(result, celpy.CELEvalError):
+                raise SelectorError(f"{s.path}: CEL runtime error on device {device.name} of node {device.node}: "
+                                    f"{_words(result)}")
+            if not isinstance(result, celtypes.BoolType):
+                raise SelectorError(f"{s.path}: the expression must give a bool, not {type(result).__name__}")
+            if not result:
+                return False
+        return True

@@ -1,0 +1,240 @@
+"""The DRA objects usher watches, and what they mean for one pod: its GPUs, its nodes, its devices.
+
+Intake feeds ``DraIndex`` with the informers' ResourceClaims, ResourceClaimTemplates,
+DeviceClasses and ResourceSlices. For a pod, ``ask`` reads its ``spec.resourceClaims`` (a claim by
+name, or the claim the resourceclaim controller made from a template, named in
+``status.resourceClaimStatuses``; until it is made, the template's spec is read and the pod
+waits) and says how many GPUs they ask, which nodes have devices enough that match every
+selector (the class's and the request's), and what usher cannot honour, each with its field path.
+
+How placement sees it: the GPU count is the pod's GPU count (quota, placement, why-pending,
+preemption and backfill count it as they count ``nvidia.com/gpu``), and the nodes are a node
+constraint (``PodAsk.nodes``), judged on devices alone, never on which are free now: usher's
+own accounting of GPUs says that, and a job's constraints are judged once when it is made.
+``choose`` then picks, at PreBind, the devices for each request on the pod's node: usher's
+chosen GPUs first (device ``gpu-<i>`` for GPU ``i``), another matching free device in place of
+one a selector excludes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cel import SelectorError, Selectors
+from .model import (GPU_CLASS, GPU_DRIVER, AllocationMode, ClaimSpec, Device, DraKind, Request, allocated_node,
+                    class_selectors, parse_claim_spec, slice_devices)
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """One entry of a pod's ``spec.resourceClaims``, resolved."""
+
+    #: the entry's name in the pod
+    name: str
+    #: the claim's key (``ns/name``); None while the resourceclaim controller has not made it
+    key: str | None
+    spec: ClaimSpec
+    #: the node the claim is allocated on (None: not allocated)
+    allocated_on: str | None = None
+    #: the devices of its allocation (``(request, device)``)
+    allocated: tuple[tuple[str, str], ...] = ()
+    #: the uids its ``status.reservedFor`` names
+    reserved_for: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAsk:
+    """What a pod's claims ask, as placement needs it."""
+
+    claims: tuple[PodClaim, ...] = ()
+    gpus: int = 0
+    #: the nodes its claims allow (None: any)
+    nodes: frozenset[str] | None = None
+    #: why the other nodes are not allowed, for the why-pending message
+    exclusions: str | None = None
+    problems: tuple[str, ...] = ()
+
+
+NOTHING = PodAsk()
+
+
+@dataclass(slots=True)
+class DraIndex:
+    claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    templates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    classes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    slices: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: node -> NVIDIA's devices its slices publish (rebuilt on a slice change)
+    devices: dict[str, list[Device]] = field(default_factory=dict)
+    selectors: Selectors = field(default_factory=Selectors)
+
+    def object_changed(self, kind: DraKind, key: str, obj: dict[str, Any] | None) -> None:
+        table = {DraKind.CLAIM: self.claims, DraKind.TEMPLATE: self.templates, DraKind.CLASS: self.classes,
+                 DraKind.SLICE: self.slices}[kind]
+        if obj is None:
+            table.pop(key, None)
+        else:
+            table[key] = obj
+        if kind == DraKind.SLICE:
+            self.devices = {}
+            for s in self.slices.values():
+                for d in slice_devices(s):
+                    if d.driver == GPU_DRIVER:
+                        self.devices.setdefault(d.node, []).append(d)
+            for found in self.devices.values():
+                found.sort(key=lambda d: (d.index if d.index is not None else 1 << 30, d.name))
+
+    # -- a pod ----------------------------------------------------------------------------------
+
+    def ask(self, pod: dict[str, Any]) -> PodAsk:
+        """What the pod's claims ask (``NOTHING`` for a pod without claims); never raises."""
+        entries = (pod.get("spec") or {}).get("resourceClaims") or []
+        if not entries:
+            return NOTHING
+        meta = pod.get("metadata") or {}
+        ns, uid = meta.get("namespace", "default"), meta.get("uid", "")
+        made = {s.get("name"): s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+                if isinstance(s, dict)}
+        problems: list[str] = []
+        claims: list[PodClaim] = []
+        for i, entry in enumerate(entries):
+            claim = self._resolve(entry, f"spec.resourceClaims[{i}]", ns, uid, made, problems)
+            if claim is not None:
+                claims.append(claim)
+        for c in claims:
+            problems.extend(c.spec.problems)
+        try:
+            gpus, nodes, why = self._fit(claims)
+        except SelectorError as exc:
+            said = str(exc)
+            hit = next(((c, r) for c in claims for r in c.spec.requests if said.startswith(f"{r.path}.")), None)
+            if hit is None:  # a DeviceClass's selector: name the request that uses the class
+                hit = next(((c, r) for c in claims for r in c.spec.requests), None)
+            named = f"claim {hit[0].key or hit[0].name}, request {hit[1].name}: " if hit is not None else ""
+            return PodAsk(tuple(claims), problems=(*problems, f"{named}{said}"))
+        # with problems, the GPUs still count (what the pod would hold is shown where it waits)
+        return PodAsk(tuple(claims), gpus, nodes, why, tuple(problems))
+
+    def _resolve(self, entry: Any, path: str, ns: str, uid: str, made: dict[str, Any],
+                 problems: list[str]) -> PodClaim | None:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            problems.append(f"{path}.name: required")
+            return None
+        by_name, template = entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
+        if bool(by_name) == bool(template):
+            problems.append(f"{path}: exactly one of resourceClaimName and resourceClaimTemplateName is required")
+            return None
+        if template:
+            name = made.get(entry["name"])
+            if entry["name"] in made and name is None:
+                return None  # the controller says no claim is needed (a template of no devices)
+            if name is None:
+                obj = self.templates.get(f"{ns}/{template}")
+                if obj is None:
+                    problems.append(f"{path}.resourceClaimTemplateName: ResourceClaimTemplate {ns}/{template} not found")
+                    return None
+                spec = parse_claim_spec((obj.get("spec") or {}).get("spec"), f"ResourceClaimTemplate {ns}/{template} spec.spec")
+                problems.append(f"{path}: waiting for the resourceclaim controller to make its claim from template "
+                                f"{ns}/{template}")
+                return PodClaim(entry["name"], None, spec)
+        else:
+            name = by_name
+        key = f"{ns}/{name}"
+        obj = self.claims.get(key)
+        if obj is None:
+            problems.append(f"{path}: ResourceClaim {key} not found")
+            return None
+        spec = parse_claim_spec(obj.get("spec"), f"ResourceClaim {key} spec")
+        status = obj.get("status") or {}
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+        reserved = tuple(str(r.get("uid", "")) for r in status.get("reservedFor") or [] if isinstance(r, dict))
+        if reserved and uid not in reserved:
+            problems.append(f"{path}: ResourceClaim {key} is reserved for another pod; usher does not implement "
+                            "claims shared by several pods yet")
+        return PodClaim(entry["name"], key, spec, allocated_node(obj) if status.get("allocation") else None,
+                        tuple((str(r.get("request")), str(r.get("device"))) for r in results if isinstance(r, dict)),
+                        reserved)
+
+    def _fit(self, claims: Sequence[PodClaim]) -> tuple[int, frozenset[str] | None, str | None]:
+        """The GPUs the claims ask, the nodes whose devices can give them, and why not the rest."""
+        requests = [r for c in claims if c.allocated_on is None for r in c.spec.requests]
+        pinned = {c.allocated_on for c in claims if c.allocated_on is not None}
+        gpus = sum(len(c.allocated) for c in claims if c.allocated_on is not None)
+        for r in requests:
+            self.selectors.check(self.request_selectors(r))
+        if not requests and not pinned:
+            return 0, None, None
+        allowed: set[str] = set()
+        counts: dict[str, int] = {}
+        for node, devices in self.devices.items():
+            chosen = choose(self, requests, devices, (), set())
+            if chosen is not None:
+                allowed.add(node)
+                counts[node] = sum(len(v) for v in chosen.values())
+        why = []
+        if pinned:
+            if len(pinned) > 1:
+                why.append(f"its claims are allocated on different nodes ({', '.join(sorted(pinned))})")
+                return gpus, frozenset(), "; ".join(why)
+            node = next(iter(pinned))
+            if node not in allowed:
+                why.append(f"its allocated claims hold it to node {node}, whose devices cannot give its other requests")
+            allowed &= pinned
+            why.append(f"its allocated claims hold it to node {node}")
+        if any(r.mode == AllocationMode.ALL for r in requests):
+            # All: every matching device of the node; usher places such a pod on nodes of the most
+            most = max(counts.values(), default=0)
+            allowed = {n for n in allowed if counts[n] == most}
+            gpus += most
+        else:
+            gpus += sum(r.count for r in requests)
+        if len(allowed) < len(self.devices) or not self.devices:
+            names = ", ".join(f"{r.name} ({r.count if r.mode == AllocationMode.EXACT_COUNT else 'All'})" for r in requests)
+            if requests:
+                why.insert(0, f"only {len(allowed)} node(s) publish {GPU_CLASS} devices enough that match its claims' "
+                              f"requests {names}")
+        return gpus, frozenset(allowed), "; ".join(why) or None
+
+    def request_selectors(self, request: Request) -> tuple:
+        return (*class_selectors(self.classes.get(request.device_class)), *request.selectors)
+
+    # -- the node's devices in use ---------------------------------------------------------------
+
+    def taken_on(self, node: str, but: Iterable[str] = ()) -> set[str]:
+        """The devices of ``node`` allocated to claims (other than the keys in ``but``)."""
+        skip = set(but)
+        out: set[str] = set()
+        for key, obj in self.claims.items():
+            if key in skip or allocated_node(obj) != node:
+                continue
+            for r in (((obj.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []:
+                if isinstance(r, dict) and r.get("driver") == GPU_DRIVER:
+                    out.add(str(r.get("device")))
+        return out
+
+
+def choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Device], prefer: Sequence[int],
+           taken: set[str]) -> dict[str, list[Device]] | None:
+    """Devices for each request (by name) from ``devices``, none in ``taken``, the GPUs in
+    ``prefer`` first (in that order), then by index; None when a request cannot be met. Raises
+    ``SelectorError`` for a selector that cannot say."""
+    rank = {i: n for n, i in enumerate(prefer)}
+    ordered = sorted(devices, key=lambda d: (rank.get(d.index, len(rank)) if d.index is not None else 1 << 30, d.index or 0))
+    used = set(taken)
+    out: dict[str, list[Device]] = {}
+    for r in requests:
+        selectors = index.request_selectors(r)
+        matching = [d for d in ordered if d.name not in used and index.selectors.matches(selectors, d)]
+        if r.mode == AllocationMode.ALL:
+            if not matching or any(d.name in taken and index.selectors.matches(selectors, d) for d in devices):
+                return None
+            got = matching
+        else:
+            if len(matching) < r.count:
+                return None
+            got = matching[:r.count]
+        out[r.name] = got
+        used.update(d.name for d in got)
+    return out

@@ -1,0 +1,235 @@
+"""What usher reads of Dynamic Resource Allocation (``resource.k8s.io/v1``), parsed once.
+
+A pod's ``spec.resourceClaims`` name a ResourceClaim, or a ResourceClaimTemplate from which the
+resourceclaim controller makes one claim per pod (its name in ``status.resourceClaimStatuses``).
+A claim's ``spec.devices.requests[]`` ask devices of a DeviceClass; usher allocates GPUs of
+NVIDIA's class (``gpu.nvidia.com``, driver ``gpu.nvidia.com``, devices ``gpu-<minor>`` published
+in ResourceSlices) and nothing else. Each field of the API is read here or refused here with its
+field path (``Request.problems``), never ignored: a pod whose claim asks what usher does not
+implement stays pending with that reason instead of being placed where it never starts.
+
+Plain records and parsers only (no I/O, no caches: ``index`` keeps the objects).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+#: the API group and version usher reads and writes
+GROUP = "resource.k8s.io"
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+#: NVIDIA's DeviceClass and driver (kubernetes-sigs/dra-driver-nvidia-gpu name both so)
+GPU_CLASS = "gpu.nvidia.com"
+GPU_DRIVER = "gpu.nvidia.com"
+#: a device of NVIDIA's driver is ``gpu-<minor>``; usher's GPU index is the minor
+DEVICE_PREFIX = "gpu-"
+#: the most pods a claim may be reserved for (the API's limit on ``status.reservedFor``)
+RESERVED_FOR_MAX = 256
+
+
+class DraKind(StrEnum):
+    """The kinds usher watches."""
+
+    CLAIM = "ResourceClaim"
+    TEMPLATE = "ResourceClaimTemplate"
+    CLASS = "DeviceClass"
+    SLICE = "ResourceSlice"
+
+
+#: where each kind is listed and watched
+PATHS: dict[DraKind, str] = {
+    DraKind.CLAIM: f"/apis/{API_VERSION}/resourceclaims",
+    DraKind.TEMPLATE: f"/apis/{API_VERSION}/resourceclaimtemplates",
+    DraKind.CLASS: f"/apis/{API_VERSION}/deviceclasses",
+    DraKind.SLICE: f"/apis/{API_VERSION}/resourceslices",
+}
+
+
+class AllocationMode(StrEnum):
+    EXACT_COUNT = "ExactCount"
+    ALL = "All"
+
+
+#: the fields of ``exactly`` usher reads; any other set field is refused
+_EXACT_READ = {"deviceClassName", "selectors", "allocationMode", "count"}
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """One CEL selector and where it was written (``...selectors[0].cel.expression``)."""
+
+    expression: str
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request of a claim: ``count`` devices of ``device_class`` (or all that match)."""
+
+    name: str
+    device_class: str
+    mode: AllocationMode
+    count: int
+    selectors: tuple[Selector, ...]
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSpec:
+    """A claim's (or a template's) device requests, and what usher cannot honour in it."""
+
+    requests: tuple[Request, ...] = ()
+    #: ``devices.config`` entries, copied into the allocation as the scheduler does (FromClaim)
+    config: tuple[dict[str, Any], ...] = ()
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One device a ResourceSlice publishes on a node."""
+
+    name: str
+    driver: str
+    pool: str
+    node: str
+    #: ``domain -> name -> value`` (unqualified names are the driver's domain)
+    attributes: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False, compare=False)
+    #: ``domain -> name -> quantity text``
+    capacity: dict[str, dict[str, str]] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def index(self) -> int | None:
+        """usher's GPU index for the device (its minor), None for a name not ``gpu-<n>``."""
+        rest = self.name.removeprefix(DEVICE_PREFIX)
+        return int(rest) if rest != self.name and rest.isdigit() else None
+
+
+def device_name(index: int) -> str:
+    return f"{DEVICE_PREFIX}{index}"
+
+
+def parse_claim_spec(spec: Any, path: str) -> ClaimSpec:
+    """A ResourceClaimSpec (``path`` names it: ``ResourceClaim default/x spec``), never raising."""
+    problems: list[str] = []
+    if not isinstance(spec, dict):
+        return ClaimSpec(problems=(f"{path}: not an object",))
+    devices = spec.get("devices") or {}
+    if not isinstance(devices, dict):
+        return ClaimSpec(problems=(f"{path}.devices: not an object",))
+    requests: list[Request] = []
+    for i, raw in enumerate(devices.get("requests") or []):
+        request = _request(raw, f"{path}.devices.requests[{i}]", problems)
+        if request is not None:
+            requests.append(request)
+    for i, raw in enumerate(devices.get("constraints") or []):
+        kind = next((k for k in ("matchAttribute", "distinctAttribute") if isinstance(raw, dict) and raw.get(k)), "constraint")
+        problems.append(f"{path}.devices.constraints[{i}].{kind}: usher does not implement device constraints yet")
+    config = []
+    for i, raw in enumerate(devices.get("config") or []):
+        if not isinstance(raw, dict) or not isinstance(raw.get("opaque"), dict):
+            problems.append(f"{path}.devices.config[{i}]: usher copies only opaque driver config")
+            continue
+        config.append(raw)
+    return ClaimSpec(tuple(requests), tuple(config), tuple(problems))
+
+
+def _request(raw: Any, path: str, problems: list[str]) -> Request | None:
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+        problems.append(f"{path}.name: a request needs a name")
+        return None
+    if raw.get("firstAvailable"):
+        problems.append(f"{path}.firstAvailable: usher does not implement alternatives (firstAvailable) yet")
+        return None
+    exact = raw.get("exactly")
+    if not isinstance(exact, dict):
+        problems.append(f"{path}.exactly: required (usher reads requests of one device class)")
+        return None
+    where = f"{path}.exactly"
+    for name in sorted(set(exact) - _EXACT_READ):
+        if exact[name] in (None, False, [], {}):
+            continue
+        what = "admin access" if name == "adminAccess" else name
+        problems.append(f"{where}.{name}: usher does not implement {what} yet")
+    klass = exact.get("deviceClassName")
+    if klass != GPU_CLASS:
+        problems.append(f"{where}.deviceClassName: usher allocates only devices of DeviceClass {GPU_CLASS}, not {klass!r}")
+        return None
+    mode_text = exact.get("allocationMode") or AllocationMode.EXACT_COUNT
+    if mode_text not in set(AllocationMode):
+        problems.append(f"{where}.allocationMode: {mode_text!r} is not ExactCount or All")
+        return None
+    mode = AllocationMode(mode_text)
+    count = exact.get("count", 1) if mode == AllocationMode.EXACT_COUNT else 0
+    if mode == AllocationMode.EXACT_COUNT and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
+        problems.append(f"{where}.count: {count!r} is not a positive whole number")
+        return None
+    selectors = []
+    for j, sel in enumerate(exact.get("selectors") or []):
+        expression = ((sel or {}).get("cel") or {}).get("expression") if isinstance(sel, dict) else None
+        if not isinstance(expression, str):
+            problems.append(f"{where}.selectors[{j}].cel.expression: required")
+            continue
+        selectors.append(Selector(expression, f"{where}.selectors[{j}].cel.expression"))
+    return Request(raw["name"], klass, mode, count, tuple(selectors), path)
+
+
+def class_selectors(obj: dict[str, Any] | None) -> tuple[Selector, ...]:
+    """A DeviceClass's CEL selectors (every device given for it must match them all)."""
+    spec = (obj or {}).get("spec") or {}
+    name = ((obj or {}).get("metadata") or {}).get("name", "")
+    out = []
+    for j, sel in enumerate(spec.get("selectors") or []):
+        expression = ((sel or {}).get("cel") or {}).get("expression") if isinstance(sel, dict) else None
+        if isinstance(expression, str):
+            out.append(Selector(expression, f"DeviceClass {name} spec.selectors[{j}].cel.expression"))
+    return tuple(out)
+
+
+def slice_devices(obj: dict[str, Any]) -> list[Device]:
+    """The devices a ResourceSlice publishes for one node (none for a slice of no one node)."""
+    spec = obj.get("spec") or {}
+    node, driver = spec.get("nodeName"), spec.get("driver")
+    if not isinstance(node, str) or not isinstance(driver, str):
+        return []
+    pool = str(((spec.get("pool") or {}).get("name")) or node)
+    out = []
+    for raw in spec.get("devices") or []:
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            continue
+        attributes: dict[str, dict[str, Any]] = {}
+        for key, value in (raw.get("attributes") or {}).items():
+            domain, _, name = key.rpartition("/")
+            attributes.setdefault(domain or driver, {})[name] = _attribute_value(value)
+        capacity: dict[str, dict[str, str]] = {}
+        for key, value in (raw.get("capacity") or {}).items():
+            domain, _, name = key.rpartition("/")
+            capacity.setdefault(domain or driver, {})[name] = str((value or {}).get("value", "0"))
+        out.append(Device(raw["name"], driver, pool, node, attributes, capacity))
+    return out
+
+
+def _attribute_value(value: Any) -> Any:
+    """A DeviceAttribute's one value (``{"int": 3}``, ``{"string": "H100"}``, ...)."""
+    if isinstance(value, dict):
+        for kind in ("int", "bool", "string", "version"):
+            if kind in value:
+                return value[kind]
+    return None
+
+
+def allocated_node(claim: dict[str, Any]) -> str | None:
+    """The node an allocation's nodeSelector names (``matchFields metadata.name In [node]``)."""
+    selector = (((claim.get("status") or {}).get("allocation") or {}).get("nodeSelector") or {})
+    for term in selector.get("nodeSelectorTerms") or []:
+        for req in (term or {}).get("matchFields") or []:
+            if req.get("key") == "metadata.name" and req.get("operator") == "In" and len(req.get("values") or []) == 1:
+                return str(req["values"][0])
+    return None
+
+
+def node_selector(node: str) -> dict[str, Any]:
+    """The nodeSelector of an allocation on ``node``, as kube-scheduler writes it."""
+    return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}

@@ -1,0 +1,64 @@
+"""Pods' and nodes' views with their device claims: where ``dra`` meets ``objects``.
+
+A pod's claims (``DraIndex.ask``) add to its ``PodView`` what ``nvidia.com/gpu`` would: its GPU
+count (so quota, placement, why-pending, preemption and backfill count claimed GPUs as they
+count requested ones), the nodes whose devices can give them (a node constraint), and the
+problems usher found in them, each with its field path. A node whose kubelet advertises no
+``nvidia.com/gpu`` (NVIDIA's DRA driver replaces the device plugin) but whose ResourceSlices
+publish GPUs has those GPUs, by index, as usher's own. Kept apart from ``objects`` so the
+parsing of pods and nodes stays free of the watched DRA objects.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ...state import MILLI
+from .dra import DraIndex, PodAsk
+from .names import GPU_RESOURCE, Annotation
+from .objects import Holding, NodeView, PodView, node_view
+
+
+def with_claims(view: PodView, ask: PodAsk) -> PodView:
+    """``view`` with what its claims ask (unchanged for a pod without claims)."""
+    if not ask.claims and not ask.problems:
+        return view
+    problems = [view.problem] if view.problem else []
+    problems.extend(ask.problems)
+    if ask.gpus and view.gpu_milli and view.gpu_milli < MILLI:
+        problems.append(f"annotation {Annotation.GPU_FRACTION} asks for a share of one GPU but the pod's claims "
+                        f"(spec.resourceClaims) ask {ask.gpus} whole GPUs; ask for one or the other")
+    view.gpu_milli += ask.gpus * MILLI
+    view.claim_nodes = ask.nodes
+    view.claim_exclusions = ask.exclusions
+    view.problem = "; ".join(problems) or None
+    return view
+
+
+def holding_with_claims(holding: Holding | None, ask: PodAsk) -> Holding | None:
+    """What a pod usher does not schedule holds, with the GPUs its allocated claims hold."""
+    if holding is None or not ask.gpus:
+        return holding
+    return Holding(holding.node, holding.requests._replace(gpus=holding.requests.gpus + ask.gpus))
+
+
+def node_with_devices(obj: dict[str, Any], index: DraIndex) -> NodeView:
+    """The node's view; its GPUs those its ResourceSlices publish when its kubelet lists none."""
+    name = (obj.get("metadata") or {}).get("name", "")
+    devices = index.devices.get(name) or []
+    status = obj.get("status") or {}
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    indices = sorted(d.index for d in devices if d.index is not None)
+    if not indices or str(alloc.get(GPU_RESOURCE, "0")) not in ("0", ""):
+        return node_view(obj)
+    patched = copy.deepcopy(obj)
+    # GPUs by index: a node whose slices skip an index has GPUs up to the highest, the missing
+    # ones never given (``choose`` finds no device for them)
+    count = indices[-1] + 1
+    for part in ("allocatable", "capacity"):
+        if part in (patched.get("status") or {}):
+            patched["status"][part][GPU_RESOURCE] = str(count)
+    if not (patched.get("status") or {}).get("allocatable") and not (patched.get("status") or {}).get("capacity"):
+        patched.setdefault("status", {})["allocatable"] = {GPU_RESOURCE: str(count)}
+    return node_view(patched)

@@ -1,0 +1,181 @@
+"""usher's reading of Dynamic Resource Allocation (issue 35), without a server: a pod's claims
+as GPUs, nodes and problems; CEL selectors; the devices chosen for a placement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from usher.engine.backends.kube.dra import DraIndex, DraKind, choose, parse_claim_spec
+from usher.engine.backends.kube.dra_pods import node_with_devices, with_claims
+from usher.engine.backends.kube.objects import pod_view
+
+GPU_CLASS_SELECTOR = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+
+
+def device(i: int, product: str = "NVIDIA H100 80GB HBM3", memory: str = "80Gi", island: int = 0) -> dict[str, Any]:
+    return {"name": f"gpu-{i}", "attributes": {
+        "type": {"string": "gpu"}, "productName": {"string": product}, "index": {"int": i}, "minor": {"int": i},
+        "uuid": {"string": f"GPU-{i:08d}"}, "nvlinkIsland": {"int": island}},
+        "capacity": {"memory": {"value": memory}}}
+
+
+def slice_of(node: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-gpu.nvidia.com"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": node, "pool": {"name": node, "generation": 1,
+                                                                           "resourceSliceCount": 1}, "devices": devices}}
+
+
+def gpu_class() -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+            "spec": {"selectors": [{"cel": {"expression": GPU_CLASS_SELECTOR}}]}}
+
+
+def claim_spec(count: int = 2, klass: str = "gpu.nvidia.com", selectors: tuple[str, ...] = (), **exact: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"deviceClassName": klass, "count": count, **exact}
+    if selectors:
+        body["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    return {"devices": {"requests": [{"name": "gpus", "exactly": body}]}}
+
+
+def template(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": "default"}, "spec": {"spec": spec}}
+
+
+def claim(name: str, spec: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"}, "spec": spec, "status": status or {}}
+
+
+def pod(name: str = "w-0", template_name: str | None = "two", made: str | None = None, claim_name: str | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": "gpus"}
+    if claim_name:
+        entry["resourceClaimName"] = claim_name
+    else:
+        entry["resourceClaimTemplateName"] = template_name
+    status: dict[str, Any] = {"phase": "Pending"}
+    if made:
+        status["resourceClaimStatuses"] = [{"name": "gpus", "resourceClaimName": made}]
+    return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "labels": {"usher/queue": "research"}},
+            "spec": {"schedulerName": "usher", "resourceClaims": [entry],
+                     "containers": [{"name": "main", "image": "busybox", "resources": {"claims": [{"name": "gpus"}]}}]},
+            "status": status}
+
+
+def index(*nodes: tuple[str, list[dict[str, Any]]]) -> DraIndex:
+    ix = DraIndex()
+    ix.object_changed(DraKind.CLASS, "gpu.nvidia.com", gpu_class())
+    for node, devices in nodes:
+        ix.object_changed(DraKind.SLICE, f"{node}-gpu.nvidia.com", slice_of(node, devices))
+    return ix
+
+
+def eight(node: str, product: str = "NVIDIA H100 80GB HBM3") -> tuple[str, list[dict[str, Any]]]:
+    return node, [device(i, product, island=i // 4) for i in range(8)]
+
+
+def test_a_claim_made_from_a_template_asks_its_gpus_of_the_pod():
+    ix = index(eight("gpu-1"))
+    ix.object_changed(DraKind.TEMPLATE, "default/two", template("two", claim_spec(2)))
+    ix.object_changed(DraKind.CLAIM, "default/w-0-gpus-abc", claim("w-0-gpus-abc", claim_spec(2)))
+    view = with_claims(pod_view(pod(made="w-0-gpus-abc")), ix.ask(pod(made="w-0-gpus-abc")))
+    assert view.gpu_milli == 2000
+    assert view.problem is None
+    assert view.claim_nodes == frozenset({"gpu-1"})
+
+
+def test_a_pod_whose_claim_is_not_made_yet_waits_saying_so():
+    ix = index(eight("gpu-1"))
+    ix.object_changed(DraKind.TEMPLATE, "default/two", template("two", claim_spec(2)))
+    view = with_claims(pod_view(pod()), ix.ask(pod()))
+    assert view.gpu_milli == 2000
+    assert "spec.resourceClaims[0]: waiting for the resourceclaim controller to make its claim from template default/two" in view.problem
+
+
+def test_a_missing_template_or_claim_is_named():
+    ix = index(eight("gpu-1"))
+    assert ix.ask(pod()).problems == (
+        "spec.resourceClaims[0].resourceClaimTemplateName: ResourceClaimTemplate default/two not found",)
+    assert ix.ask(pod(claim_name="shared")).problems == ("spec.resourceClaims[0]: ResourceClaim default/shared not found",)
+
+
+def test_another_device_class_is_refused_with_its_field_path():
+    ix = index(eight("gpu-1"))
+    ix.object_changed(DraKind.CLAIM, "default/nic", claim("nic", claim_spec(1, klass="rdma.example.com")))
+    ask = ix.ask(pod(claim_name="nic"))
+    assert ask.problems == ("ResourceClaim default/nic spec.devices.requests[0].exactly.deviceClassName: usher allocates "
+                            "only devices of DeviceClass gpu.nvidia.com, not 'rdma.example.com'",)
+
+
+def test_fields_usher_does_not_implement_are_refused_not_ignored():
+    spec = claim_spec(2, adminAccess=True)
+    spec["devices"]["constraints"] = [{"requests": ["gpus"], "matchAttribute": "gpu.nvidia.com/nvlinkIsland"}]
+    parsed = parse_claim_spec(spec, "ResourceClaim default/x spec")
+    assert parsed.problems == (
+        "ResourceClaim default/x spec.devices.requests[0].exactly.adminAccess: usher does not implement admin access yet",
+        "ResourceClaim default/x spec.devices.constraints[0].matchAttribute: usher does not implement device constraints yet",
+    )
+    first = {"devices": {"requests": [{"name": "g", "firstAvailable": [{"name": "a", "deviceClassName": "gpu.nvidia.com"}]}]}}
+    assert parse_claim_spec(first, "ResourceClaim default/y spec").problems == (
+        "ResourceClaim default/y spec.devices.requests[0].firstAvailable: usher does not implement alternatives "
+        "(firstAvailable) yet",)
+
+
+def test_a_selector_narrows_the_nodes_to_those_with_devices_enough_that_match():
+    ix = index(eight("gpu-1"), eight("gpu-2", "NVIDIA A100-SXM4-40GB"))
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", claim_spec(
+        4, selectors=("device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100')",))))
+    ask = ix.ask(pod(claim_name="c"))
+    assert ask.problems == ()
+    assert (ask.gpus, ask.nodes) == (4, frozenset({"gpu-1"}))
+    assert "only 1 node(s) publish gpu.nvidia.com devices enough that match its claims' requests gpus (4)" in ask.exclusions
+
+
+def test_a_capacity_selector_compares_quantities():
+    ix = index(eight("gpu-1"), ("gpu-2", [device(i, memory="40Gi") for i in range(8)]))
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", claim_spec(
+        1, selectors=("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('64Gi')) >= 0",))))
+    assert ix.ask(pod(claim_name="c")).nodes == frozenset({"gpu-1"})
+
+
+def test_a_broken_selector_names_the_claim_the_request_and_the_cel_error():
+    ix = index(eight("gpu-1"))
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", claim_spec(2, selectors=("device.attributes[",))))
+    (problem,) = ix.ask(pod(claim_name="c")).problems
+    assert problem.startswith("claim default/c, request gpus: ResourceClaim default/c "
+                              "spec.devices.requests[0].exactly.selectors[0].cel.expression: compilation failed: ")
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", claim_spec(2, selectors=("device.attributes['gpu.nvidia.com'].nope == 1",))))
+    (problem,) = ix.ask(pod(claim_name="c")).problems
+    assert "CEL runtime error on device gpu-0 of node gpu-1" in problem and "nope" in problem
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", claim_spec(2, selectors=("1 + 1",))))
+    (problem,) = ix.ask(pod(claim_name="c")).problems
+    assert problem.endswith("the expression must give a bool, not IntType")
+
+
+def test_all_asks_every_matching_device_of_a_node():
+    ix = index(eight("gpu-1"), ("gpu-2", [device(i) for i in range(4)]))
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", claim_spec(0, allocationMode="All")))
+    spec = claim_spec(1)
+    spec["devices"]["requests"][0]["exactly"] = {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", spec))
+    ask = ix.ask(pod(claim_name="c"))
+    assert (ask.gpus, ask.nodes) == (8, frozenset({"gpu-1"}))
+
+
+def test_choose_gives_the_placed_gpus_and_swaps_one_a_selector_excludes():
+    ix = index(("gpu-1", [device(i, "NVIDIA H100 80GB HBM3" if i != 2 else "NVIDIA A100") for i in range(8)]))
+    spec = parse_claim_spec(claim_spec(2, selectors=("device.attributes['gpu.nvidia.com'].productName.contains('H100')",)), "c")
+    got = choose(ix, spec.requests, ix.devices["gpu-1"], [4, 5], set())
+    assert [d.name for d in got["gpus"]] == ["gpu-4", "gpu-5"]
+    got = choose(ix, spec.requests, ix.devices["gpu-1"], [2, 3], set())
+    assert [d.name for d in got["gpus"]] == ["gpu-3", "gpu-0"]
+    assert choose(ix, spec.requests, ix.devices["gpu-1"], [4, 5], {f"gpu-{i}" for i in range(8) if i != 4}) is None
+
+
+def test_a_node_without_the_device_plugin_has_the_gpus_its_slices_publish():
+    ix = index(eight("gpu-1"))
+    node = {"metadata": {"name": "gpu-1", "annotations": {"usher/nvlink": "0,1,2,3;4,5,6,7"}},
+            "status": {"allocatable": {"cpu": "64", "memory": "512Gi"}}}
+    view = node_with_devices(node, ix)
+    assert view.gpus == 8
+    assert view.islands == [[0, 1, 2, 3], [4, 5, 6, 7]]
