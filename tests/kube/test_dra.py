@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from usher.engine.backends.kube.dra import DraIndex, DraKind, choose, parse_claim_spec
+from usher.engine.backends.kube.dra.plan import Placed, plan, undo_patch, write_patch
 from usher.engine.backends.kube.dra_pods import node_with_devices, with_claims
 from usher.engine.backends.kube.objects import pod_view
 
@@ -179,3 +180,55 @@ def test_a_node_without_the_device_plugin_has_the_gpus_its_slices_publish():
     view = node_with_devices(node, ix)
     assert view.gpus == 8
     assert view.islands == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+# -- the bind path's plan -------------------------------------------------------------------------
+
+def _gang_index(n: int = 4, count: int = 2) -> DraIndex:
+    ix = index(eight("gpu-1"), eight("gpu-2"))
+    for i in range(n):
+        ix.object_changed(DraKind.CLAIM, f"default/w-{i}-gpus", claim(f"w-{i}-gpus", claim_spec(count)))
+        ix.pod_changed(f"default/w-{i}", pod(f"w-{i}", made=f"w-{i}-gpus"))
+    return ix
+
+
+def test_the_plan_gives_every_claim_of_the_gang_the_placed_gpus_and_reserves_it_for_its_pod():
+    ix = _gang_index()
+    placed = [Placed(f"default/w-{i}", f"w-{i}", "default", f"uid-w-{i}", f"gpu-{1 + i // 2}", ((i % 2) * 4 + 2, (i % 2) * 4 + 3))
+              for i in range(4)]
+    the_plan = plan(ix, placed)
+    assert not isinstance(the_plan, str)
+    assert [w.claim for w in the_plan.writes] == [f"default/w-{i}-gpus" for i in range(4)]
+    first = write_patch(the_plan.writes[0])
+    assert first["status"]["allocation"]["devices"]["results"] == [
+        {"request": "gpus", "driver": "gpu.nvidia.com", "pool": "gpu-1", "device": "gpu-2"},
+        {"request": "gpus", "driver": "gpu.nvidia.com", "pool": "gpu-1", "device": "gpu-3"}]
+    assert first["status"]["allocation"]["nodeSelector"] == {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}]}]}
+    assert first["status"]["reservedFor"] == [{"resource": "pods", "name": "w-0", "uid": "uid-w-0"}]
+    assert dict(the_plan.gpus)["default/w-1"] == (6, 7)
+
+
+def test_the_plan_never_gives_a_device_twice():
+    ix = _gang_index(n=2, count=4)
+    # another claim already holds gpu-0..3 of gpu-1; both pods were placed on the same GPUs
+    ix.object_changed(DraKind.CLAIM, "default/other", claim("other", claim_spec(4), {"allocation": {
+        "devices": {"results": [{"request": "gpus", "driver": "gpu.nvidia.com", "pool": "gpu-1", "device": f"gpu-{i}"}
+                                for i in range(4)]}, "nodeSelector": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}]}]}}}))
+    placed = [Placed(f"default/w-{i}", f"w-{i}", "default", f"uid-w-{i}", "gpu-1", (0, 1, 2, 3)) for i in range(2)]
+    assert plan(ix, placed) == "claim default/w-1-gpus: node gpu-1 has not devices enough free that match its requests"
+    the_plan = plan(ix, placed[:1])
+    assert dict(the_plan.gpus)["default/w-0"] == (4, 5, 6, 7)
+
+
+def test_undo_takes_the_pod_out_and_frees_a_claim_nobody_reserves():
+    reserved = claim("c", claim_spec(1), {"allocation": {"devices": {"results": []}},
+                                          "reservedFor": [{"resource": "pods", "name": "a", "uid": "ua"},
+                                                          {"resource": "pods", "name": "b", "uid": "ub"}]})
+    reserved["metadata"]["resourceVersion"] = "7"
+    assert undo_patch(reserved, {"ua"}) == {"metadata": {"resourceVersion": "7"}, "status": {
+        "reservedFor": [{"resource": "pods", "name": "b", "uid": "ub"}]}}
+    assert undo_patch(reserved, {"ua", "ub"}) == {"metadata": {"resourceVersion": "7"}, "status": {
+        "reservedFor": None, "allocation": None}}
+    assert undo_patch(reserved, {"uc"}) is None

@@ -38,6 +38,8 @@ from .context import (
     doubled_wait,
     pod_ref,
 )
+from .dra.plan import ClaimPlan, Placed
+from .dra_prebind import ClaimBinder
 from .evictor import BUDGET_REFUSED, Evictor
 from .gang import Gang, GangPhase
 from .metrics import queued_since
@@ -68,6 +70,10 @@ class Binder:
         #: PreBind's volume step: the gang's claims bound before any of its pods (``volumes_prebind``)
         self.volumes = VolumeBinder(ctx.client, ctx.mirror.volumes, self._labels, ctx.may_write, ctx.monotonic,
                                     storage_changed=ctx.storage_changed)
+        #: PreBind's device step: the gang's ResourceClaims allocated and reserved (``dra_prebind``)
+        self.claims = ClaimBinder(ctx.client, ctx.mirror.dra, ctx.may_write)
+        #: per gang key, the claims its PreBind wrote, until its binds end (undone for pods not bound)
+        self._claim_plans: dict[str, ClaimPlan] = {}
         #: whether this replica has taken over what a leader before it left (``lead``)
         self._took_over = False
         #: per gang key, set when the gang's bind task, still waiting for its room, is called
@@ -110,6 +116,11 @@ class Binder:
                 if gang.phase == GangPhase.RESERVED:
                     mirror.move(gang, GangPhase.CALLED_OFF, refused)
                 mirror.engine.unbind(decision.job, ctx.clock(), refused)
+            elif gang.phase == GangPhase.RESERVED and (refused := await self.bind_claims(gang, jobs)) is not None:
+                # no pod was bound and no claim is left allocated: placed again as its claims are now
+                if gang.phase == GangPhase.RESERVED:
+                    mirror.move(gang, GangPhase.CALLED_OFF, refused)
+                mirror.engine.unbind(decision.job, ctx.clock(), refused)
             elif gang.phase == GangPhase.RESERVED and (withdrawn := self.withdrawn(gang, nodes)) is not None:
                 # nothing sent yet: the job goes back to its queue, and is decided again as it is now
                 mirror.move(gang, GangPhase.CALLED_OFF, withdrawn)
@@ -137,6 +148,11 @@ class Binder:
                 if decision.starts_work:
                     ctx.metrics.job_started(decision.job.queue, ctx.clock() - queued_since(decision.job))
         finally:
+            if (claims := self._claim_plans.pop(gang.key, None)) is not None and (errors or gang.phase == GangPhase.CALLED_OFF):
+                # the claims given to pods that did not bind are undone (bound pods keep theirs)
+                current = (gang.pods.get(v.name) for v, _, _ in jobs)
+                bound = {v.key for v in current if v is not None and v.bound}
+                await self.claims.release(claims, [v.key for v, _, _ in jobs if v.key not in bound])
             if self._call_offs.get(gang.key) is call_off:
                 del self._call_offs[gang.key]
             self._binds_over(gang, decision.job)
@@ -188,6 +204,37 @@ class Binder:
                 ctx.spawn(self.status.event(pod_ref(view), EventReason.VOLUME_BINDING_FAILED, blocker.message, warning=True))
         return blocker.message
 
+    async def bind_claims(self, gang: Gang, jobs: list[BindJob]) -> str | None:
+        """PreBind's device step: every ResourceClaim of every pod of the gang allocated and
+        reserved for it (None), or why not: then no pod is bound, no claim of the gang is left
+        allocated, the pods are told why and the gang backs off before it is tried again. The
+        pods' GPUs become those the claims were given."""
+        ctx = self.ctx
+        placed = [Placed(v.key, v.name, v.namespace, v.uid, node, tuple(gpus)) for v, node, gpus in jobs]
+        plan = self.claims.reserve(placed)
+        if isinstance(plan, ClaimPlan):
+            if plan.empty:
+                return None
+            why = await self.claims.prebind(plan)
+            if why is None:
+                self._claim_plans[gang.key] = plan
+                given = dict(plan.gpus)
+                for i, (view, node, gpus) in enumerate(jobs):
+                    if view.key in given and sorted(given[view.key]) != sorted(gpus):
+                        jobs[i] = (view, node, list(given[view.key]))
+                return None
+        else:
+            why = plan
+        log.info("claims of %s not allocated: %s", gang.key, why)
+        if ctx.may_write():
+            first = gang.bind_retry[1] == 0 and gang.bind_error is None
+            wait = 0.0 if first else doubled_wait(gang.bind_retry[1], ctx.bind_retry, BIND_RETRY_MAX)
+            gang.bind_retry = (ctx.monotonic() + wait, wait)
+            gang.bind_error = f"by its device claims: {why}"
+            for view, _, _ in jobs:
+                ctx.spawn(self.status.event(pod_ref(view), EventReason.CLAIM_ALLOCATION_FAILED, why, warning=True))
+        return why
+
     async def lead(self, leading: bool) -> None:
         """Each tick, whether this replica leads (and may write): on its first tick as the leader,
         it takes over the PreBinds a replica before it left unfinished (``take_over``)."""
@@ -205,6 +252,12 @@ class Binder:
         small for the pods held to it): then the selected nodes are withdrawn, and the gang is
         placed again where its bound claims, if any, allow (and says so if they allow nothing)."""
         mirror = self.ctx.mirror
+        # device claims: those a PreBind reserved for pods that never bound are undone, the gang
+        # placed again as a whole (``dra_prebind``)
+        waiting = {v.uid: v.key for g in mirror.gangs.values() if not g.binding for v in g.unbound()}
+        undone = await self.claims.take_over(waiting)
+        if undone:
+            log.info("took over: undid the allocation of claim(s) %s, reserved for pods never bound", ", ".join(undone))
         for gang in sorted(mirror.gangs.values(), key=lambda g: g.key):
             if gang.binding:
                 continue

@@ -98,6 +98,8 @@ class EventReason(StrEnum):
     INVALID_QUEUE_CONFIG = "InvalidQueueConfig"
     #: a gang's claims could not all be bound: no pod of it was bound (``volumes_prebind``)
     VOLUME_BINDING_FAILED = "FailedVolumeBinding"
+    #: a gang's ResourceClaims could not be allocated and reserved before its pods bound
+    CLAIM_ALLOCATION_FAILED = "FailedResourceClaimAllocation"
     INVALID_OPERATOR_DECISIONS = "InvalidOperatorDecisions"
 
 

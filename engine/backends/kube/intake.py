@@ -63,8 +63,6 @@ class Intake:
         self._dependents: dict[OwnerKey, set[str]] = {}
         #: each usher pod's gang as last inferred (an owner's status change that alters none is skipped)
         self._groups: dict[str, GroupSpec] = {}
-        #: the usher pods with spec.resourceClaims (read again when a DRA object changes)
-        self._claim_pods: set[str] = set()
         #: the lines of usher's Events in this (console's) audit trail, by the Event's uid (``_decision``)
         self._decisions_seen: dict[str, AuditEntry] = {}
         #: the newest queue ConfigMap seen, not yet parsed: (it, or None when deleted; the object last seen)
@@ -194,10 +192,7 @@ class Intake:
             key = key_of(obj)
             self._uses_claims(key, obj, deleted)
             mirror.pod_seen(key, None if deleted else obj)
-            if deleted or not (obj.get("spec") or {}).get("resourceClaims"):
-                self._claim_pods.discard(key)
-            else:
-                self._claim_pods.add(key)
+            mirror.dra.pod_changed(key, None if deleted else obj)
             view = None if deleted else self._view(obj, self._group_of(key, obj))
             if deleted:
                 self._forget_depends(key)
@@ -255,7 +250,7 @@ class Intake:
             node_obj = self.node_object(node) if isinstance(node, str) else None
             if node_obj is not None:
                 mirror.node_changed(node_with_devices(node_obj, mirror.dra), node, now)
-        for key in sorted(self._claim_pods):
+        for key in sorted(mirror.dra.pods):
             pod = self.pod_object(key)
             if pod is None:
                 continue

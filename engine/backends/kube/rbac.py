@@ -140,8 +140,10 @@ CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
     # ResourceClaims (or the templates they are made from), the DeviceClasses' selectors and the
     # devices nodes' ResourceSlices publish (issue 35).
     *(p for plural in _DRA_READ for p in _grants(_RESOURCE, plural, _LIST_WATCH, Scope.CLUSTER)),
-    # A gang's PreBind: each claim's status.allocation and status.reservedFor (and their undo).
+    # A gang's PreBind: each claim's status.allocation and status.reservedFor; their undo reads
+    # the claim afresh (get) so that it takes out only the gang's own pods.
     *_grants(_RESOURCE, "resourceclaims/status", (Verb.PATCH,), Scope.CLUSTER),
+    *_grants(_RESOURCE, "resourceclaims", (Verb.GET,), Scope.CLUSTER),
     # The queue config, read only (an informer on the one object: list and watch by name);
     # operators change it, with their own credentials (OPERATOR_PERMISSIONS).
     *_grants("", "configmaps", _LIST_WATCH, Scope.NAMESPACE, (QUEUES_CONFIGMAP,)),

@@ -69,6 +69,16 @@ class DraIndex:
     #: node -> NVIDIA's devices its slices publish (rebuilt on a slice change)
     devices: dict[str, list[Device]] = field(default_factory=dict)
     selectors: Selectors = field(default_factory=Selectors)
+    #: usher's pods with ``spec.resourceClaims``, as last seen (the bind path reads their claims)
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def pod_changed(self, key: str, obj: dict[str, Any] | None) -> bool:
+        """Remember an usher pod (None: gone); whether it has claims."""
+        if obj is None or not (obj.get("spec") or {}).get("resourceClaims"):
+            self.pods.pop(key, None)
+            return False
+        self.pods[key] = obj
+        return True
 
     def object_changed(self, kind: DraKind, key: str, obj: dict[str, Any] | None) -> None:
         table = {DraKind.CLAIM: self.claims, DraKind.TEMPLATE: self.templates, DraKind.CLASS: self.classes,

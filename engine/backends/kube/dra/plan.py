@@ -1,0 +1,157 @@
+"""What the bind path writes on a gang's ResourceClaims, and how it is undone.
+
+Once the whole gang is placed, each claim of each pod gets, before any pod binds, its
+``status.allocation`` (``devices.results[]``: request, driver, pool, device; the claim's opaque
+config; a ``nodeSelector`` for the pod's node) and the pod in its ``status.reservedFor``, as
+kube-scheduler's DynamicResources plugin writes them. The devices are the GPUs usher's
+placement chose for the pod (``gpu-<i>`` for GPU ``i``), another free matching device of the node
+in place of one a selector excludes (``index.choose``). A claim already allocated (by someone
+else, or by a leader before this one) is only reserved, on its node and devices.
+
+``plan`` says all of it, or why the gang cannot be given its devices; the writer
+(``dra_prebind``) sends it and, on any refusal, undoes what it wrote (``undo_patch``). Pure: no
+client, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .cel import SelectorError
+from .index import DraIndex, PodClaim, choose
+from .model import GPU_DRIVER, node_selector
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """One pod of the gang as placed."""
+
+    key: str
+    name: str
+    namespace: str
+    uid: str
+    node: str
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimWrite:
+    """One claim's status as the PreBind writes it."""
+
+    claim: str
+    pod: Placed
+    #: the allocation to write; None when the claim is allocated already (only reserved)
+    allocation: dict[str, Any] | None
+    #: ``status.reservedFor`` after the write
+    reserved_for: tuple[dict[str, str], ...]
+    #: the resourceVersion the write is made against (optimistic concurrency)
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimPlan:
+    writes: tuple[ClaimWrite, ...] = ()
+    #: each pod's GPU indices as given (usher's, a swapped one where a selector excluded it)
+    gpus: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.writes
+
+
+NO_CLAIMS = ClaimPlan()
+
+
+def plan(index: DraIndex, pods: Sequence[Placed]) -> ClaimPlan | str:
+    """The writes that give every pod of the gang its devices, or why they cannot be given."""
+    writes: list[ClaimWrite] = []
+    given: dict[str, set[str]] = {}
+    gpus: list[tuple[str, tuple[int, ...]]] = []
+    keys = {c.key for p in pods for c in _claims(index, p) if c.key}
+    for p in pods:
+        claims = _claims(index, p)
+        if not claims:
+            continue
+        ask = index.ask(index.pods[p.key])
+        if ask.problems:
+            return f"pod {p.key}: {ask.problems[0]}"
+        taken = index.taken_on(p.node, but=keys) | given.setdefault(p.node, set())
+        mine: list[int] = []
+        for claim in claims:
+            assert claim.key is not None  # ask has no problem: every claim is made
+            obj = index.claims[claim.key]
+            ref = {"resource": "pods", "name": p.name, "uid": p.uid}
+            reserved = tuple(r for r in (obj.get("status") or {}).get("reservedFor") or [] if r.get("uid") != p.uid)
+            version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+            if claim.allocated_on is not None:
+                if claim.allocated_on != p.node:
+                    return f"claim {claim.key} is allocated on node {claim.allocated_on}, not {p.node} where pod {p.key} was placed"
+                mine.extend(_indices(d for _, d in claim.allocated))
+                writes.append(ClaimWrite(claim.key, p, None, (*reserved, ref), version))
+                continue
+            devices = index.devices.get(p.node) or []
+            try:
+                chosen = choose(index, claim.spec.requests, devices, [*p.gpus[len(mine):], *p.gpus[:len(mine)]], taken)
+            except SelectorError as exc:
+                return f"claim {claim.key}: {exc}"
+            if chosen is None:
+                return f"claim {claim.key}: node {p.node} has not devices enough free that match its requests"
+            results = [{"request": r, "driver": d.driver, "pool": d.pool, "device": d.name}
+                       for r, found in chosen.items() for d in found]
+            for found in chosen.values():
+                taken.update(d.name for d in found)
+                given[p.node].update(d.name for d in found)
+                mine.extend(_indices(d.name for d in found))
+            allocation: dict[str, Any] = {"devices": {"results": results}, "nodeSelector": node_selector(p.node)}
+            if claim.spec.config:
+                allocation["devices"]["config"] = [{"source": "FromClaim", **c} for c in claim.spec.config]
+            writes.append(ClaimWrite(claim.key, p, allocation, (*reserved, ref), version))
+        gpus.append((p.key, tuple(mine)))
+    return ClaimPlan(tuple(writes), tuple(gpus))
+
+
+def _claims(index: DraIndex, p: Placed) -> tuple[PodClaim, ...]:
+    obj = index.pods.get(p.key)
+    return index.ask(obj).claims if obj is not None else ()
+
+
+def _indices(names: Any) -> list[int]:
+    out = []
+    for name in names:
+        rest = str(name).removeprefix("gpu-")
+        if rest.isdigit():
+            out.append(int(rest))
+    return out
+
+
+def write_patch(write: ClaimWrite) -> dict[str, Any]:
+    """The merge patch of ``status`` that gives the claim its allocation and reservation; the
+    resourceVersion makes the API server refuse it if the claim changed since it was read."""
+    status: dict[str, Any] = {"reservedFor": list(write.reserved_for)}
+    if write.allocation is not None:
+        status["allocation"] = write.allocation
+    return {"metadata": {"resourceVersion": write.version}, "status": status}
+
+
+def undo_patch(claim: dict[str, Any], pod_uids: set[str]) -> dict[str, Any] | None:
+    """The merge patch that takes ``pod_uids`` out of the claim's reservation and, when no pod
+    is left in it, its allocation (as the resourceclaim controller deallocates a claim nobody
+    reserves); None when the claim reserves none of them."""
+    status = claim.get("status") or {}
+    reserved = [r for r in status.get("reservedFor") or [] if isinstance(r, dict)]
+    left = [r for r in reserved if r.get("uid") not in pod_uids]
+    if len(left) == len(reserved):
+        return None
+    version = str((claim.get("metadata") or {}).get("resourceVersion", ""))
+    patch: dict[str, Any] = {"reservedFor": left or None}
+    if not left:
+        patch["allocation"] = None
+    return {"metadata": {"resourceVersion": version}, "status": patch}
+
+
+def gpu_results(claim: dict[str, Any]) -> list[str]:
+    """The devices of NVIDIA's driver a claim's allocation holds."""
+    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+    return [str(r.get("device")) for r in results if isinstance(r, dict) and r.get("driver") == GPU_DRIVER]

@@ -1,0 +1,100 @@
+"""The binder's device step: a gang's ResourceClaims allocated and reserved, all of them, before any pod binds.
+
+Called from the binder's PreBind once the whole gang is placed, after its volumes. ``dra.plan``
+says what to write on each claim; this module writes it (a merge patch of the claim's
+``status``, made against the resourceVersion it was planned from, so a claim changed meanwhile
+is refused rather than overwritten). On a refusal (a conflict, a webhook, a fault), every claim
+already written for the gang is undone (its pod taken out of ``reservedFor``, and the allocation
+cleared when no pod is left in it) and the gang goes back to its queue with the reason naming
+the claim. When binds fail after the claims were written, the binder undoes the claims of the
+pods that did not bind (``release``).
+
+A replica that stops leading mid-way writes nothing more: the new leader (``take_over``) finds
+claims reserved for usher's pods that are not bound (no pod binds without its claims, and a
+bound pod's claims are its own), and undoes them; the gang is placed again as a whole.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from .client import KubeClient, PatchType
+from .dra import API_VERSION, DraIndex
+from .dra.plan import NO_CLAIMS, ClaimPlan, Placed, plan, undo_patch, write_patch
+
+log = logging.getLogger("usher.controller")
+
+
+def status_path(claim: str) -> str:
+    namespace, name = claim.split("/", 1)
+    return f"/apis/{API_VERSION}/namespaces/{namespace}/resourceclaims/{name}/status"
+
+
+@dataclass(slots=True)
+class ClaimBinder:
+    """Allocates and reserves a gang's claims; the controller gives it its client and caches."""
+
+    client: KubeClient
+    index: DraIndex
+    may_write: Callable[[], bool]
+
+    def reserve(self, pods: Sequence[Placed]) -> ClaimPlan | str:
+        """Reserve: the writes for the gang's pods as placed, or why they cannot have their devices."""
+        if not any(p.key in self.index.pods for p in pods):
+            return NO_CLAIMS
+        return plan(self.index, pods)
+
+    async def prebind(self, the_plan: ClaimPlan) -> str | None:
+        """Write every claim of the plan: None when the pods may bind, else why not (and what was
+        written is undone)."""
+        written: list[str] = []
+        for write in the_plan.writes:
+            if not self.may_write():
+                await self.undo(written, {w.pod.uid for w in the_plan.writes})
+                return "this replica stopped leading while the gang's claims were being allocated"
+            try:
+                await self.client.patch(status_path(write.claim), write_patch(write), patch_type=PatchType.MERGE,
+                                        may_send=self.may_write)
+            except Exception as exc:  # noqa: BLE001 - any refusal fails the step, whole
+                await self.undo(written, {w.pod.uid for w in the_plan.writes})
+                what = "allocated" if write.allocation is not None else "reserved"
+                return f"claim {write.claim} could not be {what} for pod {write.pod.key}: {exc}"
+            written.append(write.claim)
+        return None
+
+    async def release(self, the_plan: ClaimPlan, pods: Iterable[str]) -> None:
+        """Undo the claims the plan gave the pods ``pods`` (keys): they did not bind."""
+        keys = set(pods)
+        claims = [w.claim for w in the_plan.writes if w.pod.key in keys]
+        await self.undo(claims, {w.pod.uid for w in the_plan.writes if w.pod.key in keys})
+
+    async def undo(self, claims: Sequence[str], uids: set[str]) -> list[str]:
+        """Take ``uids`` out of each claim's reservation (and free a claim none is left in), read
+        afresh so a concurrent change is not overwritten; the claims undone."""
+        done = []
+        for key in dict.fromkeys(claims):
+            if not self.may_write():
+                break
+            try:
+                current = await self.client.get(status_path(key).removesuffix("/status"))
+                patch = undo_patch(current, uids)
+                if patch is None:
+                    continue
+                await self.client.patch(status_path(key), patch, patch_type=PatchType.MERGE, may_send=self.may_write)
+                done.append(key)
+            except Exception as exc:  # noqa: BLE001 - gone meanwhile, or refused: the next leader looks again
+                log.warning("could not undo the allocation of claim %s: %s", key, exc)
+        return done
+
+    async def take_over(self, unbound: dict[str, str]) -> list[str]:
+        """A new leader's undo: the claims reserved for usher's pods not bound (``uid -> key``)."""
+        found = []
+        for key, claim in sorted(self.index.claims.items()):
+            reserved = {r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or [] if isinstance(r, dict)}
+            if reserved & set(unbound):
+                found.append(key)
+        if not found:
+            return []
+        return await self.undo(found, set(unbound))
