@@ -232,3 +232,13 @@ def test_undo_takes_the_pod_out_and_frees_a_claim_nobody_reserves():
     assert undo_patch(reserved, {"ua", "ub"}) == {"metadata": {"resourceVersion": "7"}, "status": {
         "reservedFor": None, "allocation": None}}
     assert undo_patch(reserved, {"uc"}) is None
+
+
+def test_a_tainted_device_is_never_given():
+    devices = [device(i) for i in range(8)]
+    devices[0]["taints"] = [{"key": "gpu.nvidia.com/unhealthy", "value": "XID79", "effect": "NoSchedule"}]
+    ix = index(("gpu-1", devices))
+    spec = parse_claim_spec(claim_spec(2), "c")
+    assert [d.name for d in choose(ix, spec.requests, ix.devices["gpu-1"], [0, 1], set())["gpus"]] == ["gpu-1", "gpu-2"]
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", claim_spec(8)))
+    assert ix.ask(pod(claim_name="c")).nodes == frozenset()

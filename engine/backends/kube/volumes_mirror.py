@@ -45,7 +45,9 @@ class VolumesOfPods:
         return self.volumes.fit(pod.key, self.state.nodes, self._volume_epoch)
 
     def _volume_sig(self, pods: list[PodView]) -> tuple[Any, ...]:
-        return tuple((p.name, self.volume_fit(p).eligible) for p in pods)
+        # with what the pods' device claims ask (``dra_pods``): a class, claim or slice seen later
+        # changes a waiting pod's GPUs or nodes, and its job is made anew as for its volumes
+        return tuple((p.name, self.volume_fit(p).eligible, p.claim_nodes, p.gpu_milli) for p in pods)
 
     def _with_volumes(self, constraints: GroupConstraints, fit: VolumeFit) -> GroupConstraints:
         """A pod group's node constraints narrowed to the nodes its volumes allow."""

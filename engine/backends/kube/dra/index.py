@@ -236,7 +236,7 @@ def choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Devic
     out: dict[str, list[Device]] = {}
     for r in requests:
         selectors = index.request_selectors(r)
-        matching = [d for d in ordered if d.name not in used and index.selectors.matches(selectors, d)]
+        matching = [d for d in ordered if d.name not in used and d.tainted is None and index.selectors.matches(selectors, d)]
         if r.mode == AllocationMode.ALL:
             if not matching or any(d.name in taken and index.selectors.matches(selectors, d) for d in devices):
                 return None

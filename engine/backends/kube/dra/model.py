@@ -99,6 +99,9 @@ class Device:
     attributes: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False, compare=False)
     #: ``domain -> name -> quantity text``
     capacity: dict[str, dict[str, str]] = field(default_factory=dict, hash=False, compare=False)
+    #: a ``NoSchedule`` or ``NoExecute`` device taint (an unhealthy GPU): never given, since
+    #: usher implements no request tolerations (those are refused)
+    tainted: str | None = None
 
     @property
     def index(self) -> int | None:
@@ -207,7 +210,9 @@ def slice_devices(obj: dict[str, Any]) -> list[Device]:
         for key, value in (raw.get("capacity") or {}).items():
             domain, _, name = key.rpartition("/")
             capacity.setdefault(domain or driver, {})[name] = str((value or {}).get("value", "0"))
-        out.append(Device(raw["name"], driver, pool, node, attributes, capacity))
+        taint = next((t for t in raw.get("taints") or [] if isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute")), None)
+        tainted = f"{taint.get('key')}={taint.get('value', '')}:{taint.get('effect')}" if taint is not None else None
+        out.append(Device(raw["name"], driver, pool, node, attributes, capacity, tainted))
     return out
 
 
