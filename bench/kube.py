@@ -5,7 +5,12 @@
     USHER_BENCH_POOL=8 python bench/kube.py binds   # the client's request pool at 8 connections
 
 ``binds`` also prints the CPU each process used while binding, per bind: on a shared machine that
-is steadier than the rate.
+is steadier than the rate. Then, against the same sandbox in the same run, it measures the floor:
+a bare client (aiohttp, as usher's client, on as many connections as usher's pool, the same share
+of them for Events) that only posts the Bindings and ``Scheduled`` Events usher posts, for pods
+made like usher's (a copy of one, under a scheduler name nobody serves) on the GPUs usher left
+free. Usher's binds/s as a fraction of the floor's is the kube path's ratio (issue 34 aims at 0.8
+or more); the controller is stopped before the floor runs, so the floor has the process to itself.
 
 The fake API server runs in its own process (``usher sandbox``, as a user would run it), so the
 controller under test has this process's CPU to itself; the two share the machine's cores. The
@@ -33,6 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import aiohttp
 import httpx
 import yaml
 
@@ -41,7 +47,15 @@ if os.environ.get("USHER_BENCH_TREE"):  # before usher is imported: measure that
 
 import usher  # noqa: E402
 from usher.engine.backends.kube.client import KubeClient  # noqa: E402
+from usher.engine.backends.kube.context import EVENT_SHARE  # noqa: E402
 from usher.engine.backends.kube.controller import KubeController  # noqa: E402
+
+#: the pods the floor binds: nobody schedules them but the floor
+FLOOR_SCHEDULER = "bench-floor"
+#: usher's annotation on a Binding naming the GPUs it chose (the floor sends the same)
+GPUS_ANNOTATION = "usher/gpus"
+#: the GPUs of each node in :func:`scenario`
+NODE_GPUS = 8
 
 
 def trust(kubeconfig: Path) -> ssl.SSLContext | bool:
@@ -111,6 +125,102 @@ def process_cpu(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def floor_pod(template: dict, name: str) -> dict:
+    """A pod made like ``template`` (one of usher's), pending, for the floor's scheduler only."""
+    meta = template["metadata"]
+    spec = {k: v for k, v in template["spec"].items() if k != "nodeName"}
+    spec["schedulerName"] = FLOOR_SCHEDULER
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": meta["namespace"], "labels": dict(meta.get("labels") or {})},
+        "spec": spec,
+    }
+
+
+def free_gpus(bound: list[dict]) -> list[tuple[str, int]]:
+    """(node, GPU index) for every GPU that the bound one-GPU pods left free, node by node."""
+    used: dict[str, set[int]] = {}
+    for pod in bound:
+        node = pod["spec"].get("nodeName")
+        if node:
+            gpus = (pod["metadata"].get("annotations") or {}).get(GPUS_ANNOTATION, "")
+            used.setdefault(node, set()).update(int(g) for g in gpus.split(",") if g)
+    return [(node, g) for node in sorted(used) for g in range(NODE_GPUS) if g not in used[node]]
+
+
+async def floor(url: str, token: str | None, verify: ssl.SSLContext | bool, pool: int, event_share: float, sandbox_pid: int) -> dict[str, float]:
+    """Create pods like usher's on the free GPUs (untimed), then post each one's Binding and its
+    ``Scheduled`` Event as fast as the server takes them: the floor under usher's binds/s."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    ssl_arg = verify if isinstance(verify, ssl.SSLContext) else None
+    connector = aiohttp.TCPConnector(limit=pool, limit_per_host=0, ssl=ssl_arg)
+    async with aiohttp.ClientSession(base_url=url, connector=connector, headers=headers) as http:
+        async def call(method: str, path: str, body: dict | None = None, **params: str) -> dict:
+            async with http.request(method, path, json=body, params=params or None) as r:
+                data = await r.json()
+                if r.status >= 300:
+                    raise SystemExit(f"floor: {method} {path} answered {r.status}: {data.get('message')}")
+                return data
+
+        pods = (await call("GET", "/api/v1/pods"))["items"]
+        template = next(p for p in pods if p["spec"].get("nodeName"))
+        namespace = template["metadata"]["namespace"]
+        slots = free_gpus(pods)
+        creating = asyncio.Semaphore(pool)
+
+        async def create(i: int) -> dict:
+            async with creating:
+                return await call("POST", f"/api/v1/namespaces/{namespace}/pods", floor_pod(template, f"floor-{i}"))
+
+        made = await asyncio.gather(*(create(i) for i in range(len(slots))))
+        events = max(1, int(pool * event_share))
+        bind_slots, event_slots = asyncio.Semaphore(max(1, pool - events)), asyncio.Semaphore(events)
+        last_bind = 0.0
+        event_tasks: list[asyncio.Task[dict]] = []
+
+        async def event(pod: dict, node: str) -> dict:
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            meta = pod["metadata"]
+            body = {
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": f"{meta['name']}.floor", "namespace": namespace},
+                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "namespace": namespace, "uid": meta["uid"]},
+                "reason": "Scheduled", "message": f"Successfully assigned {namespace}/{meta['name']} to {node}",
+                "type": "Normal", "source": {"component": FLOOR_SCHEDULER}, "reportingComponent": FLOOR_SCHEDULER,
+                "count": 1, "firstTimestamp": now, "lastTimestamp": now,
+            }
+            async with event_slots:
+                return await call("POST", f"/api/v1/namespaces/{namespace}/events", body)
+
+        async def bind(pod: dict, node: str, gpu: int) -> None:
+            nonlocal last_bind
+            meta = pod["metadata"]
+            binding = {
+                "apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": meta["name"], "namespace": namespace, "uid": meta["uid"], "annotations": {GPUS_ANNOTATION: str(gpu)}},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+            }
+            async with bind_slots:
+                await call("POST", f"/api/v1/namespaces/{namespace}/pods/{meta['name']}/binding", binding)
+            last_bind = time.perf_counter()
+            event_tasks.append(asyncio.create_task(event(pod, node)))
+
+        cpu, sandbox_cpu = time.process_time(), process_cpu(sandbox_pid)
+        started = time.perf_counter()
+        await asyncio.gather(*(bind(pod, node, gpu) for pod, (node, gpu) in zip(made, slots)))
+        await asyncio.gather(*event_tasks)
+        done = time.perf_counter()
+        sandbox_end = process_cpu(sandbox_pid)
+        return {
+            "binds": len(made),
+            "bind_s": last_bind - started,
+            "all_s": done - started,
+            "cpu": time.process_time() - cpu,
+            "sandbox_cpu": (sandbox_end - sandbox_cpu) if sandbox_cpu is not None and sandbox_end is not None else float("nan"),
+        }
+
+
 async def measure(nodes: int, pods: int, what: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.yaml"
@@ -164,9 +274,28 @@ async def measure(nodes: int, pods: int, what: str) -> None:
                     if sandbox_cpu is not None and sandbox_cpu_end is not None else ""
                 )
                 print(f"CPU from the first cycle to the last Event: controller {cpu:.1f}s ({cpu * per_bind:.2f} ms per bind){sandbox_part}")
+                usher_binds_s = ctrl.stats.binds / (done - first_cycle)
+                usher_all_s = ctrl.stats.binds / (time.perf_counter() - first_cycle)
+                usher_cpu_ms = cpu * per_bind
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             await client.aclose()
+            if what == "binds":
+                # the floor: the same sandbox, the controller stopped, a bare client on usher's pool
+                token = (yaml.safe_load(kubeconfig.read_text())["users"][0]["user"] or {}).get("token")
+                f = await floor(url, token, verify, pool or client.pool_size, EVENT_SHARE, sandbox.pid)
+                floor_binds_s, floor_all_s = f["binds"] / f["bind_s"], f["binds"] / f["all_s"]
+                print(
+                    f"floor: {f['binds']:.0f} binds in {f['bind_s']:.2f}s = {floor_binds_s:.0f} binds/s, with their Events "
+                    f"{floor_all_s:.0f}/s; CPU client {1000 * f['cpu'] / f['binds']:.2f} ms per bind, "
+                    f"sandbox {1000 * f['sandbox_cpu'] / f['binds']:.2f} ms per bind"
+                )
+                print("| benchmark | result |\n|---|---|")
+                print(f"| kube binds: usher | {usher_binds_s:,.0f} binds/s ({usher_all_s:,.0f}/s to the last Scheduled Event) |")
+                print(f"| kube binds: floor (bare client, same sandbox) | {floor_binds_s:,.0f} binds/s ({floor_all_s:,.0f}/s with their Events) |")
+                print(f"| kube binds: usher/floor | {usher_binds_s / floor_binds_s:.2f} of the floor's binds/s "
+                      f"({usher_all_s / floor_all_s:.2f} with Events; aim: at least 0.8) |")
+                print(f"| kube binds: controller CPU per bind | {usher_cpu_ms:.2f} ms (floor's client: {1000 * f['cpu'] / f['binds']:.2f} ms) |")
         finally:
             sandbox.terminate()
             sandbox.wait(10)
