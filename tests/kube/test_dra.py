@@ -110,11 +110,11 @@ def test_another_device_class_is_refused_with_its_field_path():
 
 def test_fields_usher_does_not_implement_are_refused_not_ignored():
     spec = claim_spec(2, adminAccess=True)
-    spec["devices"]["constraints"] = [{"requests": ["gpus"], "matchAttribute": "gpu.nvidia.com/nvlinkIsland"}]
+    spec["devices"]["constraints"] = [{"requests": ["gpus"], "distinctAttribute": "gpu.nvidia.com/nvlinkIsland"}]
     parsed = parse_claim_spec(spec, "ResourceClaim default/x spec")
     assert parsed.problems == (
         "ResourceClaim default/x spec.devices.requests[0].exactly.adminAccess: usher does not implement admin access yet",
-        "ResourceClaim default/x spec.devices.constraints[0].matchAttribute: usher does not implement device constraints yet",
+        "ResourceClaim default/x spec.devices.constraints[0].distinctAttribute: usher does not implement distinctAttribute yet",
     )
     first = {"devices": {"requests": [{"name": "g", "firstAvailable": [{"name": "a", "deviceClassName": "gpu.nvidia.com"}]}]}}
     assert parse_claim_spec(first, "ResourceClaim default/y spec").problems == (
@@ -242,3 +242,20 @@ def test_a_tainted_device_is_never_given():
     assert [d.name for d in choose(ix, spec.requests, ix.devices["gpu-1"], [0, 1], set())["gpus"]] == ["gpu-1", "gpu-2"]
     ix.object_changed(DraKind.CLAIM, "default/c", claim("c", claim_spec(8)))
     assert ix.ask(pod(claim_name="c")).nodes == frozenset()
+
+
+def test_match_attribute_keeps_a_claims_devices_in_one_island():
+    ix = index(eight("gpu-1"))
+    spec = claim_spec(3)
+    spec["devices"]["constraints"] = [{"matchAttribute": "gpu.nvidia.com/nvlinkIsland"}]
+    parsed = parse_claim_spec(spec, "c")
+    assert parsed.problems == ()
+    # usher placed it on 2,3,4 (across the islands 0-3 and 4-7): one island is given instead
+    got = choose(ix, parsed.requests, ix.devices["gpu-1"], [2, 3, 4], set(), parsed.constraints)
+    assert [d.name for d in got["gpus"]] == ["gpu-2", "gpu-3", "gpu-0"]
+    taken = {"gpu-0", "gpu-1"}
+    got = choose(ix, parsed.requests, ix.devices["gpu-1"], [2, 3, 4], taken, parsed.constraints)
+    assert [d.name for d in got["gpus"]] == ["gpu-4", "gpu-5", "gpu-6"]
+    spec["devices"]["requests"][0]["exactly"]["count"] = 5
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", spec))
+    assert ix.ask(pod(claim_name="c")).nodes == frozenset(), "no island has 5 GPUs"

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cel import SelectorError, Selectors
-from .model import (GPU_CLASS, GPU_DRIVER, AllocationMode, ClaimSpec, Device, DraKind, Request, allocated_node,
-                    class_selectors, parse_claim_spec, slice_devices)
+from .model import (GPU_CLASS, GPU_DRIVER, AllocationMode, ClaimSpec, Device, DraKind, MatchAttribute, Request,
+                    allocated_node, class_selectors, parse_claim_spec, slice_devices)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,13 +88,26 @@ class DraIndex:
         else:
             table[key] = obj
         if kind == DraKind.SLICE:
-            self.devices = {}
-            for s in self.slices.values():
-                for d in slice_devices(s):
-                    if d.driver == GPU_DRIVER:
-                        self.devices.setdefault(d.node, []).append(d)
-            for found in self.devices.values():
-                found.sort(key=lambda d: (d.index if d.index is not None else 1 << 30, d.name))
+            self._slices_changed()
+
+    def _slices_changed(self) -> None:
+        """Each node's devices: of each pool, the slices of its newest generation only (older
+        ones are being replaced, as kube-scheduler reads pools), one device per name."""
+        newest: dict[str, int] = {}
+        for s in self.slices.values():
+            pool = (s.get("spec") or {}).get("pool") or {}
+            name = f"{(s.get('spec') or {}).get('driver')}/{pool.get('name')}"
+            newest[name] = max(newest.get(name, 0), int(pool.get("generation") or 0))
+        by_node: dict[str, dict[str, Device]] = {}
+        for s in self.slices.values():
+            pool = (s.get("spec") or {}).get("pool") or {}
+            if int(pool.get("generation") or 0) < newest[f"{(s.get('spec') or {}).get('driver')}/{pool.get('name')}"]:
+                continue
+            for d in slice_devices(s):
+                if d.driver == GPU_DRIVER:
+                    by_node.setdefault(d.node, {}).setdefault(d.name, d)
+        self.devices = {node: sorted(found.values(), key=lambda d: (d.index if d.index is not None else 1 << 30, d.name))
+                        for node, found in by_node.items()}
 
     # -- a pod ----------------------------------------------------------------------------------
 
@@ -179,10 +192,17 @@ class DraIndex:
         allowed: set[str] = set()
         counts: dict[str, int] = {}
         for node, devices in self.devices.items():
-            chosen = choose(self, requests, devices, (), set())
-            if chosen is not None:
+            used: set[str] = set()
+            for c in claims:
+                if c.allocated_on is not None:
+                    continue
+                chosen = choose(self, c.spec.requests, devices, (), used, c.spec.constraints)
+                if chosen is None:
+                    break
+                used.update(d.name for found in chosen.values() for d in found)
+            else:
                 allowed.add(node)
-                counts[node] = sum(len(v) for v in chosen.values())
+                counts[node] = len(used)
         why = []
         if pinned:
             if len(pinned) > 1:
@@ -226,10 +246,45 @@ class DraIndex:
 
 
 def choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Device], prefer: Sequence[int],
-           taken: set[str]) -> dict[str, list[Device]] | None:
+           taken: set[str], constraints: Sequence[MatchAttribute] = ()) -> dict[str, list[Device]] | None:
     """Devices for each request (by name) from ``devices``, none in ``taken``, the GPUs in
-    ``prefer`` first (in that order), then by index; None when a request cannot be met. Raises
+    ``prefer`` first (in that order), then by index; None when a request cannot be met. With
+    ``matchAttribute`` constraints, each value of the attribute is tried (the one holding the
+    most preferred GPUs first) with the constrained requests' devices limited to it. Raises
     ``SelectorError`` for a selector that cannot say."""
+    if not constraints:
+        return _choose(index, requests, devices, prefer, taken)
+    first, rest = constraints[0], constraints[1:]
+    covered = set(first.requests) or {r.name for r in requests}
+    values = {first.value(d) for d in devices if first.value(d) is not None}
+    wanted = set(prefer)
+    for value in sorted(values, key=lambda v: (-sum(1 for d in devices if first.value(d) == v and d.index in wanted), str(v))):
+        # a device without the attribute, or with another value, cannot serve a covered request
+        allowed = [d for d in devices if first.value(d) == value]
+        got = _split(index, requests, covered, devices, allowed, prefer, taken, rest)
+        if got is not None:
+            return got
+    return None
+
+
+def _split(index: DraIndex, requests: Sequence[Request], covered: set[str], devices: Sequence[Device],
+           allowed: Sequence[Device], prefer: Sequence[int], taken: set[str],
+           rest: Sequence[MatchAttribute]) -> dict[str, list[Device]] | None:
+    """``choose`` with the covered requests on ``allowed`` and the others on every device."""
+    inside = [r for r in requests if r.name in covered]
+    outside = [r for r in requests if r.name not in covered]
+    got = choose(index, inside, allowed, prefer, taken, [c for c in rest if not c.requests or set(c.requests) <= covered])
+    if got is None:
+        return None
+    used = taken | {d.name for found in got.values() for d in found}
+    more = choose(index, outside, devices, prefer, used, [c for c in rest if c.requests and not set(c.requests) <= covered])
+    if more is None:
+        return None
+    return {r.name: (got.get(r.name) or more.get(r.name) or []) for r in requests}
+
+
+def _choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Device], prefer: Sequence[int],
+            taken: set[str]) -> dict[str, list[Device]] | None:
     rank = {i: n for n, i in enumerate(prefer)}
     ordered = sorted(devices, key=lambda d: (rank.get(d.index, len(rank)) if d.index is not None else 1 << 30, d.index or 0))
     used = set(taken)

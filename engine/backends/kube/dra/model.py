@@ -78,6 +78,19 @@ class Request:
 
 
 @dataclass(frozen=True, slots=True)
+class MatchAttribute:
+    """``constraints[].matchAttribute``: the devices of ``requests`` (empty: all the claim's)
+    share one value of ``attribute`` (``domain/name``), e.g. one PCIe root or NVLink island."""
+
+    requests: tuple[str, ...]
+    domain: str
+    name: str
+
+    def value(self, device: "Device") -> Any:
+        return (device.attributes.get(self.domain) or {}).get(self.name)
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimSpec:
     """A claim's (or a template's) device requests, and what usher cannot honour in it."""
 
@@ -85,6 +98,7 @@ class ClaimSpec:
     #: ``devices.config`` entries, copied into the allocation as the scheduler does (FromClaim)
     config: tuple[dict[str, Any], ...] = ()
     problems: tuple[str, ...] = ()
+    constraints: tuple[MatchAttribute, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,16 +141,31 @@ def parse_claim_spec(spec: Any, path: str) -> ClaimSpec:
         request = _request(raw, f"{path}.devices.requests[{i}]", problems)
         if request is not None:
             requests.append(request)
+    constraints = []
+    names = {r.name for r in requests}
     for i, raw in enumerate(devices.get("constraints") or []):
-        kind = next((k for k in ("matchAttribute", "distinctAttribute") if isinstance(raw, dict) and raw.get(k)), "constraint")
-        problems.append(f"{path}.devices.constraints[{i}].{kind}: usher does not implement device constraints yet")
+        where = f"{path}.devices.constraints[{i}]"
+        if not isinstance(raw, dict) or raw.get("distinctAttribute"):
+            problems.append(f"{where}.distinctAttribute: usher does not implement distinctAttribute yet")
+            continue
+        attribute = raw.get("matchAttribute")
+        domain, _, name = str(attribute or "").rpartition("/")
+        if not isinstance(attribute, str) or not domain or not name:
+            problems.append(f"{where}.matchAttribute: a fully qualified attribute name (domain/name) is required, "
+                            f"not {attribute!r}")
+            continue
+        wanted = tuple(raw.get("requests") or ())
+        for j, r in enumerate(wanted):
+            if r not in names:
+                problems.append(f"{where}.requests[{j}]: {r!r} is not a request of the claim")
+        constraints.append(MatchAttribute(wanted, domain, name))
     config = []
     for i, raw in enumerate(devices.get("config") or []):
         if not isinstance(raw, dict) or not isinstance(raw.get("opaque"), dict):
             problems.append(f"{path}.devices.config[{i}]: usher copies only opaque driver config")
             continue
         config.append(raw)
-    return ClaimSpec(tuple(requests), tuple(config), tuple(problems))
+    return ClaimSpec(tuple(requests), tuple(config), tuple(problems), tuple(constraints))
 
 
 def _request(raw: Any, path: str, problems: list[str]) -> Request | None:

@@ -93,7 +93,8 @@ def plan(index: DraIndex, pods: Sequence[Placed]) -> ClaimPlan | str:
                 continue
             devices = index.devices.get(p.node) or []
             try:
-                chosen = choose(index, claim.spec.requests, devices, [*p.gpus[len(mine):], *p.gpus[:len(mine)]], taken)
+                chosen = choose(index, claim.spec.requests, devices, [*p.gpus[len(mine):], *p.gpus[:len(mine)]], taken,
+                                claim.spec.constraints)
             except SelectorError as exc:
                 return f"claim {claim.key}: {exc}"
             if chosen is None:
