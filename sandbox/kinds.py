@@ -4,7 +4,8 @@ A :class:`ResourceType` says what the API knows of one resource in one group ver
 plural, kind, scope, short names, subresources and field selectors. :data:`BUILTIN_TYPES` lists
 what a small real cluster serves to a batch scheduler and its users: the core kinds, apps,
 batch, RBAC, policy, coordination, scheduling, admission, networking, storage (claims, volumes,
-classes, CSI nodes, drivers and capacities) and the CRD kind itself.
+classes, CSI nodes, drivers and capacities), Dynamic Resource Allocation (device classes, resource
+slices, claims and claim templates) and the CRD kind itself.
 :class:`Catalogue` is the live registry a store serves from: the built-ins plus one type per
 served version of every ``CustomResourceDefinition`` created, removed again with the CRD.
 
@@ -60,6 +61,10 @@ class Resource(StrEnum):
     CSINODES = "csinodes"
     CSIDRIVERS = "csidrivers"
     CSISTORAGECAPACITIES = "csistoragecapacities"
+    DEVICECLASSES = "deviceclasses"
+    RESOURCESLICES = "resourceslices"
+    RESOURCECLAIMS = "resourceclaims"
+    RESOURCECLAIMTEMPLATES = "resourceclaimtemplates"
 
 
 class Category(StrEnum):
@@ -136,6 +141,7 @@ _EVENT_FIELDS = {
 _ALL = (Category.ALL.value,)
 _RBAC = "rbac.authorization.k8s.io"
 _STORAGE = "storage.k8s.io"
+_RESOURCE = "resource.k8s.io"
 
 BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ResourceType(
@@ -265,6 +271,14 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ResourceType(Resource.CSINODES, _STORAGE, "v1", "CSINode", False),
     ResourceType(Resource.CSIDRIVERS, _STORAGE, "v1", "CSIDriver", False),
     ResourceType(Resource.CSISTORAGECAPACITIES, _STORAGE, "v1", "CSIStorageCapacity", True),
+    # Dynamic Resource Allocation (sandbox/dra.py): v1 since 1.34
+    ResourceType(Resource.DEVICECLASSES, _RESOURCE, "v1", "DeviceClass", False, tracks_generation=True),
+    ResourceType(
+        Resource.RESOURCESLICES, _RESOURCE, "v1", "ResourceSlice", False,
+        fields={"spec.nodeName": "spec.nodeName", "spec.driver": "spec.driver"}, tracks_generation=True,
+    ),
+    ResourceType(Resource.RESOURCECLAIMS, _RESOURCE, "v1", "ResourceClaim", True, status_subresource=True),
+    ResourceType(Resource.RESOURCECLAIMTEMPLATES, _RESOURCE, "v1", "ResourceClaimTemplate", True),
 )
 
 RESOURCE_TYPES: dict[Resource, ResourceType] = {Resource(rt.resource): rt for rt in BUILTIN_TYPES}

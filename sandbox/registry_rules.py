@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .kinds import RESOURCE_TYPES, Resource, ResourceType
-from . import defaults, object_validation, placement_validation, quantity, quantity_fields, storage
+from . import defaults, dra, object_validation, placement_validation, quantity, quantity_fields, storage
 from .api_errors import ApiError, Reason
 
 JsonObject = dict[str, Any]
@@ -60,7 +60,8 @@ def _validate(rt: ResourceType, obj: JsonObject) -> None:
     """kube-apiserver's validation of the object (:mod:`.object_validation`): ``422`` with every
     problem found, ``400`` for a value that would not decode."""
     try:
-        errors = object_validation.validate(rt, obj) + storage.validate(rt, obj) + placement_validation.validate(rt, obj)
+        errors = (object_validation.validate(rt, obj) + storage.validate(rt, obj) + placement_validation.validate(rt, obj)
+                  + dra.validate(rt, obj))
     except object_validation.DecodeError as error:
         raise ApiError.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error}') from None
     if errors:
@@ -158,7 +159,16 @@ def _check_storage_update(rt: ResourceType, old: JsonObject, new: JsonObject) ->
         raise ApiError(422, Reason.INVALID, message, details)
 
 
+def _check_dra_update(rt: ResourceType, old: JsonObject, new: JsonObject) -> None:
+    """The update validation of the DRA kinds (:mod:`.dra`), a claim's status included: ``422``."""
+    errors = dra.validate_update(rt, old, new)
+    if errors:
+        message, details = object_validation.invalid(rt, new["metadata"]["name"], errors)
+        raise ApiError(422, Reason.INVALID, message, details)
+
+
 _DEFAULTERS.update(storage.DEFAULTERS)
+_DEFAULTERS.update(dra.DEFAULTERS)
 _CHECKS: dict[Resource, Callable[[ResourceType, JsonObject, JsonObject], None]] = {
     Resource.PODS: _check_pod_update,
 }
@@ -166,3 +176,11 @@ _CHECKS.update({  # type: ignore[dict-item]  # keyed as looked up: by ResourceTy
     RESOURCE_TYPES[r].key: _check_storage_update
     for r in (Resource.PERSISTENTVOLUMECLAIMS, Resource.PERSISTENTVOLUMES, Resource.STORAGECLASSES, Resource.CSISTORAGECAPACITIES)
 })
+_CHECKS.update({  # type: ignore[dict-item]
+    RESOURCE_TYPES[r].key: _check_dra_update
+    for r in (Resource.DEVICECLASSES, Resource.RESOURCESLICES, Resource.RESOURCECLAIMS, Resource.RESOURCECLAIMTEMPLATES)
+})
+_STATUS_CHECKS: dict[str, Callable[[ResourceType, JsonObject, JsonObject], None]] = {
+    RESOURCE_TYPES[Resource.RESOURCECLAIMS].key: _check_dra_update,
+}
+"""Checks of a write to the status subresource (``ValidateStatusUpdate``), by :attr:`ResourceType.key`."""

@@ -132,6 +132,8 @@ BUILTIN_MODELS: dict[Gvk, str] = {
     Gvk("events.k8s.io", "v1", "Event"): "EventsV1Event",
     **{Gvk("storage.k8s.io", "v1", kind): f"V1{kind}" for kind in ("StorageClass", "CSINode", "CSIDriver", "CSIStorageCapacity")},
     Gvk("autoscaling", "v2", "HorizontalPodAutoscaler"): "V2HorizontalPodAutoscaler",
+    **{Gvk("resource.k8s.io", "v1", kind): f"V1{kind}" for kind in ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate")},
+    Gvk("resource.k8s.io", "v1", "ResourceClaim"): "ResourceV1ResourceClaim",
     **{
         Gvk(_ADMISSION, "v1", kind): f"V1{kind}"
         for kind in (
@@ -171,6 +173,9 @@ _QUANTITY_FIELDS = frozenset({
     ("V1PersistentVolumeSpec", "capacity"), ("V1PersistentVolumeClaimStatus", "capacity"),
     ("V1PersistentVolumeClaimStatus", "allocatedResources"), ("V1PodStatus", "allocatedResources"),
     ("V1CSIStorageCapacity", "capacity"), ("V1CSIStorageCapacity", "maximumVolumeSize"),
+    ("V1DeviceCapacity", "value"), ("V1CapacityRequestPolicyRange", "min"), ("V1CapacityRequestPolicyRange", "max"),
+    ("V1CapacityRequestPolicyRange", "step"), ("V1CapacityRequestPolicy", "default"), ("V1CapacityRequestPolicy", "validValues"),
+    ("V1CapacityRequirements", "requests"), ("V1DeviceRequestAllocationResult", "consumedCapacity"),
     *(("V1LimitRangeItem", f) for f in ("default", "defaultRequest", "max", "min", "maxLimitRequestRatio")),
 })
 _MICRO_TIME_FIELDS = frozenset({

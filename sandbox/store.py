@@ -76,6 +76,7 @@ from .changes import (
 from .patches import PatchType, json_patch, merge_patch
 from .registry_rules import (
     _CHECKS,
+    _STATUS_CHECKS,
     _DEFAULTERS,
     DEFAULT_TOLERATION_SECONDS,
     _admit_default_tolerations,
@@ -665,6 +666,7 @@ class Store:
                 result["status"] = new["status"]
             else:
                 result.pop("status", None)
+            _STATUS_CHECKS.get(rt.key, _no_checks)(rt, old, result)
             return result
         meta = new["metadata"]
         for owned in _SERVER_OWNED_METADATA:

@@ -19,6 +19,7 @@ from typing import Any
 
 from . import quantity
 from .kinds import Resource, ResourceType
+from .dra import claim_state
 from .storage import SHORT_ACCESS_MODES, is_default_class
 from .store import JsonObject, Stored
 
@@ -427,6 +428,16 @@ _COLUMNS: dict[Resource, tuple[Column, ...]] = {
         _NAME,
         Column("StorageClassName", _path("storageClassName", default="")),
         Column("Capacity", lambda o, now: _storage_text(o.get("capacity"))),
+        _AGE,
+    ),
+    Resource.DEVICECLASSES: (_NAME, _AGE),
+    Resource.RESOURCECLAIMTEMPLATES: (_NAME, _AGE),
+    Resource.RESOURCECLAIMS: (_NAME, Column("State", lambda o, now: claim_state(o)), _AGE),
+    Resource.RESOURCESLICES: (
+        _NAME,
+        Column("Node", _path("spec", "nodeName", default="")),
+        Column("Driver", _path("spec", "driver", default="")),
+        Column("Pool", _path("spec", "pool", "name", default="")),
         _AGE,
     ),
     Resource.PODDISRUPTIONBUDGETS: (
