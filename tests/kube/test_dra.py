@@ -259,3 +259,19 @@ def test_match_attribute_keeps_a_claims_devices_in_one_island():
     spec["devices"]["requests"][0]["exactly"]["count"] = 5
     ix.object_changed(DraKind.CLAIM, "default/c", claim("c", spec))
     assert ix.ask(pod(claim_name="c")).nodes == frozenset(), "no island has 5 GPUs"
+
+
+def test_a_victims_claim_not_yet_freed_does_not_hold_its_devices_once_the_victim_is_gone():
+    ix = _gang_index(n=1, count=8)
+    victim = pod("victim", made="victim-gpus")
+    ix.pod_changed("default/victim", victim)
+    ix.object_changed(DraKind.CLAIM, "default/victim-gpus", claim("victim-gpus", claim_spec(8), {
+        "allocation": {"devices": {"results": [{"request": "gpus", "driver": "gpu.nvidia.com", "pool": "gpu-1",
+                                                "device": f"gpu-{i}"} for i in range(8)]},
+                       "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                           {"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}]}]}},
+        "reservedFor": [{"resource": "pods", "name": "victim", "uid": "uid-victim"}]}))
+    placed = [Placed("default/w-0", "w-0", "default", "uid-w-0", "gpu-1", tuple(range(8)))]
+    assert isinstance(plan(ix, placed), str)
+    ix.pod_changed("default/victim", None)  # evicted and gone; the resourceclaim controller frees its claim later
+    assert dict(plan(ix, placed).gpus)["default/w-0"] == tuple(range(8))

@@ -192,7 +192,8 @@ class Intake:
             key = key_of(obj)
             self._uses_claims(key, obj, deleted)
             mirror.pod_seen(key, None if deleted else obj)
-            mirror.dra.pod_changed(key, None if deleted else obj)
+            phase = (obj.get("status") or {}).get("phase")
+            mirror.dra.pod_changed(key, None if deleted else obj, live=phase not in (Phase.SUCCEEDED, Phase.FAILED))
             view = None if deleted else self._view(obj, self._group_of(key, obj))
             if deleted:
                 self._forget_depends(key)

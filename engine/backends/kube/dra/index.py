@@ -58,6 +58,8 @@ class PodAsk:
 
 
 NOTHING = PodAsk()
+#: how many ended pods' uids ``DraIndex.gone`` keeps
+GONE_REMEMBERED = 10_000
 
 
 @dataclass(slots=True)
@@ -72,8 +74,20 @@ class DraIndex:
     #: usher's pods with ``spec.resourceClaims``, as last seen (the bind path reads their claims)
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def pod_changed(self, key: str, obj: dict[str, Any] | None) -> bool:
-        """Remember an usher pod (None: gone); whether it has claims."""
+    #: uids of pods with claims that ended or went: the claims reserved only for them are about
+    #: to be freed by the resourceclaim controller, and their devices count as free (a
+    #: preemptor's PreBind does not fail on its victim's claim)
+    gone: set[str] = field(default_factory=set)
+
+    def pod_changed(self, key: str, obj: dict[str, Any] | None, live: bool = True) -> bool:
+        """Remember an usher pod (None: deleted; ``live`` False: it ended); whether it has claims."""
+        old = self.pods.get(key)
+        if obj is None or not live:
+            uid = ((obj or old or {}).get("metadata") or {}).get("uid")
+            if uid and (obj or old or {}).get("spec", {}).get("resourceClaims"):
+                if len(self.gone) >= GONE_REMEMBERED:
+                    self.gone.clear()  # older ones are long deallocated
+                self.gone.add(uid)
         if obj is None or not (obj.get("spec") or {}).get("resourceClaims"):
             self.pods.pop(key, None)
             return False
@@ -239,6 +253,9 @@ class DraIndex:
         for key, obj in self.claims.items():
             if key in skip or allocated_node(obj) != node:
                 continue
+            reserved = {r.get("uid") for r in (obj.get("status") or {}).get("reservedFor") or [] if isinstance(r, dict)}
+            if reserved and reserved <= self.gone:
+                continue  # reserved only for pods that ended: being freed
             for r in (((obj.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []:
                 if isinstance(r, dict) and r.get("driver") == GPU_DRIVER:
                     out.add(str(r.get("device")))
