@@ -139,12 +139,15 @@ class UsherOnSandbox(Sandbox):
 
     steps = True
 
-    async def start_usher(self, tmp: Path, queues: str = USHER_QUEUES) -> KubeController:
-        await self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "usher-system"}})
-        await self.create("/api/v1/namespaces/usher-system/configmaps", {
-            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "usher-queues"}, "data": {"queues.yaml": queues},
-        })
-        await self.create("/api/v1/namespaces/usher-system/configmaps", decisions_configmap())
+    async def start_usher(self, tmp: Path, queues: str | None = USHER_QUEUES) -> KubeController:
+        """``queues``: the usher-queues ConfigMap to make, with usher's namespace; None: they are
+        there already (a scenario's, as ``usher sandbox`` makes them)."""
+        if queues is not None:
+            await self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "usher-system"}})
+            await self.create("/api/v1/namespaces/usher-system/configmaps", {
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "usher-queues"}, "data": {"queues.yaml": queues},
+            })
+            await self.create("/api/v1/namespaces/usher-system/configmaps", decisions_configmap())
         path = tmp / "kubeconfig"
         path.write_text(yaml.safe_dump(self.server.kubeconfig(self.server.admin_token)))  # kubectl needs credentials over HTTPS
         self.kubeconfig = path
