@@ -4,6 +4,7 @@
     python bench/run.py b1 b2      # some
     python bench/run.py b2-heavy   # B2 at 150% offered load (a stress run: minutes)
     python bench/run.py b2-busy    # B2 at 130% offered load: a backlog of hundreds all week
+    python bench/run.py b2-busy-quarter  # the same at 250 nodes and 5,000 jobs (for bench/compare.py)
     python bench/run.py b3-cycle   # one cycle over 100,000 pending jobs, then one completion
     python bench/run.py scaling    # nodes 250 / 1,000 / 4,000 x offered load 0.7-1.6 (long)
     python bench/run.py depth      # B3's cluster and kinds, 10,000 to 100,000 waiting: per completion
@@ -147,6 +148,12 @@ def b2_busy() -> list[tuple[str, str]]:
     return _busy_rows("B2-busy", 1000, 1.3)
 
 
+def b2_busy_quarter() -> list[tuple[str, str]]:
+    """B2-busy at a quarter of its size (250 nodes, 5,000 jobs, the same week and density): a
+    minute or two, for comparing trees with ``bench/compare.py``."""
+    return _busy_rows("B2-busy-quarter", 250, 1.3)
+
+
 def b2_heavy() -> list[tuple[str, str]]:
     return _busy_rows("B2-heavy", 1000, 1.5)
 
@@ -287,7 +294,7 @@ def contention() -> list[tuple[str, str]]:
     return rows
 
 
-BENCHES = {"b1": b1, "b2": b2, "b2-heavy": b2_heavy, "b2-busy": b2_busy, "b3": b3, "b3-cycle": b3_cycle, "scaling": scaling, "depth": depth,
+BENCHES = {"b1": b1, "b2": b2, "b2-heavy": b2_heavy, "b2-busy": b2_busy, "b2-busy-quarter": b2_busy_quarter, "b3": b3, "b3-cycle": b3_cycle, "scaling": scaling, "depth": depth,
            "contention": contention}
 
 
