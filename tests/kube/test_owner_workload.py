@@ -1,4 +1,5 @@
-"""A pod's gang from Kubernetes' Workload API (1.35, ``spec.workloadRef``): ``owners.infer_group``
+"""A pod's gang from Kubernetes' Workload API (1.35's ``spec.workloadRef``, 1.36/1.37's
+``spec.schedulingGroup`` naming a runtime PodGroup): ``owners.infer_group``
 through ``owner_workload``, no I/O. The sandbox tests in ``test_workload_api_gangs.py`` drive the
 same through a cluster."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from usher.engine.backends.kube.objects import pod_view
-from usher.engine.backends.kube.owners import JOB, WORKLOAD, Kind, infer_group
+from usher.engine.backends.kube.owners import JOB, SCHEDULING_POD_GROUPS, WORKLOAD, Kind, infer_group
 
 NS = "research"
 
@@ -101,12 +102,50 @@ def test_a_pod_without_a_workload_ref_is_untouched():
     assert infer_group(pod("solo", None), lookup()).key == f"{NS}/solo"
 
 
-def test_a_pod_naming_a_1_37_pod_group_is_refused_not_placed_alone():
-    p = pod("w-0", None)
-    p["spec"]["schedulingGroup"] = {"podGroupName": "train-workers"}
-    spec = infer_group(p, lookup())
+def pod_group(name: str, policy: dict[str, Any], version: str = "v1beta1") -> dict[str, Any]:
+    return {"apiVersion": f"scheduling.k8s.io/{version}", "kind": "PodGroup", "metadata": {"name": name, "namespace": NS},
+            "spec": {"workloadRef": {"workloadName": "train", "templateName": "workers"}, "schedulingPolicy": policy}}
+
+
+def grouped(name: str, group: str) -> dict[str, Any]:
+    p = pod(name, None)
+    p["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return p
+
+
+def groups(*objs: dict[str, Any]):
+    by_key = {(SCHEDULING_POD_GROUPS[0].key, NS, o["metadata"]["name"]): o for o in objs}
+    return lambda key, namespace, name: by_key.get((key, namespace, name))
+
+
+def test_a_pod_naming_a_gang_pod_group_is_a_gang_of_its_min_count():
+    for version in ("v1alpha2", "v1beta1"):  # 1.36's and 1.37's PodGroup say the policy alike
+        found = groups(pod_group("train-workers-0", {"gang": {"minCount": 4}}, version))
+        spec = infer_group(grouped("w-0", "train-workers-0"), found)
+        assert (spec.key, spec.kind, spec.size, spec.problem) == (f"{NS}/SchedulingGroup/train-workers-0", Kind.SCHEDULING_GROUP, 4, None)
+        assert spec.depends == ((SCHEDULING_POD_GROUPS[0].key, NS, "train-workers-0"),)
+        assert pod_view(grouped("w-0", "train-workers-0"), spec).gang_title == f"SchedulingGroup {NS}/train-workers-0"
+
+
+def test_two_pod_groups_of_one_template_are_two_gangs():
+    found = groups(*(pod_group(f"serve-{i}", {"gang": {"minCount": 2}}) for i in range(2)))
+    assert {infer_group(grouped(f"p{i}", f"serve-{i}"), found).key for i in range(2)} == {
+        f"{NS}/SchedulingGroup/serve-0", f"{NS}/SchedulingGroup/serve-1"}
+
+
+def test_a_basic_pod_group_places_each_pod_alone():
+    spec = infer_group(grouped("w-0", "solo"), groups(pod_group("solo", {"basic": {}})))
+    assert (spec.key, spec.size, spec.problem) == (f"{NS}/w-0", 1, None)
+
+
+def test_a_pod_naming_a_missing_pod_group_waits_naming_it():
+    spec = infer_group(grouped("w-0", "train-workers-0"), groups())
+    assert spec.size is None and spec.waiting
+    assert spec.problem == (f"the pod's spec.schedulingGroup.podGroupName names PodGroup {NS}/train-workers-0, which does "
+                            "not exist (yet); its spec.schedulingPolicy gives the gang's size")
+
+
+def test_pod_groups_unreadable_on_the_cluster_are_said_not_guessed():
+    spec = infer_group(grouped("w-0", "g"), groups(), served=[WORKLOAD.key])
     assert spec.size is None and not spec.waiting
-    assert spec.problem is not None and spec.problem.startswith(
-        "spec.schedulingGroup.podGroupName 'train-workers' names a scheduling.k8s.io/v1beta1 PodGroup (Kubernetes 1.37), "
-        "which usher does not read yet")
-    assert pod_view(p, spec).problem == spec.problem
+    assert spec.problem is not None and "usher cannot read scheduling.k8s.io/v1alpha2 or scheduling.k8s.io/v1beta1" in spec.problem

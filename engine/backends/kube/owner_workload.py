@@ -15,9 +15,14 @@ kube-scheduler's GangScheduling plugin reads it:
   (kube-scheduler keeps such a pod out of its queue), with words that name what is missing; it
   is decided again when the Workload appears or changes.
 
-The 1.35 Workload has no status, so there is nothing here for usher to write back. The 1.36/1.37
-shapes (runtime ``PodGroup`` objects a pod names with ``spec.schedulingGroup``) are not read: such
-a pod is refused with words that say so (``unread_reference``) rather than placed alone.
+From 1.36 (KEP-5832) the Workload only holds templates (``spec.podGroupTemplates``) and each
+runtime instance of a group is a ``PodGroup`` object of its own (``scheduling.k8s.io/v1alpha2`` in
+1.36, ``v1beta1`` in 1.37) that a pod names with ``spec.schedulingGroup.podGroupName``. The
+PodGroup carries its own copy of the policy (``spec.schedulingPolicy``: ``basic: {}`` or
+``gang: {minCount}``), so usher reads the PodGroup alone (``pod_group_gang``): each PodGroup is a
+gang (key ``<ns>/SchedulingGroup/<pod group>``, replicas of a template being separate PodGroups),
+``minCount`` its minimum as for 1.35; a basic PodGroup is pod by pod; a pod naming a PodGroup that
+is not there yet waits naming it.
 
 This module reads the pod and the Workload only; ``owners.infer_group`` calls it (after usher's
 own labels, before the other pod-group conventions) and turns its answer into a ``GroupSpec``.
@@ -36,8 +41,13 @@ PLURAL = "workloads"
 KIND = "Workload"
 #: the pod's field that names its Workload and pod group
 REF_FIELD = "workloadRef"
-#: the 1.37 pod's field that names its PodGroup (not read yet: ``unread_reference``)
+#: the 1.36/1.37 pod's field that names its PodGroup (``pod_group_gang``)
 SCHEDULING_GROUP_FIELD = "schedulingGroup"
+#: the served versions of the runtime PodGroup (1.36, 1.37); the objects are the same resource
+POD_GROUP_VERSIONS = ("v1alpha2", "v1beta1")
+POD_GROUP_PLURAL = "podgroups"
+#: what a gang of a PodGroup is keyed by: ``<ns>/SchedulingGroup/<pod group>``
+SCHEDULING_GROUP_KIND = "SchedulingGroup"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,16 +82,44 @@ def workload_ref(pod: Mapping[str, Any]) -> WorkloadRef | None:
     return WorkloadRef(str(ref.get("name") or ""), str(ref.get("podGroup") or ""), str(ref.get("podGroupReplicaKey") or ""))
 
 
-def unread_reference(pod: Mapping[str, Any]) -> str | None:
-    """Why usher cannot tell the gang of a pod that names its pod group the 1.37 way
-    (``spec.schedulingGroup``, a ``scheduling.k8s.io/v1beta1`` PodGroup, which usher does not read
-    yet); None for any other pod. Such a pod is refused, never placed alone as if it had no gang."""
+def scheduling_group(pod: Mapping[str, Any]) -> str | None:
+    """The PodGroup a pod names with ``spec.schedulingGroup.podGroupName`` (1.36/1.37), or None
+    when it has no ``schedulingGroup``; ``""`` when it has one without a name (the API server
+    refuses that; usher says so rather than placing the pod alone)."""
     group = (pod.get("spec") or {}).get(SCHEDULING_GROUP_FIELD)
     if not isinstance(group, dict):
         return None
-    return (f"spec.{SCHEDULING_GROUP_FIELD}.podGroupName {str(group.get('podGroupName') or '')!r} names a "
-            "scheduling.k8s.io/v1beta1 PodGroup (Kubernetes 1.37), which usher does not read yet; declare the gang "
-            f"with spec.{REF_FIELD} (1.35) or usher's usher/gang and usher/gang-size labels")
+    return str(group.get("podGroupName") or "")
+
+
+def pod_group_gang(
+    name: str, namespace: str, lookup: Callable[[str], dict[str, Any] | None], readable: bool
+) -> WorkloadGang:
+    """The gang of a pod in ``namespace`` whose ``spec.schedulingGroup.podGroupName`` is ``name``.
+    ``lookup`` reads a ``scheduling.k8s.io`` PodGroup of that namespace by name (None: not known);
+    ``readable``: whether usher can read PodGroups of ``scheduling.k8s.io`` on this cluster."""
+    where = f"{namespace}/{name}"
+    key = f"{namespace}/{SCHEDULING_GROUP_KIND}/{name}"
+    field = f"spec.{SCHEDULING_GROUP_FIELD}.podGroupName"
+    if not name:
+        return WorkloadGang(key, None, f"the pod's spec.{SCHEDULING_GROUP_FIELD} has no podGroupName")
+    versions = " or ".join(f"{GROUP}/{v}" for v in POD_GROUP_VERSIONS)
+    if not readable:
+        return WorkloadGang(key, None, f"the pod's {field} names PodGroup {where}, but usher cannot read {versions} "
+                                       "PodGroups on this cluster")
+    obj = lookup(name)
+    if obj is None:
+        return WorkloadGang(key, None, f"the pod's {field} names PodGroup {where}, which does not exist (yet); its "
+                                       "spec.schedulingPolicy gives the gang's size", waiting=True)
+    policy = (obj.get("spec") or {}).get("schedulingPolicy") or {}
+    if isinstance(policy.get("basic"), dict):
+        return WorkloadGang(None, 1)
+    gang = policy.get("gang")
+    count = gang.get("minCount") if isinstance(gang, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        return WorkloadGang(key, None, f"PodGroup {where} has spec.schedulingPolicy.gang.minCount {count!r}, not a "
+                                       "positive whole number")
+    return WorkloadGang(key, count)
 
 
 def workload_gang(

@@ -16,8 +16,9 @@ Rules, first match wins:
    would end it: ``GroupSpec.survives_eviction``).
 2. The Workload API (Kubernetes 1.35, ``scheduling.k8s.io/v1alpha1``): a pod's ``spec.workloadRef``
    names a Workload and one of its pod groups; a ``gang`` group's ``minCount`` is the gang, each
-   ``podGroupReplicaKey`` a gang of its own, a ``basic`` group's pods are each alone (rules and
-   keys in ``owner_workload``).
+   ``podGroupReplicaKey`` a gang of its own, a ``basic`` group's pods are each alone; from 1.36
+   a pod's ``spec.schedulingGroup.podGroupName`` names a runtime ``scheduling.k8s.io`` PodGroup
+   (``v1alpha2``, ``v1beta1``) whose ``minCount`` is the gang (rules and keys in ``owner_workload``).
 3. Volcano: the pod annotation ``scheduling.k8s.io/group-name`` names a
    ``scheduling.volcano.sh/v1beta1`` PodGroup. Volcano's ``spec.minMember`` is the gang
    threshold: the job may run once that many pods are placed; pods past it (a Volcano Job whose
@@ -123,6 +124,8 @@ class Kind(StrEnum):
     LEADER_WORKER_SET = "LeaderWorkerSet"
     #: Kubernetes' Workload API (``owner_workload``)
     WORKLOAD = "Workload"
+    #: a runtime PodGroup of Kubernetes' Workload API, 1.36 on (``owner_workload``)
+    SCHEDULING_GROUP = owner_workload.SCHEDULING_GROUP_KIND
 
 
 class GroupLabel(StrEnum):
@@ -195,6 +198,11 @@ LEADER_WORKER_SET = OwnerResource("leaderworkerset.x-k8s.io", "v1", "leaderworke
 VOLCANO_POD_GROUP = OwnerResource("scheduling.volcano.sh", "v1beta1", "podgroups", Kind.POD_GROUP)
 POD_GROUP = OwnerResource("scheduling.x-k8s.io", "v1alpha1", "podgroups", Kind.POD_GROUP)
 WORKLOAD = OwnerResource(owner_workload.GROUP, owner_workload.VERSION, owner_workload.PLURAL, Kind.WORKLOAD)
+#: the runtime PodGroups of 1.36 and 1.37: one resource (one cache), whichever version is served
+SCHEDULING_POD_GROUPS = tuple(
+    OwnerResource(owner_workload.GROUP, v, owner_workload.POD_GROUP_PLURAL, Kind.SCHEDULING_GROUP)
+    for v in owner_workload.POD_GROUP_VERSIONS
+)
 
 #: Every kind usher reads to size gangs: one optional read-only list+watch each (a CRD may be
 #: absent). Caches are keyed by ``OwnerResource.key``; both MPIJob versions feed one cache.
@@ -212,6 +220,7 @@ OWNER_RESOURCES: tuple[OwnerResource, ...] = (
     VOLCANO_POD_GROUP,
     POD_GROUP,
     WORKLOAD,
+    *SCHEDULING_POD_GROUPS,
 )
 
 #: (``OwnerResource.key``, namespace, name) -> the cached object, or None (not cached yet, or its
@@ -334,8 +343,8 @@ def infer_group(pod: dict[str, Any], lookup: OwnerLookup, *, served: Collection[
         spec = _usher_gang(pod, ns, gang, labels.get(Label.GANG_SIZE), walk)
     elif (ref := owner_workload.workload_ref(pod)) is not None:
         spec = _workload(ref, name, walk)
-    elif (unread := owner_workload.unread_reference(pod)) is not None:
-        spec = GroupSpec(key=f"{ns}/{name}", kind=Kind.POD, name=name, size=None, problem=unread)
+    elif (group := owner_workload.scheduling_group(pod)) is not None:
+        spec = _scheduling_group(group, name, walk)
     elif volcano := annotations.get(GroupAnnotation.VOLCANO_GROUP):
         spec = _pod_group(VOLCANO_POD_GROUP, f"{ns}/{Kind.POD_GROUP}/{volcano}", volcano, walk)
     elif coscheduling := labels.get(Label.POD_GROUP):
@@ -459,6 +468,20 @@ def _workload(ref: owner_workload.WorkloadRef, pod_name: str, walk: _Walk) -> Gr
         waiting=found.waiting,
         depends=(owner,),
     )
+
+
+def _scheduling_group(name: str, pod_name: str, walk: _Walk) -> GroupSpec:
+    """The gang of a pod's ``spec.schedulingGroup`` (a runtime PodGroup, ``owner_workload``);
+    decided again when the PodGroup changes (or appears)."""
+    resource = SCHEDULING_POD_GROUPS[0]
+    owner = (resource.key, walk.namespace, name)
+    found = owner_workload.pod_group_gang(
+        name, walk.namespace, lambda n: walk.lookup(resource.key, walk.namespace, n), walk.reads(resource)
+    )
+    if found.key is None:  # a basic group: each pod alone
+        return replace(_single(walk.namespace, pod_name), depends=(owner,))
+    return GroupSpec(key=found.key, kind=Kind.SCHEDULING_GROUP, name=name, size=found.size, problem=found.problem,
+                     owner=owner, waiting=found.waiting, depends=(owner,))
 
 
 def _kueue_group(ns: str, name: str, total: str | None) -> GroupSpec:
