@@ -5,7 +5,9 @@ taint manager), the node lifecycle controller and pod garbage collector
 (:mod:`usher.sandbox.nodelifecycle`), the default scheduler (:mod:`usher.sandbox.default_scheduler`), the workload
 controllers (:mod:`usher.sandbox.workloads`: Job, ReplicaSet, Deployment, DaemonSet), with ``storage``
 (the default) the PV controller (:mod:`usher.sandbox.pv_controller`), the ephemeral volume
-controller (:mod:`usher.sandbox.pod_claims`) and the CSI provisioner (:mod:`usher.sandbox.provisioner`), and, with
+controller (:mod:`usher.sandbox.pod_claims`) and the CSI provisioner (:mod:`usher.sandbox.provisioner`), the
+resourceclaim controller (:mod:`usher.sandbox.dra_controller`), with ``gpu_driver`` (the default) NVIDIA's
+DRA driver stand-in (:mod:`usher.sandbox.gpu_driver`), and, with
 ``operators`` (the default), a StatefulSet controller and the stand-ins for the JobSet,
 Kubeflow (PyTorchJob, TFJob, MPIJob), KubeRay (RayCluster, RayJob) and LeaderWorkerSet operators
 (:mod:`usher.sandbox.operators`), whose CRDs (:mod:`usher.sandbox.crds`) are created in the
@@ -39,6 +41,9 @@ from typing import Any
 
 from .crds import install as install_crds
 from .default_scheduler import DefaultScheduler
+from .dra_controller import ResourceClaimController
+from .gpu_driver import GpuDriver
+from .gpu_driver import install as install_gpu_driver
 from .kubelet import Kubelet
 from .nodelifecycle import NodeLifecycle
 from .operators import operator_parts
@@ -80,6 +85,7 @@ class Controllers:
         workloads: bool = True,
         operators: bool = True,
         storage: bool = True,
+        gpu_driver: bool = True,
     ) -> None:
         self.store = store
         self.skip = skip or (lambda pod: False)
@@ -103,17 +109,23 @@ class Controllers:
         self.ephemeral = EphemeralVolumeController(self) if storage else None
         self.provisioner = Provisioner(self) if storage else None
         """The sandbox CSI drivers' external provisioner (:mod:`usher.sandbox.provisioner`)."""
+        self.claims = ResourceClaimController(self)
+        """The resourceclaim controller (:mod:`usher.sandbox.dra_controller`)."""
+        self.gpu_driver = GpuDriver(self) if gpu_driver else None
+        """NVIDIA's DRA driver stand-in: its DeviceClass and a slice per GPU node (:mod:`usher.sandbox.gpu_driver`)."""
         self.operators: list[Part] = operator_parts(self) if operators else []
         """The StatefulSet controller and the operator stand-ins (:mod:`usher.sandbox.operators`)."""
         self.parts = [
             p for p in (self.lifecycle, self.deployments, self.replicasets, self.daemonsets, *self.operators, self.jobs,
-                        self.ephemeral, self.volumes, self.provisioner, self.scheduler, self.kubelet)
+                        self.ephemeral, self.volumes, self.provisioner, self.claims, self.gpu_driver, self.scheduler, self.kubelet)
             if p is not None
         ]
         if operators:
             install_crds(store)
         if storage:
             install_storage(store)
+        if gpu_driver:
+            install_gpu_driver(store)
         store.add_listener(self._on_change)
 
     # ------------------------------------------------------------------ clock and timers

@@ -76,6 +76,7 @@ from .nodefit import (
 from .events import record
 from .parts import Host, Part
 from .store import ApiError, Change, EventType, Stored, rfc3339
+from .dra_kubelet import claim_problem
 from .volume_manager import VolumeProblem, volume_problem
 
 JsonObject = dict[str, Any]
@@ -111,7 +112,8 @@ class Run:
 
 
 class Kubelet(Part):
-    resources = (Resource.PODS, Resource.NODES, Resource.PERSISTENTVOLUMECLAIMS, Resource.PERSISTENTVOLUMES)
+    resources = (Resource.PODS, Resource.NODES, Resource.PERSISTENTVOLUMECLAIMS, Resource.PERSISTENTVOLUMES,
+                 Resource.RESOURCECLAIMS, Resource.RESOURCESLICES)
 
     def __init__(self, mgr: Host) -> None:
         super().__init__(mgr)
@@ -133,7 +135,8 @@ class Kubelet(Part):
     def on_change(self, change: Change) -> None:
         if change.rt.resource == Resource.NODES:
             self._all = True
-        elif change.rt.resource in (Resource.PERSISTENTVOLUMECLAIMS, Resource.PERSISTENTVOLUMES):
+        elif change.rt.resource in (Resource.PERSISTENTVOLUMECLAIMS, Resource.PERSISTENTVOLUMES,
+                                    Resource.RESOURCECLAIMS, Resource.RESOURCESLICES):
             self._pending.update(key for key, _ in self._volume_wait.values())
         elif change.rt.resource == Resource.PODS:
             if self._volume_wait and (change.type is EventType.DELETED or is_terminal(change.new.obj)):
@@ -308,7 +311,7 @@ class Kubelet(Part):
         if port_conflict(host_ports(pod), ports) is not None:
             self._reject(stored, "NodePorts", "Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports")
             return
-        problem = volume_problem(self.store, pod, node)
+        problem = volume_problem(self.store, pod, node) or claim_problem(self.store, pod, node)
         if problem is not None:
             self._wait_for_volumes(stored, node, problem)
             return
