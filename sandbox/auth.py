@@ -49,7 +49,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .storage_rbac import STORAGE_ROLES
+from .storage_rbac import DRA_ROLES, STORAGE_ROLES
 from .store import ApiError, Change, JsonObject, Reason, Resource, Store, rfc3339
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -605,7 +605,7 @@ def bootstrap_policy() -> Iterator[tuple[Resource, JsonObject]]:
     for name, rules in roles.items():
         yield Resource.CLUSTERROLES, {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRole",
                                       "metadata": _meta(name), "rules": rules}
-    for name, (account, rules) in STORAGE_ROLES.items():  # the storage controllers' (sandbox/storage_rbac.py)
+    for name, (account, rules) in {**STORAGE_ROLES, **DRA_ROLES}.items():  # the controllers' (sandbox/storage_rbac.py)
         yield Resource.CLUSTERROLES, {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRole",
                                       "metadata": _meta(name), "rules": rules}
         yield Resource.CLUSTERROLEBINDINGS, {

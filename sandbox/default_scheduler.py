@@ -30,7 +30,9 @@ pending pods are placed together, each counting for the rules of the next, and b
 least ``minCount`` of the group (those already bound included) found a node; else none is bound
 (those that fit wait, as at Permit; those that fit nowhere say why). A ``basic`` group is
 scheduled pod by pod; each ``podGroupReplicaKey`` is a gang of its own.
-A pod that fits nowhere gets ``PodScheduled=False``, ``reason: Unschedulable`` and the real
+A pod with ``spec.resourceClaims`` is not placed: this stand-in has no DynamicResources plugin
+and says so in the pod's Unschedulable message (:data:`NO_DRA`) rather than bind a pod whose
+claims nobody allocated. A pod that fits nowhere gets ``PodScheduled=False``, ``reason: Unschedulable`` and the real
 message ("0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 Insufficient
 nvidia.com/gpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for
 scheduling."), and is tried again whenever a pod or a node changes. Pods go highest priority
@@ -125,6 +127,11 @@ class _Choice:
     node: JsonObject | None
     reasons: Counter[str]
     blocked: str | None = None
+
+
+NO_DRA = ("the pod has resource claims (spec.resourceClaims), which the sandbox's default scheduler does not "
+          "allocate: use a scheduler that does (usher), or allocate and reserve the claims and set spec.nodeName")
+"""Why a pod with DRA claims waits: this stand-in has no DynamicResources plugin (said, not ignored)."""
 
 
 def _waiting(pod: JsonObject) -> bool:
@@ -258,6 +265,8 @@ class DefaultScheduler(Part):
         """The node the pod would go to (None: none fits, and why each does not)."""
         reasons: Counter[str] = Counter()
         blocked = self.volumes.prefilter(pod) if pod_claims(pod) else None
+        if (pod.get("spec") or {}).get("resourceClaims"):
+            blocked = NO_DRA
         if blocked is not None:
             return _Choice(None, reasons, blocked)
         spec = pod.get("spec") or {}

@@ -1,4 +1,4 @@
-"""The ClusterRoles a cluster has for its storage controllers, and who holds them.
+"""The ClusterRoles a cluster has for its storage controllers (and the resourceclaim controller), and who holds them.
 
 kube-controller-manager's bootstrap policy gives each controller a ClusterRole
 ``system:controller:<name>`` bound to its ServiceAccount in ``kube-system``; the CSI drivers'
@@ -60,3 +60,18 @@ STORAGE_ROLES: dict[str, tuple[str, list[JsonObject]]] = {
     ]),
 }
 """ClusterRole name -> (the kube-system ServiceAccount bound to it, its rules)."""
+
+_RESOURCE = "resource.k8s.io"
+DRA_ROLES: dict[str, tuple[str, list[JsonObject]]] = {
+    "system:controller:resource-claim-controller": ("resource-claim-controller", [
+        _rule("", ["pods"], ["get", "list", "watch"]),
+        _rule("", ["pods/finalizers"], ["update"]),
+        _rule("", ["pods/status"], ["update", "patch"]),
+        _rule(_RESOURCE, ["resourceclaims"], ["get", "list", "watch", "create", "delete", "update", "patch"]),
+        _rule(_RESOURCE, ["resourceclaims/status"], ["update", "patch"]),
+        _rule(_RESOURCE, ["resourceclaimtemplates"], _READ),
+        _EVENTS,
+    ]),
+}
+"""The resourceclaim controller's role (:mod:`.dra_controller`), bound as the storage ones are."""
+

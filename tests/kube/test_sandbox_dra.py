@@ -297,3 +297,14 @@ def test_status_writes_are_validated_reserved_for_limit_and_allocation_set_once(
         cluster.resource.patch_namespaced_resource_claim(
             "c", NS, {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "other"}}]}}})
     assert spec_change.value.status == 422 and "spec: Invalid value" in spec_change.value.body
+
+
+def test_the_sandboxs_default_scheduler_says_it_does_not_allocate_claims(cluster: Cluster) -> None:
+    cluster.apply(TEMPLATE)
+    cluster.apply(pod_yaml("p", "[{name: gpus, resourceClaimTemplateName: two-gpus}]"))
+    condition = cluster.until(
+        lambda: next((c for c in cluster.pod("p").status.conditions or [] if c.type == "PodScheduled"), None),
+        "the scheduler's verdict")
+    assert (condition.status, condition.reason) == ("False", "Unschedulable")
+    assert "which the sandbox's default scheduler does not allocate" in condition.message
+    assert cluster.pod("p").spec.node_name is None
