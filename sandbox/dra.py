@@ -32,7 +32,9 @@ This module holds the registry's side of the four kinds (DeviceClass, ResourceSl
 ResourceClaim with its status subresource, ResourceClaimTemplate): their names and words, the
 validation of the fields that matter with the real field paths and messages, and the update
 rules (a claim's spec is immutable; ``status.allocation`` is set once and only cleared;
-``status.reservedFor`` at most 256 entries). The resourceclaim controller is
+``status.reservedFor`` at most 256 entries), and a pod's side of them: its ``spec.resourceClaims``
+(each naming one claim or one template) and its containers' ``resources.claims`` (each one of
+those entries), in pods and in the workloads' pod templates. The resourceclaim controller is
 :mod:`usher.sandbox.dra_controller`, the driver stand-in :mod:`usher.sandbox.gpu_driver`.
 """
 
@@ -45,7 +47,7 @@ from enum import StrEnum
 from typing import Any
 
 from .kinds import Resource, ResourceType
-from .object_validation import ErrorType, FieldError, dns_subdomain_errors, go_quote
+from .object_validation import TEMPLATE_PATHS, ErrorType, FieldError, dns_subdomain_errors, go_quote
 
 JsonObject = dict[str, Any]
 
@@ -441,12 +443,73 @@ def validate_slice_update(old: JsonObject, new: JsonObject) -> Iterator[FieldErr
         yield from _immutable((old.get("spec") or {}).get(key), (new.get("spec") or {}).get(key), f"spec.{key}")
 
 
+# --------------------------------------------------------------------------- pods
+
+
+def validate_pod_claims(spec: Any, path: str) -> Iterator[FieldError]:
+    """A pod spec's ``resourceClaims`` (``validatePodResourceClaim``) and its containers'
+    ``resources.claims`` (``validateResourceClaimNames``): each entry named once, naming exactly
+    one of a claim or a template; each container claim one of the pod's entries."""
+    if not isinstance(spec, dict):
+        return
+    entries = _list(spec.get("resourceClaims"))
+    names: set[str] = set()
+    for i, entry in enumerate(entries):
+        entry = entry if isinstance(entry, dict) else {}
+        epath = f"{path}.resourceClaims[{i}]"
+        name = entry.get("name")
+        if not name:
+            yield _required(f"{epath}.name")
+        elif name in names:
+            yield FieldError(ErrorType.DUPLICATE, f"{epath}.name", "", go_quote(name))
+        else:
+            yield from _dns_label(name, f"{epath}.name")
+            names.add(name)
+        shown = json.dumps(entry, sort_keys=True)
+        has_claim, has_template = entry.get("resourceClaimName") is not None, entry.get("resourceClaimTemplateName") is not None
+        if has_claim and has_template:
+            yield FieldError(ErrorType.INVALID, epath, "at most one of `resourceClaimName` or "
+                             "`resourceClaimTemplateName` may be specified", shown)
+        elif not has_claim and not has_template:
+            yield FieldError(ErrorType.INVALID, epath, "must specify one of: `resourceClaimName`, "
+                             "`resourceClaimTemplateName`", shown)
+        for key in ("resourceClaimName", "resourceClaimTemplateName"):
+            if entry.get(key) is not None:
+                for problem in dns_subdomain_errors(str(entry[key])):
+                    yield _invalid(f"{epath}.{key}", entry[key], problem)
+    listed = ", ".join(sorted(names))
+    for group in ("initContainers", "containers"):
+        for c, container in enumerate(_list(spec.get(group))):
+            resources = container.get("resources") if isinstance(container, dict) else None
+            claims = _list(resources.get("claims")) if isinstance(resources, dict) else []
+            for k, claim in enumerate(claims):
+                cname = claim.get("name") if isinstance(claim, dict) else None
+                cpath = f"{path}.{group}[{c}].resources.claims[{k}]"
+                if not cname:
+                    yield _required(cpath)
+                elif cname not in names:
+                    detail = "must be one of the names in pod.spec.resourceClaims" + (
+                        f": {listed}" if names else " which is empty")
+                    yield FieldError(ErrorType.NOT_FOUND, cpath, detail, go_quote(cname))
+
+
 # --------------------------------------------------------------------------- entry points
 
 
 def validate(rt: ResourceType, obj: JsonObject) -> list[FieldError]:
     """What kube-apiserver's validation of a DRA kind finds on create (nothing for other kinds)."""
-    if rt.custom or rt.group != GROUP:
+    if rt.custom:
+        return []
+    if rt.resource == Resource.PODS:
+        return list(validate_pod_claims(obj.get("spec"), "spec"))
+    if rt.resource in TEMPLATE_PATHS:
+        template: Any = obj
+        for key in TEMPLATE_PATHS[rt.resource]:
+            template = template.get(key) if isinstance(template, dict) else None
+        where = ".".join(TEMPLATE_PATHS[rt.resource])
+        return list(validate_pod_claims((template or {}).get("spec") if isinstance(template, dict) else None,
+                                        f"{where}.spec"))
+    if rt.group != GROUP:
         return []
     if rt.resource == Resource.RESOURCECLAIMS:
         return [*validate_claim_spec(obj.get("spec"), "spec"), *validate_claim_status(obj.get("status"), obj.get("spec"))]

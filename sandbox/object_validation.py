@@ -92,6 +92,7 @@ class ErrorType(StrEnum):
     NOT_SUPPORTED = "FieldValueNotSupported"
     DUPLICATE = "FieldValueDuplicate"
     TOO_MANY = "FieldValueTooMany"
+    NOT_FOUND = "FieldValueNotFound"
 
 
 _TYPE_TEXT = {
@@ -102,6 +103,7 @@ _TYPE_TEXT = {
     ErrorType.NOT_SUPPORTED: "Unsupported value",
     ErrorType.DUPLICATE: "Duplicate value",
     ErrorType.TOO_MANY: "Too many",
+    ErrorType.NOT_FOUND: "Not found",
 }
 
 
@@ -122,7 +124,8 @@ class FieldError:
     def body(self) -> str:
         """``ErrorBody()``: the message without the field path."""
         text = _TYPE_TEXT[self.type]
-        if self.type in (ErrorType.INVALID, ErrorType.NOT_SUPPORTED, ErrorType.DUPLICATE, ErrorType.TOO_MANY) and self.value is not None:
+        if self.type in (ErrorType.INVALID, ErrorType.NOT_SUPPORTED, ErrorType.DUPLICATE, ErrorType.TOO_MANY,
+                         ErrorType.NOT_FOUND) and self.value is not None:
             text = f"{text}: {self.value}"
         return f"{text}: {self.detail}" if self.detail else text
 

@@ -308,3 +308,21 @@ def test_the_sandboxs_default_scheduler_says_it_does_not_allocate_claims(cluster
     assert (condition.status, condition.reason) == ("False", "Unschedulable")
     assert "which the sandbox's default scheduler does not allocate" in condition.message
     assert cluster.pod("p").spec.node_name is None
+
+
+def test_a_pods_claims_are_validated_with_the_field_paths(cluster: Cluster) -> None:
+    both = ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n"
+            "  resourceClaims: [{name: gpus, resourceClaimName: a, resourceClaimTemplateName: b}, {name: none}]\n"
+            "  containers: [{name: main, image: busybox:1.36, resources: {claims: [{name: gpus}, {name: nvme}]}}]\n")
+    out = cluster.kubectl.run("apply", "-f", "-", stdin=both)
+    assert out.returncode != 0
+    assert "spec.resourceClaims[0]: Invalid value: " in out.stderr
+    assert "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified" in out.stderr
+    assert "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`" in out.stderr
+    assert ('spec.containers[0].resources.claims[1]: Not found: "nvme": '
+            "must be one of the names in pod.spec.resourceClaims: gpus, none") in out.stderr
+    job = ("apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    spec:\n"
+           "      restartPolicy: Never\n      containers: [{name: main, image: busybox:1.36, resources: {claims: [{name: gpus}]}}]\n")
+    out = cluster.kubectl.run("apply", "-f", "-", stdin=job)
+    assert ('spec.template.spec.containers[0].resources.claims[0]: Not found: "gpus": '
+            "must be one of the names in pod.spec.resourceClaims which is empty") in out.stderr
