@@ -518,7 +518,7 @@ class FakeApiServer:
             check_scenario_write(rt, current, request.param("fieldManager"), request.header("content-type"))
 
     def _get(self, request: Request, rt: ResourceType, target: Route) -> Response:
-        stored = self.store.get_stored(rt.resource, str(target.name), target.namespace)
+        stored = self.store.get_stored(rt, str(target.name), target.namespace)
         if wants_table(request):
             return self._table_response(rt, [stored], {"resourceVersion": str(stored.rv)}, request)
         check_acceptable(request)

@@ -14,7 +14,8 @@ anti-affinity terms and ``topologySpreadConstraints``, with the real field paths
   ``matchLabelKeys`` forbidden without a selector and not keys of it.
 
 Also :func:`validate` runs :mod:`.workload_api`'s checks of a Workload and of a pod's
-``workloadRef``. The label selectors themselves are not checked here.
+``workloadRef``, and :mod:`.workload_api_beta`'s of 1.37's Workload and PodGroup and of a pod's
+``schedulingGroup``. The label selectors themselves are not checked here.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from . import workload_api
+from . import workload_api, workload_api_beta
 from .kinds import Resource, ResourceType
 from .object_validation import TEMPLATE_PATHS, ErrorType, FieldError, go_quote, qualified_name_errors
 from .pod_affinity import PREFERRED, REQUIRED, Kind, merged_selector
@@ -159,6 +160,8 @@ def validate(rt: ResourceType, obj: Mapping[str, Any]) -> list[FieldError]:
     workload's pod template, and in a Workload."""
     if rt.custom:
         return []
+    if (beta := workload_api_beta.validate(rt, obj)) is not None:
+        return beta
     if rt.group == workload_api.GROUP and rt.kind == workload_api.KIND:
         return list(workload_api.validate_workload(obj))
     if rt.resource == Resource.PODS:
@@ -176,4 +179,4 @@ def validate(rt: ResourceType, obj: Mapping[str, Any]) -> list[FieldError]:
     if not isinstance(spec, dict):
         return []
     return [*validate_placement(spec, labels if isinstance(labels, dict) else {}, where),
-            *workload_api.validate_workload_ref(spec, where)]
+            *workload_api.validate_workload_ref(spec, where), *workload_api_beta.validate_scheduling_group(spec, where)]

@@ -27,7 +27,7 @@ from enum import StrEnum
 from functools import cache, cached_property
 from typing import Any
 
-from usher.sandbox import workload_api
+from usher.sandbox import workload_api, workload_api_beta
 from usher.sandbox.kinds import ResourceType
 
 JsonObject = dict[str, Any]
@@ -147,6 +147,7 @@ BUILTIN_MODELS: dict[Gvk, str] = {
     },
     Gvk("authentication.k8s.io", "v1", "TokenRequest"): "AuthenticationV1TokenRequest",
     Gvk("authentication.k8s.io", "v1", "TokenReview"): "V1TokenReview",
+    **{Gvk(*gvk): model for gvk, model in workload_api_beta.MODELS.items()},  # served with release 1.37
 }
 """(group, version, kind) -> the client's model class, for every built-in kind the sandbox may serve."""
 

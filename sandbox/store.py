@@ -341,6 +341,15 @@ class Store:
         }
         self.commit_update(self.resource_type(Resource.CUSTOMRESOURCEDEFINITIONS), stored, crd)
 
+    def serve_builtin(self, types: builtins.list[ResourceType]) -> None:
+        """Serve ``types`` (one built-in group resource's versions) in place of what is served of
+        it now: another Kubernetes release's shape (:mod:`.workload_api_beta`)."""
+        storage = self.catalogue.register(types)
+        if storage is not None and storage.key not in self._tables:
+            self._tables[storage.key] = _Table(storage, self._history)
+        elif storage is not None:
+            self._tables[storage.key].rt = storage
+
     # ------------------------------------------------------------------ reading
 
     @property
