@@ -33,7 +33,7 @@ from .dra import (
 )
 from .kinds import RESOURCE_TYPES, Resource
 from .parts import Host, Part
-from .store import ApiError, Store
+from .store import ApiError, Change, Store
 from .usher_names import GPU_RESOURCE, Annotation, Label
 
 JsonObject = dict[str, Any]
@@ -137,21 +137,58 @@ def node_devices(node: JsonObject) -> list[JsonObject]:
 
 
 class GpuDriver(Part):
-    """Publishes one ResourceSlice per GPU node (see the module docstring)."""
+    """Publishes one ResourceSlice per GPU node (see the module docstring); works on the nodes
+    that changed (and the nodes of slices that changed), all of them on a resync."""
 
     resources = (Resource.NODES, Resource.RESOURCESLICES)
 
     def __init__(self, mgr: Host) -> None:
         super().__init__(mgr)
-        self._dirty = True
+        self._nodes: set[str] = set()
+        self._all = True
 
-    def _slices(self) -> dict[str, Any]:
-        return {s.obj["spec"].get("nodeName", ""): s for s in self.stored(SLICE_RT)
-                if (s.obj.get("spec") or {}).get("driver") == NVIDIA_DRIVER and s.obj["spec"].get("nodeName")}
+    def on_change(self, change: Change) -> None:
+        obj = change.new.obj
+        if change.rt.resource == Resource.NODES:
+            self._nodes.add(obj["metadata"]["name"])
+        elif change.rt.resource == Resource.RESOURCESLICES and (obj.get("spec") or {}).get("driver") == NVIDIA_DRIVER:
+            self._nodes.add(str(obj["spec"].get("nodeName") or ""))
 
-    def sync(self) -> None:
-        slices = self._slices()
-        nodes = {s.obj["metadata"]["name"]: s.obj for s in self.stored(NODE_RT)}
+    def resync(self) -> None:
+        self._all = True
+
+    def dirty(self) -> bool:
+        return self._all or bool(self._nodes)
+
+    def reconcile(self) -> None:
+        names = None if self._all else set(self._nodes)
+        self._all, self._nodes = False, set()
+        self.mgr.guard(lambda: self._sync(names))
+
+    def sync(self) -> None:  # pragma: no cover - reconcile is overridden
+        self._sync(None)
+
+    def _slices(self, names: set[str] | None) -> dict[str, Any]:
+        if names is not None and len(names) == 1:
+            found = self.store.list(SLICE_RT, field_selector=f"spec.nodeName={next(iter(names))}").items
+        else:
+            found = self.stored(SLICE_RT)
+        return {s.obj["spec"].get("nodeName", ""): s for s in found
+                if (s.obj.get("spec") or {}).get("driver") == NVIDIA_DRIVER and s.obj["spec"].get("nodeName")
+                and (names is None or s.obj["spec"]["nodeName"] in names)}
+
+    def _sync(self, names: set[str] | None) -> None:
+        """Publish, update or remove the slice of each node of ``names`` (None: every node)."""
+        slices = self._slices(names)
+        if names is None:
+            nodes = {s.obj["metadata"]["name"]: s.obj for s in self.stored(NODE_RT)}
+        else:
+            nodes = {}
+            for name in names:
+                try:
+                    nodes[name] = self.store.get_stored(NODE_RT, name, None).obj
+                except ApiError:
+                    pass
         for name, node in nodes.items():
             devices = node_devices(node) if _gpu_count(node) else None
             stored = slices.get(name)

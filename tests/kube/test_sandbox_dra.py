@@ -182,6 +182,8 @@ def test_the_driver_publishes_nvidias_class_and_devices_with_islands_and_health(
     republished = cluster.until(lambda: (s := cluster.slice_of("n1")).spec.pool.generation > generation and s,
                                 "slice republished after a GPU fell ill")
     assert [d.name for d in republished.spec.devices] == ["gpu-0", "gpu-1", "gpu-3"]
+    cluster.core.delete_node("n2")
+    cluster.until(lambda: cluster.slice_of("n2") is None, "a deleted node's slice goes with it")
 
 
 # ---------------------------------------------------------------- the resourceclaim controller and the kubelet
