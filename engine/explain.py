@@ -313,9 +313,9 @@ def message(
     if reason == PendingReason.NO_MATCHING_NODES:
         pod = no_matching_nodes(state, job) or job.groups[0]
         found = diagnose(state, pod)
-        why = ", ".join(f"{n} {k}" for k, n in sorted(found.items(), key=lambda kv: -kv[1]) if k != "fits")
-        if pod.exclusions and found.get(EXCLUDED):
-            why += f" ({pod.exclusions})"
+        # the backend's words say which nodes are out for what (node constraints, volumes, devices)
+        why = ", ".join(f"{n} excluded ({pod.exclusions})" if k == EXCLUDED and pod.exclusions else f"{n} {k}"
+                        for k, n in sorted(found.items(), key=lambda kv: -kv[1]) if k != "fits")
         return f"No schedulable node can ever hold its {_pod_words(pod, 1)}: of {fmt.plural(len(state.nodes), 'node')}, {why}."
     if reason == PendingReason.TOPOLOGY_UNSATISFIABLE:
         parts = []

@@ -173,8 +173,8 @@ PLACED = [
                                          pvc("data", klass="local", volume="pv-1", bound=True),
                                          pv("pv-1", klass="local", host="gpu-02", claim="data")],
      {"gpu-02"}, VolumeReason.NODE_CONFLICT,
-     "2 nodes had volume node affinity conflict (claim ml/data is bound to volume pv-1, usable only where "
-     "kubernetes.io/hostname In (gpu-02))"),
+     "2 nodes (gpu-01, gpu-03) had volume node affinity conflict: claim ml/data is bound to volume pv-1, usable "
+     "only where kubernetes.io/hostname In (gpu-02)"),
     ("bound zonal volume keeps its pod in the zone", [sc("fast"), pvc("data", volume="pv-z", bound=True),
                                                        pv("pv-z", zone="b", claim="data")],
      {"gpu-03"}, VolumeReason.NODE_CONFLICT, "usable only where topology.kubernetes.io/zone In (b)"),
@@ -184,11 +184,11 @@ PLACED = [
     ("delayed claim with a static local volume", [sc("local", provisioner="kubernetes.io/no-provisioner"),
                                                  pvc("data", klass="local"), pv("pv-l", klass="local", host="gpu-03")],
      {"gpu-03"}, VolumeReason.NO_VOLUME,
-     "2 nodes didn't find available persistent volumes to bind (no available volume of class 'local' for claim "
-     "ml/data (10Gi, ReadWriteOnce), and its class cannot provision (no provisioner))"),
+     "2 nodes (gpu-01, gpu-02) didn't find available persistent volumes to bind: no available volume of class "
+     "'local' for claim ml/data (10Gi, ReadWriteOnce), and its class cannot provision (no provisioner)"),
     ("static volume too small", [sc("local", provisioner="kubernetes.io/no-provisioner"),
                                  pvc("data", klass="local", size="20Gi"), pv("pv-l", klass="local", host="gpu-03")],
-     set(), VolumeReason.NO_VOLUME, "3 nodes didn't find available persistent volumes to bind"),
+     set(), VolumeReason.NO_VOLUME, "3 nodes (gpu-01, gpu-02, gpu-03) didn't find available persistent volumes to bind"),
     ("static volume of the wrong access mode", [sc("local", provisioner="kubernetes.io/no-provisioner"),
                                                 pvc("data", klass="local", modes=("ReadWriteMany",)),
                                                 pv("pv-l", klass="local", host="gpu-03")],
@@ -238,8 +238,8 @@ def test_storage_capacity_keeps_a_delayed_claim_where_there_is_room():
                 drivers=[csidriver()])
     result, _ = fit(pod("p", "data"), s)
     assert result.eligible == frozenset({"gpu-03"})
-    assert result.explain(s) == ("2 nodes did not have enough free storage (claim ml/data asks 10Gi of class 'fast'; "
-                                 "no CSIStorageCapacity serving these nodes has room)")
+    assert result.explain(s) == ("2 nodes (gpu-01, gpu-02) did not have enough free storage: claim ml/data asks 10Gi "
+                                 "of class 'fast'; no CSIStorageCapacity serving these nodes has room")
 
 
 @pytest.mark.parametrize("driver, allowed", [
@@ -286,7 +286,7 @@ def test_a_drivers_attach_limit_closes_a_full_node():
     result, _ = fit(pod("p", "data"), s)
     assert result.eligible == frozenset({"gpu-02", "gpu-03"})
     assert result.excluded == {VolumeReason.ATTACH_LIMIT: 1}
-    assert "1 node exceed max volume count (claim ml/data would take its driver past" in result.explain(s)
+    assert "1 node (gpu-01) exceed max volume count: claim ml/data would take its driver past" in result.explain(s)
 
 
 def test_a_gangs_pods_on_one_node_are_counted_together_against_the_attach_limit():

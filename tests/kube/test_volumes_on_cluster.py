@@ -221,7 +221,7 @@ async def test_zonal_volumes_keep_a_gang_in_their_zone_and_say_so_when_it_cannot
 
     said = await sb.until(told, "the second gang says its volumes keep it in zone b")
     assert not any(p["spec"].get("nodeName") for p in await _gang(sb, "second"))
-    assert "2 nodes had volume node affinity conflict" in said[0][1]
+    assert "2 nodes (gpu-1, gpu-2) had volume node affinity conflict" in said[0][1]
 
 
 async def _all_bound(sb: UsherOnSandbox, names: list[str]) -> bool:
@@ -280,3 +280,33 @@ async def _restart(sb: UsherOnSandbox) -> None:
     sb.usher = KubeController(client, identity="usher-1", clock=sb.clock.now, elect=False, status_interval=0.0)
     sb.task = asyncio.create_task(sb.usher.run())
     await asyncio.wait_for(sb.usher.synced.wait(), 10)
+
+
+async def test_a_gang_whose_volumes_fit_nowhere_says_which_nodes_are_out_for_what(sb: UsherOnSandbox) -> None:
+    """Each node is counted once, under the first reason that keeps it out, as kube-scheduler's
+    "0/4 nodes are available: ..." does: its nodeSelector leaves gpu-1 and gpu-2, and on those the
+    `zonal` class cannot provision (they carry no zone label, so no CSIStorageCapacity of the class
+    serves them). The words name those nodes, the claim, the class and the label the capacities
+    select by, and do not call the volumes' reason a node constraint."""
+    for n, labels in (("gpu-1", {"pool": "big"}), ("gpu-2", {"pool": "big"}),
+                      ("gpu-3", {"pool": "small"}), ("gpu-4", {"pool": "small", ZONE: "a"})):
+        await sb.create("/api/v1/nodes", node(n, labels=labels))
+    await sb.start_usher(sb.tmp)
+    for i in range(2):
+        await sb.create(PVCS, claim(f"data-{i}", klass="zonal"))
+        body = worker(f"w-{i}", 8, [f"data-{i}"], gang="nowhere", size=2)
+        body["spec"]["nodeSelector"] = {"pool": "big"}
+        await sb.create(PODS, body)
+
+    async def told() -> Any:
+        said = [_scheduled(p) for p in await _gang(sb, "nowhere")]
+        return said if len(said) == 2 and all("storage" in m for _, m in said) else None
+
+    said = await sb.until(told, "the gang says why no node can take it")
+    reason, message = said[0]
+    assert reason == "Unschedulable"
+    assert "of 4 nodes, 4 excluded (2 nodes do not match its nodeSelector, 2 nodes (gpu-1, gpu-2) did not have " \
+           "enough free storage: claim default/data-" in message, message
+    assert f"of class 'zonal', whose CSIStorageCapacities select nodes by {ZONE}, and none serves these nodes" in message
+    assert "node constraints" not in message
+    assert not any(p["spec"].get("nodeName") for p in await _gang(sb, "nowhere"))

@@ -54,9 +54,13 @@ class VolumesOfPods:
         if fit.eligible is None:
             return constraints
         ids = frozenset(n.id for n in self.state.nodes if n.name in fit.eligible)
-        eligible = ids if constraints["eligible"] is None else constraints["eligible"] & ids
+        before = constraints["eligible"]
+        eligible = ids if before is None else before & ids
         preferred = tuple(t & eligible for t in constraints["preferred"] if t & eligible)
-        why = ", ".join(w for w in (constraints["exclusions"], fit.explain(self.volumes.storage)) if w)
+        # each node once, under the first reason that keeps it out (kube-scheduler's node filters
+        # before its volume filters): the volume words count only the nodes the constraints left
+        left = None if before is None else [n.name for n in self.state.nodes if n.id in before]
+        why = ", ".join(w for w in (constraints["exclusions"], fit.explain(self.volumes.storage, left)) if w)
         return GroupConstraints(eligible=eligible, preferred=preferred, exclusions=why or None)
 
     def _volume_blocker(self, unbound: list[PodView]) -> tuple[PendingReason, str] | None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ...state import Node, PodGroup
 
-#: the filter's words; ``explain`` adds ``PodGroup.exclusions`` after them
+#: the filter's words; ``explain`` says ``PodGroup.exclusions`` instead when the backend gave them
 EXCLUDED = "excluded by its node constraints"
 
 

@@ -312,16 +312,34 @@ class VolumeFit:
     excluded: Counter[VolumeReason] = field(default_factory=Counter)
     #: for each reason, the first claim it was about
     claims: dict[VolumeReason, str] = field(default_factory=dict)
+    #: each excluded node's reason, by node name
+    nodes: dict[str, VolumeReason] = field(default_factory=dict)
+    #: the nodes out for storage that no CSIStorageCapacity of the claim's class serves at all
+    unserved: frozenset[str] = frozenset()
 
-    def explain(self, storage: Storage) -> str | None:
-        """Why nodes are out, in words (None when none is)."""
+    def explain(self, storage: Storage, among: Iterable[str] | None = None) -> str | None:
+        """Why nodes are out, in words (None when none is), as kube-scheduler counts them: each
+        node once, under its reason, with the claim, class and topology concerned. ``among``:
+        count only these nodes (those the pod's node constraints left; the others are out for
+        those, as kube-scheduler's node filters run before its volume filters)."""
         if self.blockers:
             return "; ".join(b.message for b in self.blockers)
+        keep = None if among is None else set(among)
+        by_reason: dict[VolumeReason, list[str]] = {}
+        for node, reason in self.nodes.items():
+            if keep is None or node in keep:
+                by_reason.setdefault(reason, []).append(node)
         parts = []
-        for reason, n in sorted(self.excluded.items(), key=lambda kv: -kv[1]):
-            noun = "node" if n == 1 else "nodes"
-            parts.append(f"{n} {noun} {NODE_WORDS[reason]} ({_detail(reason, self.claims[reason], storage)})")
+        for reason, names in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            n = len(names)
+            which = f" ({', '.join(sorted(names))})" if n <= SHOWN_NODES else ""
+            detail = _detail(reason, self.claims[reason], storage, unserved=self.unserved.issuperset(names))
+            parts.append(f"{n} {'node' if n == 1 else 'nodes'}{which} {NODE_WORDS[reason]}: {detail}")
         return ", ".join(parts) or None
+
+
+#: up to how many nodes of one reason are named
+SHOWN_NODES = 3
 
 
 FREE = VolumeFit()
@@ -335,18 +353,32 @@ def fit_nodes(pods: PodClaims, nodes: Iterable[NodeLike], storage: Storage) -> V
         return VolumeFit(frozenset(), pods.blockers)
     result = VolumeFit(frozenset())
     allowed = []
+    unserved = []
     for node in nodes:
         choice = choose(pods, node.name, node.labels, storage)
         if choice.reason is None:
             allowed.append(node.name)
-        else:
-            result.excluded[choice.reason] += 1
-            result.claims.setdefault(choice.reason, choice.claim)
+            continue
+        result.excluded[choice.reason] += 1
+        result.claims.setdefault(choice.reason, choice.claim)
+        result.nodes[node.name] = choice.reason
+        if choice.reason == VolumeReason.NO_CAPACITY and not _served(storage, choice.claim, node.labels):
+            unserved.append(node.name)
     result.eligible = frozenset(allowed) if result.excluded else None
+    result.unserved = frozenset(unserved)
     return result
 
 
-def _detail(reason: VolumeReason, key: str, storage: Storage) -> str:
+def _served(storage: Storage, key: str, labels: Mapping[str, str]) -> bool:
+    """Whether any CSIStorageCapacity of the claim's class serves a node with these labels."""
+    claim = storage.claims.get(key)
+    cls = storage.classes.get(claim.class_name) if claim is not None else None
+    return cls is not None and any(c.serves(labels) for c in storage.tracks_capacity(cls) or ())
+
+
+def _detail(reason: VolumeReason, key: str, storage: Storage, unserved: bool = False) -> str:
+    """What about claim ``key`` keeps nodes out for ``reason``; ``unserved``: (for storage) no
+    CSIStorageCapacity of its class serves any of them, rather than none with room."""
     claim = storage.claims.get(key)
     if claim is None:
         return f"claim {key}"
@@ -361,6 +393,13 @@ def _detail(reason: VolumeReason, key: str, storage: Storage) -> str:
         return f"claim {key} is ReadWriteOnce and in use on {', '.join(nodes)}"
     size = _size(claim.request)
     if reason == VolumeReason.NO_CAPACITY:
+        if unserved:
+            keys = _topology_keys(storage, claim.class_name)
+            if not keys:
+                return (f"claim {key} asks {size} of class {claim.class_name!r}, whose driver has published no "
+                        f"CSIStorageCapacity at all: it serves no node's topology (kubectl get csistoragecapacities -A)")
+            return (f"claim {key} asks {size} of class {claim.class_name!r}, whose CSIStorageCapacities select nodes "
+                    f"by {', '.join(keys)}, and none serves these nodes (a node without that label is in none)")
         return f"claim {key} asks {size} of class {claim.class_name!r}; no CSIStorageCapacity serving these nodes has room"
     if reason == VolumeReason.ATTACH_LIMIT:
         return f"claim {key} would take its driver past the node's attach limit (CSINode)"
@@ -369,6 +408,16 @@ def _detail(reason: VolumeReason, key: str, storage: Storage) -> str:
     how = ("its class cannot provision (no provisioner)" if cls is None or not cls.provisions
            else "its class's allowedTopologies exclude them")
     return f"no available volume of class {claim.class_name!r} for claim {key} ({size}, {modes}), and {how}"
+
+
+def _topology_keys(storage: Storage, class_name: str) -> list[str]:
+    """The node label keys the class's CSIStorageCapacities select nodes by."""
+    keys: set[str] = set()
+    for c in storage.capacities.values():
+        if c.class_name == class_name and c.topology is not None:
+            keys.update(k for k, _ in c.topology[0])
+            keys.update(e[0] for e in c.topology[1])
+    return sorted(keys)
 
 
 def _size(n: int) -> str:
