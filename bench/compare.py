@@ -241,7 +241,12 @@ def run_once(side: Side, argv: list[str], log: Path) -> tuple[str, float, float]
     with log.open("w") as out:
         t0 = time.perf_counter()
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=side.env(), cwd=REPO)
-        _, status, usage = os.wait4(process.pid, 0)
+        try:
+            _, status, usage = os.wait4(process.pid, 0)
+        except BaseException:  # interrupted: leave no benchmark running behind
+            process.kill()
+            process.wait()
+            raise
         wall = time.perf_counter() - t0
         process.returncode = os.waitstatus_to_exitcode(status)
     output = log.read_text()
