@@ -24,9 +24,12 @@ What the sandbox publishes (the contract usher's allocator may rely on; it is NV
   device's island in the node's ``usher/nvlink`` annotation (``0,1,2,3;4,5,6,7`` -> islands 0 and
   1); a node without the annotation has one island, 0. A ``matchAttribute`` of
   ``sandbox.usher/nvlinkIsland`` keeps a claim's GPUs in one island.
-- **Health**: a GPU the node's ``usher/gpu-health`` annotation names unhealthy is left out of
-  the slice (what NVIDIA's driver does with a device its health check marks unhealthy when DRA
-  device taints are off), and the pool's generation grows.
+- **Health**: a GPU the node's ``usher/gpu-health`` annotation names unhealthy stays in the slice
+  with a device taint, as NVIDIA's NVML health monitor taints it (KEP-5055):
+  ``taints: [{key: gpu.nvidia.com/xid, value: "<xid>", effect: NoSchedule}]`` when the reason
+  names an XID (``XID 79 ...``), else ``{key: gpu.nvidia.com/gpu-lost, effect: NoSchedule}``
+  (no ``timeAdded``); the pool's generation grows. An allocator must not pick a device with a
+  ``NoSchedule`` taint it does not tolerate.
 
 This module holds the registry's side of the four kinds (DeviceClass, ResourceSlice,
 ResourceClaim with its status subresource, ResourceClaimTemplate): their names and words, the
@@ -71,6 +74,7 @@ MAX_RESERVED_FOR = 256
 MAX_SLICE_DEVICES = 128
 MAX_DEVICE_ATTRIBUTES_AND_CAPACITIES = 32
 MAX_CEL_LENGTH = 10 * 1024
+TAINT_EFFECTS = ("NoExecute", "NoSchedule", "None")
 
 
 class AllocationMode(StrEnum):
@@ -431,6 +435,15 @@ def validate_slice(obj: JsonObject) -> Iterator[FieldError]:
         capacity = device.get("capacity") if isinstance(device.get("capacity"), dict) else {}
         for name, value in attributes.items():
             yield from _attribute(value, f"{dpath}.attributes[{go_quote(name)}]")
+        for t, taint in enumerate(_list(device.get("taints"))):
+            taint = taint if isinstance(taint, dict) else {}
+            if not taint.get("key"):
+                yield _required(f"{dpath}.taints[{t}].key")
+            if taint.get("effect") not in TAINT_EFFECTS:
+                shown = ", ".join(go_quote(e) for e in TAINT_EFFECTS)
+                yield FieldError(ErrorType.NOT_SUPPORTED if taint.get("effect") else ErrorType.REQUIRED,
+                                 f"{dpath}.taints[{t}].effect", f"supported values: {shown}" if taint.get("effect") else "",
+                                 go_quote(str(taint.get("effect"))) if taint.get("effect") else None)
         if len(attributes) + len(capacity) > MAX_DEVICE_ATTRIBUTES_AND_CAPACITIES:
             yield FieldError(ErrorType.TOO_MANY, dpath, "the total number of attributes and capacities must not exceed "
                              f"{MAX_DEVICE_ATTRIBUTES_AND_CAPACITIES}", str(len(attributes) + len(capacity)))

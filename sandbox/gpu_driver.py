@@ -5,14 +5,15 @@ The shapes it publishes are listed at the top of :mod:`usher.sandbox.dra` (the c
 allocator codes against). They come from what the sandbox knows of a node: its
 ``nvidia.com/gpu`` allocatable count (the GPUs, ``gpu-0`` ..), ``nvidia.com/gpu.product`` and
 ``nvidia.com/gpu.memory`` labels (product, memory), ``usher/nvlink`` annotation (islands) and
-``usher/gpu-health`` annotation (unhealthy GPUs leave the slice, as NVIDIA's driver drops a
-device its health check marks unhealthy). So a node created by a scenario, by a test or by hand
+``usher/gpu-health`` annotation: an unhealthy GPU stays in the slice with the DRA device taint
+(KEP-5055) NVIDIA's NVML health monitor gives it (``gpu.nvidia.com/xid`` = the XID, or
+``gpu.nvidia.com/gpu-lost``; effect ``NoSchedule``). So a node created by a scenario, by a test or by hand
 gets the same slice, and a change to those fields republishes it with the pool's next
 generation. A node that loses its GPUs loses its slice; a deleted node's slice goes with it
 (owner reference, garbage collector).
 
 :func:`prepare_problem` is the kubelet plugin's ``NodePrepareResources``: it refuses devices of
-another node's pool, devices this node does not publish (gone, unhealthy) and a device another
+another node's pool, devices this node does not publish and a device another
 allocated claim holds already (no device is prepared for two claims unless both ask for admin
 access), with words that name the device and the holder.
 """
@@ -20,6 +21,7 @@ access), with words that name the device and the holder.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
@@ -89,13 +91,27 @@ def _islands(node: JsonObject, gpus: int) -> dict[int, int]:
     return {i: found.get(i, 0) for i in range(gpus)}
 
 
-def _unhealthy(node: JsonObject) -> set[int]:
+def _unhealthy(node: JsonObject) -> dict[int, str]:
+    """GPU index -> why it is unhealthy, from ``usher/gpu-health`` (unreadable: none)."""
     text = (node["metadata"].get("annotations") or {}).get(GPU_HEALTH_ANNOTATION)
     try:
         data = json.loads(text) if text else {}
     except ValueError:
-        return set()
-    return {int(k) for k in data if str(k).isdigit()} if isinstance(data, dict) else set()
+        return {}
+    return {int(k): str(v) for k, v in data.items() if str(k).isdigit()} if isinstance(data, dict) else {}
+
+
+_XID = re.compile(r"\bXID\s*(\d+)", re.IGNORECASE)
+
+
+def health_taint(reason: str) -> JsonObject:
+    """The device taint NVIDIA's health monitor puts on an unhealthy GPU: ``gpu.nvidia.com/xid``
+    with the XID as value when the reason names one, else ``gpu.nvidia.com/gpu-lost``; both
+    ``NoSchedule`` (a critical event)."""
+    found = _XID.search(reason)
+    if found:
+        return {"key": f"{NVIDIA_DRIVER}/xid", "value": found.group(1), "effect": "NoSchedule"}
+    return {"key": f"{NVIDIA_DRIVER}/gpu-lost", "effect": "NoSchedule"}
 
 
 def _gpu_count(node: JsonObject) -> int:
@@ -104,7 +120,7 @@ def _gpu_count(node: JsonObject) -> int:
 
 
 def node_devices(node: JsonObject) -> list[JsonObject]:
-    """The devices NVIDIA's driver would publish for ``node``'s healthy GPUs."""
+    """The devices NVIDIA's driver would publish for ``node``'s GPUs (unhealthy ones tainted)."""
     name = node["metadata"]["name"]
     labels = node["metadata"].get("labels") or {}
     gpus = _gpu_count(node)
@@ -114,8 +130,6 @@ def node_devices(node: JsonObject) -> list[JsonObject]:
     islands, unhealthy = _islands(node, gpus), _unhealthy(node)
     devices = []
     for minor in range(gpus):
-        if minor in unhealthy:
-            continue
         attributes: JsonObject = {
             "type": {"string": "gpu"},
             "uuid": {"string": f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{name}.gpu{minor}.usher-sandbox')}"},
@@ -132,6 +146,8 @@ def node_devices(node: JsonObject) -> list[JsonObject]:
         device: JsonObject = {"name": f"gpu-{minor}", "attributes": attributes}
         if memory_mib.isdigit():
             device["capacity"] = {"memory": {"value": f"{memory_mib}Mi"}}
+        if minor in unhealthy:
+            device["taints"] = [health_taint(unhealthy[minor])]
         devices.append(device)
     return devices
 
@@ -241,7 +257,7 @@ def prepare_problem(store: Store, claim: JsonObject, node: JsonObject) -> str | 
             return (f"device {device} of pool {pool} is not a device of this node ({node_name}): "
                     f"the claim is allocated to another node's GPUs")
         if device not in published:
-            return f"device {device} is not allocatable on node {node_name} (not published: unknown or unhealthy)"
+            return f"device {device} is not allocatable on node {node_name} (this node publishes no such device)"
         if result.get("adminAccess"):
             continue
         for other in store.list(CLAIM_RT).items:

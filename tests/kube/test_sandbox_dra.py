@@ -160,7 +160,7 @@ def test_kubectl_lists_the_dra_kinds_with_the_clusters_columns(cluster: Cluster)
     assert any(line[0] == "resourceclaimtemplate.resource.k8s.io/two-gpus" for line in lines)
 
 
-def test_the_driver_publishes_nvidias_class_and_devices_with_islands_and_health(cluster: Cluster) -> None:
+def test_the_driver_publishes_nvidias_class_and_devices_with_islands_and_health_taints(cluster: Cluster) -> None:
     cls = cluster.resource.read_device_class("gpu.nvidia.com")
     assert [s.cel.expression for s in cls.spec.selectors] == [
         "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"]
@@ -181,7 +181,8 @@ def test_the_driver_publishes_nvidias_class_and_devices_with_islands_and_health(
     cluster.core.patch_node("n1", {"metadata": {"annotations": {"usher/gpu-health": json.dumps({"2": "XID 79"})}}})
     republished = cluster.until(lambda: (s := cluster.slice_of("n1")).spec.pool.generation > generation and s,
                                 "slice republished after a GPU fell ill")
-    assert [d.name for d in republished.spec.devices] == ["gpu-0", "gpu-1", "gpu-3"]
+    taints = {d.name: [(t.key, t.value, t.effect) for t in d.taints or []] for d in republished.spec.devices}
+    assert taints == {"gpu-0": [], "gpu-1": [], "gpu-2": [("gpu.nvidia.com/xid", "79", "NoSchedule")], "gpu-3": []}
     cluster.core.delete_node("n2")
     cluster.until(lambda: cluster.slice_of("n2") is None, "a deleted node's slice goes with it")
 
