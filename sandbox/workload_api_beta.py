@@ -25,14 +25,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .kinds import Resource, ResourceType
 from .object_validation import ErrorType, FieldError, dns_subdomain_errors, go_quote
 from .workload_api import MAX_POD_GROUPS, dns_label_errors
-
-if TYPE_CHECKING:
-    from .store import Store
 
 GROUP, VERSION = "scheduling.k8s.io", "v1beta1"
 POD_GROUPS = "podgroups"
@@ -64,7 +61,14 @@ MODELS: dict[tuple[str, str, str], str] = {
 """(group, version, kind) -> the official client's model of the kind."""
 
 
-def serve(store: Store, release: Release) -> None:
+class Serving(Protocol):
+    """What :func:`serve` needs of a ``Store`` (named so, not imported: the store reaches this
+    module through its validation)."""
+
+    def serve_builtin(self, types: list[ResourceType]) -> None: ...
+
+
+def serve(store: Serving, release: Release) -> None:
     """Make ``store`` serve ``release``'s Workload API (1.35's is what a new store serves)."""
     if release is Release.V1_37:
         store.serve_builtin([WORKLOAD])

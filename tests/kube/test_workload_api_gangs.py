@@ -122,16 +122,3 @@ async def test_two_replica_keys_are_two_gangs(sb):
     await all_waiting(sb, "replica=r1", 1, "WaitingForGangMembers: 1 of the gang's 2 pods exist")
     await apply(sb, worker("r1-1", 4, "serve", "r1"))
     await all_bound(sb, "replica=r1", 2)
-
-
-async def test_a_pod_naming_a_1_37_pod_group_is_refused_saying_why(sb):
-    await nodes(sb, 1)
-    await sb.start_usher(sb.tmp, QUEUES)
-    p = worker("g-0", 1, "unused")
-    del p["spec"]["workloadRef"]
-    p["spec"]["schedulingGroup"] = {"podGroupName": "train-workers"}  # the 1.37 pod's field
-    p["metadata"]["labels"]["app"] = "newer"
-    await apply(sb, p)
-    (refused,) = await all_waiting(sb, "app=newer", 1, "names a scheduling.k8s.io/v1beta1 PodGroup (Kubernetes 1.37), "
-                                                        "which usher does not read yet")
-    assert scheduled(refused)["reason"] == "InvalidRequest"

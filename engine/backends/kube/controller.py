@@ -111,7 +111,8 @@ class KubeController:
         #: live GPU telemetry, filled by the sources given with ``--telemetry`` (see usher.cluster)
         self.telemetry = TelemetryStore()
         # the parts, each handed what it calls
-        self.status = StatusWriter(ctx, lambda name: self.intake.node_object(name))
+        self.status = StatusWriter(ctx, lambda name: self.intake.node_object(name),
+                                   lambda key, namespace, name: self.intake.owner_object(key, namespace, name))
         self.evictor = Evictor(ctx, self.status, lambda key: self.intake.pod_object(key))
         self.binder = Binder(ctx, self.status, self.evictor)
         self.teardown = Teardown(ctx, self.evictor, self.binder)

@@ -323,6 +323,16 @@ class Intake:
                 return obj
         return None
 
+    def owner_object(self, resource: str, namespace: str, name: str) -> tuple[str, dict[str, Any]] | None:
+        """An owner as its informer last saw it, with the ``apiVersion`` it was served in (list
+        items of built-in kinds carry none)."""
+        served = [r for r in OWNER_RESOURCES if r.key == resource]
+        for owner, informer in zip(served, self._owner_informers.get(resource, ())):
+            obj = informer.cache.get(f"{namespace}/{name}")
+            if obj is not None:
+                return owner.api_version, obj
+        return None
+
     async def load_config(self) -> None:
         """Parse the queue ConfigMap's newest version, if one arrived (off the event loop: a
         large or hostile document must not stall the watches and the lease renewals)."""

@@ -120,6 +120,9 @@ CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
     # PodGroups, and Kubernetes' Workloads: a gang's size and minimum (informers: list and watch
     # only, never written).
     *(p for group, plural in _OWNER_RESOURCES for p in _grants(group, plural, _LIST_WATCH, Scope.CLUSTER)),
+    # The Workload API's runtime PodGroups (1.36, 1.37): the PodGroupScheduled /
+    # PodGroupInitiallyScheduled condition a user reads on the gang (podgroup_status).
+    *_grants("scheduling.k8s.io", "podgroups/status", (Verb.PATCH,), Scope.CLUSTER),
     # Storage (informers: list and watch): a pod's claims, the volumes they are bound to, the
     # classes that provision them, the room CSI drivers report and each node's attach limits
     # decide where the pod may go (issue 31).

@@ -1,5 +1,7 @@
 """The status writer: why each pod waits, where ``kubectl describe`` looks, and usher's Events.
 
+A gang made from a Workload API PodGroup gets its condition on the PodGroup too (``podgroup_status``).
+
 Pending pods get the ``PodScheduled=False`` condition with the engine's reason and one-sentence
 message, and an Event when the reason changes. A message that differs only in its figures is
 written again at most every ``MESSAGE_REFRESH`` seconds, and a round runs at most every
@@ -24,6 +26,7 @@ from .context import EVENT_SHARE, Context, EventReason, pod_ref
 from .events import EventRecorder
 from .metrics import ErrorKind
 from .objects import PodView
+from .podgroup_status import OwnerLookup, PodGroupStatusWriter
 
 log = logging.getLogger("usher.controller")
 
@@ -79,9 +82,13 @@ class _Written:
 class StatusWriter:
     """Pod conditions and Events; ``node_object`` gives a Node as usher's watch last saw it."""
 
-    def __init__(self, ctx: Context, node_object: Callable[[str], dict[str, Any] | None]) -> None:
+    def __init__(
+        self, ctx: Context, node_object: Callable[[str], dict[str, Any] | None], owner_object: OwnerLookup | None = None
+    ) -> None:
         self.ctx = ctx
         self.node_object = node_object
+        #: the Workload API's PodGroups that are gangs get their condition too (``podgroup_status``)
+        self.pod_groups = PodGroupStatusWriter(ctx, owner_object)
         self.events = EventRecorder(ctx.client)
         self._event_slots = asyncio.Semaphore(max(1, int(ctx.client.pool_size * EVENT_SHARE)))
         self._written: dict[str, _Written] = {}
@@ -99,6 +106,7 @@ class StatusWriter:
             now = ctx.clock()
             explained = explain_all(mirror.state, now, mirror.engine.policy.borrowing)
             writes = []
+            waiting: dict[str, tuple[str, str]] = {}
             for gang in mirror.waiting_gangs():
                 reason, message = gang.reason, gang.message
                 job = gang.job
@@ -107,6 +115,7 @@ class StatusWriter:
                     reason, message = ex.reason, ex.message
                 if reason is None or message is None:
                     continue
+                waiting[gang.key] = (str(reason), message)
                 condition_reason, condition_message = pod_scheduled_condition(reason, message)
                 for view in gang.unbound():
                     last = self._written.get(view.key)
@@ -129,6 +138,7 @@ class StatusWriter:
                     await self._write_one(*write)
 
             await asyncio.gather(*(limited(w) for w in writes))
+            await self.pod_groups.write(mirror.gangs.values(), waiting)
         finally:
             ctx.busy -= 1
 
