@@ -1,0 +1,190 @@
+"""usher allocates ResourceClaims (resource.k8s.io/v1) for whole gangs, on the sandbox over HTTP.
+
+A pod that asks its GPUs through a claim asks no ``nvidia.com/gpu``: without usher reading its
+claims it would be placed anywhere and never start (no one allocates the claim). Here usher
+places it on devices that exist, writes each claim's allocation and reservation before any pod
+of the gang binds, undoes them all when one write is refused, and says why a pod waits when its
+claim asks what no node has or what usher does not implement.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sandboxes import UsherOnSandbox, node, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
+
+from usher.sandbox.faults import FaultKind
+
+PODS = "/api/v1/namespaces/default/pods"
+DRA = "/apis/resource.k8s.io/v1"
+CLAIMS = f"{DRA}/namespaces/default/resourceclaims"
+TEMPLATES = f"{DRA}/namespaces/default/resourceclaimtemplates"
+ISLANDS = "0,1,2,3;4,5,6,7"
+
+
+def gpu_node(name: str) -> dict[str, Any]:
+    """A GPU node: the sandbox's NVIDIA driver stand-in publishes its ResourceSlice."""
+    body = node(name)
+    body["metadata"]["labels"].update({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.memory": "81559"})
+    body["metadata"]["annotations"] = {"usher/nvlink": ISLANDS}
+    return body
+
+
+async def setup(sb: UsherOnSandbox, *names: str) -> None:
+    """The nodes, and (from the driver stand-in) NVIDIA's DeviceClass and each node's slice."""
+    for n in names:
+        await sb.create("/api/v1/nodes", gpu_node(n))
+
+    async def published() -> bool:
+        slices = (await sb.req("GET", f"{DRA}/resourceslices"))["items"]
+        return {s["spec"].get("nodeName") for s in slices} >= set(names) and \
+            await sb.get(f"{DRA}/deviceclasses/gpu.nvidia.com") is not None
+
+    await sb.until(published, "the driver stand-in publishes the nodes' GPUs")
+
+
+def claim_spec(count: int, selectors: tuple[str, ...] = (), klass: str = "gpu.nvidia.com") -> dict[str, Any]:
+    exact: dict[str, Any] = {"deviceClassName": klass, "allocationMode": "ExactCount", "count": count}
+    if selectors:
+        exact["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    return {"devices": {"requests": [{"name": "gpus", "exactly": exact}]}}
+
+
+def claim_pod(name: str, *, template: str | None = None, claim: str | None = None, gang: str | None = None,
+              size: int = 1, queue: str = "research") -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": "gpus"}
+    if template:
+        entry["resourceClaimTemplateName"] = template
+    else:
+        entry["resourceClaimName"] = claim
+    labels = {"usher/queue": queue}
+    if gang:
+        labels.update({"usher/gang": gang, "usher/gang-size": str(size)})
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+            "spec": {"schedulerName": "usher", "restartPolicy": "Never", "resourceClaims": [entry],
+                     "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"claims": [{"name": "gpus"}]}}]}}
+
+
+async def make_claim(sb: UsherOnSandbox, name: str, spec: dict[str, Any]) -> None:
+    await sb.create(CLAIMS, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+                             "spec": spec})
+
+
+def scheduled(p: dict[str, Any]) -> tuple[str, str]:
+    c = next((c for c in p["status"].get("conditions") or [] if c["type"] == "PodScheduled"), {})
+    return c.get("reason", ""), c.get("message", "")
+
+
+async def test_a_pod_with_a_claim_template_for_two_gpus_gets_two_gpus_of_one_island_and_runs(sb: UsherOnSandbox) -> None:
+    await setup(sb, "gpu-1")
+    await sb.start_usher(sb.tmp)
+    await sb.create(TEMPLATES, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                                "metadata": {"name": "two-gpus"}, "spec": {"spec": claim_spec(2)}})
+    await sb.create(PODS, claim_pod("train-0", template="two-gpus"))
+    p = await sb.pod_where("train-0", lambda p: p["status"].get("phase") == "Running")
+    made = next(s["resourceClaimName"] for s in p["status"]["resourceClaimStatuses"] if s["name"] == "gpus")
+    claim = await sb.get(f"{CLAIMS}/{made}")
+    results = claim["status"]["allocation"]["devices"]["results"]
+    devices = sorted(int(r["device"].removeprefix("gpu-")) for r in results)
+    assert len(devices) == 2 and {r["driver"] for r in results} == {"gpu.nvidia.com"}
+    assert devices[0] // 4 == devices[1] // 4, f"one NVLink island ({ISLANDS}): {devices}"
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "train-0", "uid": p["metadata"]["uid"]}]
+    assert p["spec"]["nodeName"] == "gpu-1"
+    assert sorted(int(i) for i in p["metadata"]["annotations"]["usher/gpus"].split(",")) == devices
+
+
+async def test_a_gangs_claims_are_all_allocated_before_any_pod_binds(sb: UsherOnSandbox) -> None:
+    await setup(sb, "gpu-1", "gpu-2")
+    await sb.start_usher(sb.tmp)
+    for i in range(4):
+        await make_claim(sb, f"w-{i}", claim_spec(4))
+    for i in range(4):
+        await sb.create(PODS, claim_pod(f"w-{i}", claim=f"w-{i}", gang="four", size=4))
+
+    async def all_bound() -> Any:
+        pods = [await sb.get(f"{PODS}/w-{i}") for i in range(4)]
+        return pods if all(p["spec"].get("nodeName") for p in pods) else None
+
+    pods = await sb.until(all_bound, "the gang is bound")
+    binds = [r for r in sb.server.requests if r.method == "POST" and r.path.endswith("/binding")]
+    allocations = [r for r in sb.server.requests if r.method == "PATCH" and "/resourceclaims/" in r.path]
+    assert len(allocations) >= 4 and len(binds) == 4
+    first_bind = min(sb.server.requests.index(r) for r in binds)
+    assert all(sb.server.requests.index(r) < first_bind for r in allocations[:4]), "every claim before any bind"
+    used: set[tuple[str, str]] = set()
+    for p in pods:
+        claim = await sb.get(f"{CLAIMS}/{p['metadata']['name']}")
+        for r in claim["status"]["allocation"]["devices"]["results"]:
+            assert (p["spec"]["nodeName"], r["device"]) not in used, "no device given twice"
+            used.add((p["spec"]["nodeName"], r["device"]))
+    assert len(used) == 16
+
+
+async def test_a_refused_claim_write_leaves_no_pod_bound_and_no_claim_allocated(sb: UsherOnSandbox) -> None:
+    """The API server refuses every write of claim w-2 (a conflict): the claims written before it
+    for the gang are undone, no pod binds, the pods are told which claim; once the writes are
+    allowed again the gang starts whole."""
+    await setup(sb, "gpu-1", "gpu-2")
+    fault = sb.server.inject(FaultKind.ERROR, method="PATCH", path="*/resourceclaims/w-2/status", status=409)
+    await sb.start_usher(sb.tmp)
+    for i in range(4):
+        await make_claim(sb, f"w-{i}", claim_spec(4))
+    for i in range(4):
+        await sb.create(PODS, claim_pod(f"w-{i}", claim=f"w-{i}", gang="four", size=4))
+
+    async def refused_twice() -> Any:
+        events = [e for e in await sb.events_of("w-0") if e["reason"] == "FailedResourceClaimAllocation"]
+        return events if events and (events[0].get("count") or 1) >= 2 else None
+
+    events = await sb.until(refused_twice, "the gang is refused its claim twice")
+    assert events[0]["message"].startswith("claim default/w-2 could not be allocated for pod default/w-2: 409")
+    assert not [p for p in await sb.all_pods() if p["spec"].get("nodeName")], "no pod bound"
+    allocated = [c["metadata"]["name"] for c in (await sb.req("GET", CLAIMS))["items"]
+                 if (c.get("status") or {}).get("allocation") or (c.get("status") or {}).get("reservedFor")]
+    assert allocated == [], "every claim written for the gang was undone"
+    sb.server.faults.remove(fault)
+    await sb.until(lambda: _all_running(sb, 4), "the gang runs once its claims can be written")
+
+
+async def _all_running(sb: UsherOnSandbox, n: int) -> bool:
+    pods = [p for p in await sb.all_pods() if p["metadata"]["name"].startswith("w-")]
+    return len(pods) == n and all(p["status"].get("phase") == "Running" for p in pods)
+
+
+async def test_a_broken_cel_selector_is_the_reason_the_pod_waits(sb: UsherOnSandbox) -> None:
+    await setup(sb, "gpu-1")
+    await sb.start_usher(sb.tmp)
+    await make_claim(sb, "bad", claim_spec(1, ("device.attributes['gpu.nvidia.com'].productName.startsWith(",)))
+    await sb.create(PODS, claim_pod("w-0", claim="bad"))
+    p = await sb.pod_where("w-0", lambda p: "compilation failed" in scheduled(p)[1])
+    reason, message = scheduled(p)
+    assert reason == "InvalidRequest"
+    assert "claim default/bad, request gpus: ResourceClaim default/bad spec.devices.requests[0].exactly.selectors[0]" \
+           ".cel.expression: compilation failed" in message
+    assert not p["spec"].get("nodeName")
+
+
+async def test_a_pod_asking_another_device_class_is_refused_with_the_field_path(sb: UsherOnSandbox) -> None:
+    await setup(sb, "gpu-1")
+    await sb.start_usher(sb.tmp)
+    await make_claim(sb, "nic", claim_spec(1, klass="rdma.example.com"))
+    await sb.create(PODS, claim_pod("w-0", claim="nic"))
+    p = await sb.pod_where("w-0", lambda p: "deviceClassName" in scheduled(p)[1])
+    reason, message = scheduled(p)
+    assert reason == "InvalidRequest"
+    assert ("ResourceClaim default/nic spec.devices.requests[0].exactly.deviceClassName: usher allocates only devices "
+            "of DeviceClass gpu.nvidia.com, not 'rdma.example.com'") in message
+    assert not p["spec"].get("nodeName")
+
+
+async def test_quota_counts_claimed_gpus(sb: UsherOnSandbox) -> None:
+    """Queue ``small`` has 4 GPUs of quota: a pod claiming 8 may never start in it."""
+    await setup(sb, "gpu-1")
+    await sb.start_usher(sb.tmp)
+    await make_claim(sb, "eight", claim_spec(8))
+    await sb.create(PODS, claim_pod("big", claim="eight", queue="small"))
+    p = await sb.pod_where("big", lambda p: scheduled(p)[0] not in ("", "Unschedulable"))
+    reason, message = scheduled(p)
+    assert reason == "ExceedsQuota", message
+    assert "8" in message
+    assert not p["spec"].get("nodeName")
