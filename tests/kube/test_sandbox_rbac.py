@@ -445,6 +445,7 @@ async def _run_usher(tmp: Path) -> UsherRun:
                                      if e["reason"] == "InvalidQueueConfig"]
         await c.play()
         results["volumes"] = await _volume_gang(c, admin)
+        results["claims"] = await _claim_gang(c, admin)
         results["evicted"] = sorted({r.path.split("/")[-2].rsplit("-", 2)[0] for r in c.server.requests
                                      if r.method == "POST" and r.path.endswith("/eviction") and "dryRun" not in r.query
                                      and r.status == 201})
@@ -458,6 +459,46 @@ async def _run_usher(tmp: Path) -> UsherRun:
     run = UsherRun(list(c.server.requests), [a for a in c.server.rbac.accesses if a.user == USHER.name], results)
     _RUN["run"] = run
     return run
+
+
+async def _claim_gang(c: Cluster, admin: httpx.AsyncClient) -> dict[str, list[str]]:
+    """A gang of two pods, each with a ResourceClaim of one GPU, on a node whose GPUs a slice
+    publishes (made by the admin, as NVIDIA's driver would): the first write of claim gpu-b is
+    refused, so usher undoes gpu-a (reading it afresh) and tries again. The devices each claim
+    was given at the end."""
+    dra = "/apis/resource.k8s.io/v1"
+    host = c.server.store.list("nodes").objects()[0]["metadata"]["name"]
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}
+    assert (await admin.post(f"{dra}/deviceclasses", json=body)).status_code == 201
+    devices = [{"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}, "index": {"int": i}}} for i in range(8)]
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{host}-gpu.nvidia.com"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": host, "devices": devices,
+                     "pool": {"name": host, "generation": 1, "resourceSliceCount": 1}}}
+    assert (await admin.post(f"{dra}/resourceslices", json=body)).status_code == 201
+    c.server.inject(FaultKind.ERROR, method="PATCH", path="*/resourceclaims/gpu-b/status", status=409, times=1)
+    claims = f"{dra}/namespaces/default/resourceclaims"
+    for name in ("gpu-a", "gpu-b"):
+        body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name}, "spec": {
+            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}]}}}
+        assert (await admin.post(claims, json=body)).status_code == 201
+    for name in ("gpu-a", "gpu-b"):
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"dra-{name}", "labels": {
+            "usher/queue": "research", "usher/gang": "dra", "usher/gang-size": "2"}},
+            "spec": {"schedulerName": "usher", "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
+                     "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"claims": [{"name": "gpu"}]}}]}}
+        assert (await admin.post("/api/v1/namespaces/default/pods", json=pod)).status_code == 201
+    given: dict[str, list[str]] = {}
+    for _ in range(400):
+        items = (await admin.get(claims)).json()["items"]
+        given = {c["metadata"]["name"]: sorted(r["device"] for r in c["status"]["allocation"]["devices"]["results"])
+                 for c in items if (c.get("status") or {}).get("allocation")}
+        bound = [p for p in c.server.store.list("pods", "default").objects()
+                 if p["metadata"]["name"].startswith("dra-") and p["spec"].get("nodeName")]
+        if len(given) == 2 and len(bound) == 2:
+            break
+        await asyncio.sleep(0.025)
+    return given
 
 
 async def _volume_gang(c: Cluster, admin: httpx.AsyncClient) -> str:
@@ -526,6 +567,7 @@ async def test_usher_does_its_whole_job_with_the_rbac_of_deploy(tmp_path):
     assert {"AwaitingApproval", "Preempted"} <= set(r["events"]), r["events"]
     assert r["config_events"] == [2], "a broken queue config refused twice: one Event, counted twice"
     assert "provisioning failed for pvc/made on node" in r["volumes"] and "pool full" in r["volumes"], r["volumes"]
+    assert r["claims"] == {"gpu-a": ["gpu-0"], "gpu-b": ["gpu-1"]}, r["claims"]
 
 
 async def test_every_grant_of_deploy_to_the_usher_service_account_is_used(tmp_path):
