@@ -264,6 +264,8 @@ class Store:
         self._rng = random.Random(seed)
         self._rv = 0
         self.catalogue = Catalogue()
+        self.feature_gates: set[str] = set()
+        """Alpha features turned on (``workload_api_beta.Gate``); none by default."""
         self._history = history
         self._tables = {rt.key: _Table(rt, history) for rt in self.catalogue.storage_types()}
         self._listeners: list[Callable[[Change], None]] = []

@@ -23,7 +23,7 @@ or pod template's ``schedulingGroup``). Features behind gates that are off by de
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -40,6 +40,13 @@ class Release(StrEnum):
 
     V1_35 = "1.35"
     V1_37 = "1.37"
+
+
+class Gate(StrEnum):
+    """Feature gates of the Workload API's integrations that a 1.37 cluster has off by default."""
+
+    WORKLOAD_WITH_JOB = "WorkloadWithJob"
+    """The Job controller makes a Workload and PodGroup per Job (:mod:`.job_podgroup`)."""
 
 
 class Condition(StrEnum):
@@ -65,14 +72,20 @@ class Serving(Protocol):
     """What :func:`serve` needs of a ``Store`` (named so, not imported: the store reaches this
     module through its validation)."""
 
+    feature_gates: set[str]
+
     def serve_builtin(self, types: list[ResourceType]) -> None: ...
 
 
-def serve(store: Serving, release: Release) -> None:
-    """Make ``store`` serve ``release``'s Workload API (1.35's is what a new store serves)."""
+def serve(store: Serving, release: Release, gates: Collection[Gate] = ()) -> None:
+    """Make ``store`` serve ``release``'s Workload API (1.35's is what a new store serves), with
+    ``gates`` on (1.37 only)."""
     if release is Release.V1_37:
         store.serve_builtin([WORKLOAD])
         store.serve_builtin([POD_GROUP])
+        store.feature_gates.update(gates)
+    elif gates:
+        raise ValueError(f"feature gates {sorted(gates)} need release {Release.V1_37}")
 
 
 # ------------------------------------------------------------------ validation

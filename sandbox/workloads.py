@@ -49,6 +49,7 @@ import hashlib
 import json
 from typing import Any
 
+from .job_podgroup import pod_group_for
 from .kinds import RESOURCE_TYPES, Resource, ResourceType
 from .nodefit import (
     condition,
@@ -402,7 +403,15 @@ class JobController(OwnerPart):
                         env.insert(0, {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
                             "apiVersion": "v1", "fieldPath": f"metadata.annotations['{INDEX_KEY}']"}}})
 
-        self.create_pod(job, (job.get("spec") or {}).get("template") or {}, generate_name, labels, annotations, mutate)
+        group = pod_group_for(self.store, job, JOB_RT, bool(self.owned(job)), owner_reference)
+
+        def grouped(pod: JsonObject) -> None:
+            mutate(pod)
+            if group is not None:  # the Job's runtime PodGroup (WorkloadWithJob: job_podgroup)
+                pod["spec"]["schedulingGroup"] = {"podGroupName": group[0]}
+                pod["metadata"]["ownerReferences"].append(group[1])
+
+        self.create_pod(job, (job.get("spec") or {}).get("template") or {}, generate_name, labels, annotations, grouped)
 
 
 # ====================================================================== ReplicaSet

