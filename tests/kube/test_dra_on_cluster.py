@@ -188,3 +188,29 @@ async def test_quota_counts_claimed_gpus(sb: UsherOnSandbox) -> None:
     assert reason == "ExceedsQuota", message
     assert "8" in message
     assert not p["spec"].get("nodeName")
+
+
+async def test_a_new_leader_undoes_claims_a_leader_before_it_left_half_allocated(sb: UsherOnSandbox) -> None:
+    """A leader died mid-PreBind: claim w-0 is allocated on gpu-1 and reserved for pod w-0, which
+    never bound, and w-1 was never written. gpu-1 is cordoned since. The new leader undoes w-0
+    (else the pod would stay held to gpu-1 by its claim) and the gang starts whole on gpu-2."""
+    await setup(sb, "gpu-1", "gpu-2")
+    for i in range(2):
+        await make_claim(sb, f"w-{i}", claim_spec(2))
+    pods = [await sb.create(PODS, claim_pod(f"w-{i}", claim=f"w-{i}", gang="pair", size=2)) for i in range(2)]
+    claim = await sb.get(f"{CLAIMS}/w-0")
+    await sb.req("PATCH", f"{CLAIMS}/w-0/status", {"status": {
+        "allocation": {"devices": {"results": [{"request": "gpus", "driver": "gpu.nvidia.com", "pool": "gpu-1",
+                                                "device": f"gpu-{i}"} for i in range(2)]},
+                       "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                           {"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}]}]}},
+        "reservedFor": [{"resource": "pods", "name": "w-0", "uid": pods[0]["metadata"]["uid"]}]},
+        "metadata": {"resourceVersion": claim["metadata"]["resourceVersion"]}})
+    await sb.req("PATCH", "/api/v1/nodes/gpu-1", {"spec": {"unschedulable": True}})
+    await sb.start_usher(sb.tmp)
+    await sb.until(lambda: _all_running(sb, 2), "the gang runs")
+    for i in range(2):
+        p = await sb.get(f"{PODS}/w-{i}")
+        assert p["spec"]["nodeName"] == "gpu-2"
+        allocated = (await sb.get(f"{CLAIMS}/w-{i}"))["status"]["allocation"]
+        assert {r["pool"] for r in allocated["devices"]["results"]} == {"gpu-2"}

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from .client import KubeClient, PatchType
-from .dra import API_VERSION, DraIndex
+from .dra import API_VERSION, DraIndex, DraKind
 from .dra.plan import NO_CLAIMS, ClaimPlan, Placed, plan, undo_patch, write_patch
 
 log = logging.getLogger("usher.controller")
@@ -55,14 +55,21 @@ class ClaimBinder:
                 await self.undo(written, {w.pod.uid for w in the_plan.writes})
                 return "this replica stopped leading while the gang's claims were being allocated"
             try:
-                await self.client.patch(status_path(write.claim), write_patch(write), patch_type=PatchType.MERGE,
-                                        may_send=self.may_write)
+                done = await self.client.patch(status_path(write.claim), write_patch(write), patch_type=PatchType.MERGE,
+                                               may_send=self.may_write)
+                self._seen(write.claim, done)
             except Exception as exc:  # noqa: BLE001 - any refusal fails the step, whole
                 await self.undo(written, {w.pod.uid for w in the_plan.writes})
                 what = "allocated" if write.allocation is not None else "reserved"
                 return f"claim {write.claim} could not be {what} for pod {write.pod.key}: {exc}"
             written.append(write.claim)
         return None
+
+    def _seen(self, key: str, claim: object) -> None:
+        """The claim as the API server answered a write of ours: later plans (another gang's, the
+        same tick) see it before the informer brings it."""
+        if isinstance(claim, dict) and claim.get("metadata"):
+            self.index.object_changed(DraKind.CLAIM, key, claim)
 
     async def release(self, the_plan: ClaimPlan, pods: Iterable[str]) -> None:
         """Undo the claims the plan gave the pods ``pods`` (keys): they did not bind."""
@@ -82,7 +89,8 @@ class ClaimBinder:
                 patch = undo_patch(current, uids)
                 if patch is None:
                     continue
-                await self.client.patch(status_path(key), patch, patch_type=PatchType.MERGE, may_send=self.may_write)
+                self._seen(key, await self.client.patch(status_path(key), patch, patch_type=PatchType.MERGE,
+                                                        may_send=self.may_write))
                 done.append(key)
             except Exception as exc:  # noqa: BLE001 - gone meanwhile, or refused: the next leader looks again
                 log.warning("could not undo the allocation of claim %s: %s", key, exc)
