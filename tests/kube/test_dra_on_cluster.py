@@ -9,8 +9,12 @@ claim asks what no node has or what usher does not implement.
 
 from __future__ import annotations
 
+import asyncio
+import re
 from typing import Any
 
+import yaml
+from kubectl import Kubectl
 from sandboxes import UsherOnSandbox, node, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
 
 from usher.sandbox.faults import FaultKind
@@ -78,10 +82,16 @@ def scheduled(p: dict[str, Any]) -> tuple[str, str]:
 async def test_a_pod_with_a_claim_template_for_two_gpus_gets_two_gpus_of_one_island_and_runs(sb: UsherOnSandbox) -> None:
     await setup(sb, "gpu-1")
     await sb.start_usher(sb.tmp)
-    await sb.create(TEMPLATES, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                                "metadata": {"name": "two-gpus"}, "spec": {"spec": claim_spec(2)}})
-    await sb.create(PODS, claim_pod("train-0", template="two-gpus"))
+    # as a user applies them, with kubectl
+    kubectl = Kubectl(sb.kubeconfig)
+    manifests = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                  "metadata": {"name": "two-gpus", "namespace": "default"}, "spec": {"spec": claim_spec(2)}},
+                 {**claim_pod("train-0", template="two-gpus")}]
+    manifests[1]["metadata"]["namespace"] = "default"
+    await asyncio.to_thread(kubectl.ok, "apply", "-f", "-", stdin=yaml.safe_dump_all(manifests))
     p = await sb.pod_where("train-0", lambda p: p["status"].get("phase") == "Running")
+    listed = await asyncio.to_thread(kubectl.ok, "get", "resourceclaims", "-n", "default")
+    assert re.search(r"^train-0-gpus-\S+\s+allocated,reserved\s", listed, re.M), listed
     made = next(s["resourceClaimName"] for s in p["status"]["resourceClaimStatuses"] if s["name"] == "gpus")
     claim = await sb.get(f"{CLAIMS}/{made}")
     results = claim["status"]["allocation"]["devices"]["results"]
