@@ -135,6 +135,16 @@ class PodRules:
         return bool(self.affinity or self.anti_affinity or self.preferred_affinity
                     or self.preferred_anti_affinity or self.spread)
 
+    @property
+    def label_keys(self) -> frozenset[str]:
+        """The pod label keys its selectors read: pods of one gang that differ in one of them are
+        different pods to these rules (``rank=0`` beside ``rank=1``), whatever else they share."""
+        selectors = [t.selector for t in (*self.affinity, *self.anti_affinity)]
+        selectors += [w.term.selector for w in (*self.preferred_affinity, *self.preferred_anti_affinity)]
+        selectors += [c.selector for c in self.spread]
+        return frozenset(k for sel in selectors if sel is not None
+                         for k in (*(k for k, _ in sel.match_labels), *(e[0] for e in sel.expressions)))
+
     def words(self) -> str:
         """The rules in short, for a job's details: ``anti-affinity with app=x per
         kubernetes.io/hostname; spread over topology.kubernetes.io/zone, max skew 1``."""

@@ -223,3 +223,36 @@ async def test_a_preemption_frees_the_anti_affinity_rule_that_keeps_a_job_waitin
     evicted = [r.path.split("/")[-2] for r in sb.server.requests
                if r.method == "POST" and r.path.endswith("/eviction") and "dryRun" not in r.query]
     assert len(evicted) == 1 and evicted[0].startswith("x-")
+
+
+def beside(key: str = HOST, **labels: str) -> dict[str, Any]:
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": labels}, "topologyKey": key}]}}
+
+
+@needs_kubectl
+async def test_a_gang_of_one_template_sits_beside_its_rank_zero_by_each_pods_own_label(sb: UsherOnSandbox) -> None:
+    """One pod template for the whole gang (an indexed launcher and its workers): every pod wants
+    to sit beside the pod labelled rank=0, which only rank 0 carries. kube-scheduler places rank 0
+    anywhere (it matches its own term, no pod does yet) and the rest beside it."""
+    for n in ("gpu-1", "gpu-2"):
+        await sb.create("/api/v1/nodes", node(n))
+    await sb.start_usher(sb.tmp)
+    await apply(sb, *(worker(f"mpi-{i}", 2, "mpi", 3, {"app": "mpi", "rank": str(i)}, affinity=beside(rank="0"))
+                      for i in range(3)))
+    where = await running(sb, "mpi", 3)
+    assert len(set(where.values())) == 1, where
+
+
+@needs_kubectl
+async def test_workers_apart_by_a_label_each_pod_carries_its_own_value_of_run_one_per_node(sb: UsherOnSandbox) -> None:
+    for n in ("gpu-1", "gpu-2", "gpu-3"):
+        await sb.create("/api/v1/nodes", node(n))
+    await sb.start_usher(sb.tmp)
+    rank_anywhere = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchExpressions": [{"key": "rank", "operator": "Exists"}]}, "topologyKey": HOST}]}}
+    # one GPU each: a gang counted by its shared labels (no rank) would pack all three onto one node
+    await apply(sb, *(worker(f"w-{i}", 1, "ranks", 3, {"app": "ranks", "rank": str(i)}, affinity=rank_anywhere)
+                      for i in range(3)))
+    where = await running(sb, "ranks", 3)
+    assert sorted(where.values()) == ["gpu-1", "gpu-2", "gpu-3"]

@@ -82,8 +82,12 @@ class JobsOfGangs:
         groups: dict[tuple[Any, ...], list[str]] = {}
         views = sorted(pods, key=lambda p: natural_key(p.name))
         fits = {p.name: self.volume_fit(p) for p in views}
+        # the labels the gang's own pod rules read split its groups: a rule picking rank=0 must
+        # see rank 0 apart from rank 1, though one template made both (``PodRules.label_keys``)
+        read = sorted(frozenset().union(*(p.rules.label_keys for p in views if p.rules)))
         for p in views:
-            groups.setdefault((p.signature(), fits[p.name].eligible), []).append(p.name)
+            own = tuple((k, p.labels.get(k)) for k in read)
+            groups.setdefault((p.signature(), fits[p.name].eligible, own), []).append(p.name)
         by_name = {p.name: p for p in views}
         rules = group_rules(self.pod_rules, [
             (f"g{gi}", by_name[names[0]].namespace, shared_labels([by_name[n].labels for n in names]),
