@@ -321,3 +321,32 @@ async def test_a_tenant_cannot_place_its_own_pod_on_a_node_past_usher(cluster: T
     # a pod of another scheduler may still name its node (the policy is about usher's pods)
     body["metadata"]["name"], body["spec"]["schedulerName"] = "elsewhere", "default-scheduler"
     assert (await c.tenants["team-b"].post("/api/v1/namespaces/team-b/pods", json=body)).status_code == 201
+
+
+async def test_a_tenant_cannot_keep_another_teams_pods_out_of_a_zone(cluster: Tenancy) -> None:
+    """deploy/73's admission policy: required anti-affinity wider than a node may pick only the
+    pod's own namespace (symmetry would otherwise empty a zone of another team's pods); within the
+    namespace, or per node, it stays allowed."""
+    c = cluster
+
+    def body(name: str, term: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
+                "spec": {"schedulerName": "usher", "restartPolicy": "Never",
+                         "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+                         "containers": [{"name": "main", "image": "busybox:1.36"}]}}
+
+    zone = "topology.kubernetes.io/zone"
+    everyone = {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}, "topologyKey": zone,
+                "namespaceSelector": {}}
+    r = await c.tenants["team-a"].post("/api/v1/namespaces/team-a/pods", json=body("greedy", everyone))
+    assert r.status_code == 403, r.text
+    assert "ValidatingAdmissionPolicy 'usher-anti-affinity-stays-in-the-namespace'" in r.json()["message"]
+    assert "with topologyKey topology.kubernetes.io/zone picks pods outside namespace team-a" in r.json()["message"]
+    named = {**everyone, "namespaceSelector": None, "namespaces": ["team-b"]}
+    del named["namespaceSelector"]
+    assert (await c.tenants["team-a"].post("/api/v1/namespaces/team-a/pods", json=body("named", named))).status_code == 403
+    # the same zone-wide rule over the team's own pods, and a per-node rule over everyone's, are fine
+    own = {"labelSelector": {"matchLabels": {"app": "serve"}}, "topologyKey": zone}
+    assert (await c.tenants["team-a"].post("/api/v1/namespaces/team-a/pods", json=body("serve", own))).status_code == 201
+    per_node = {**everyone, "topologyKey": "kubernetes.io/hostname"}
+    assert (await c.tenants["team-a"].post("/api/v1/namespaces/team-a/pods", json=body("alone", per_node))).status_code == 201
