@@ -27,7 +27,7 @@ from harness import Cluster, scenario_of
 from kubernetes.client import ApiClient, ApiException, Configuration, CoreV1Api
 from usher.engine.controller import Command
 from usher.engine.enums import Action
-from usher.sandbox import crds
+from usher.sandbox import crds, workload_api_beta
 from usher.sandbox.apiserver import (
     FakeApiServer,
     FaultKind,
@@ -378,6 +378,9 @@ _RUN: dict[str, UsherRun] = {}
 async def _start(tmp: Path) -> tuple[Cluster, httpx.AsyncClient]:
     c = Cluster(scenario_of(SCENARIO), tmp)
     c.server = FakeApiServer(Store(clock=c.clock.now), authorization=True)
+    # 1.37's runtime PodGroups beside 1.35's Workloads (no release serves both): usher reads
+    # whichever its cluster serves, and one run is to use every grant of deploy/
+    c.server.store.serve_builtin([workload_api_beta.POD_GROUP])
     port = await c.server.start(port=0)
     c.url = f"http://127.0.0.1:{port}"
     admin = httpx.AsyncClient(base_url=c.url, headers={"Authorization": f"Bearer {c.server.admin_token}"})
@@ -446,6 +449,7 @@ async def _run_usher(tmp: Path) -> UsherRun:
         await c.play()
         results["volumes"] = await _volume_gang(c, admin)
         results["claims"] = await _claim_gang(c, admin)
+        results["pod_group"] = await _pod_group_gang(c, admin)
         results["evicted"] = sorted({r.path.split("/")[-2].rsplit("-", 2)[0] for r in c.server.requests
                                      if r.method == "POST" and r.path.endswith("/eviction") and "dryRun" not in r.query
                                      and r.status == 201})
@@ -459,6 +463,27 @@ async def _run_usher(tmp: Path) -> UsherRun:
     run = UsherRun(list(c.server.requests), [a for a in c.server.rbac.accesses if a.user == USHER.name], results)
     _RUN["run"] = run
     return run
+
+
+async def _pod_group_gang(c: Cluster, admin: httpx.AsyncClient) -> dict[str, Any]:
+    """A pod naming a 1.37 PodGroup of minCount 1: usher places it and writes the PodGroup's
+    condition. The condition at the end."""
+    groups = "/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups"
+    body = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "pg"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}}}
+    assert (await admin.post(groups, json=body)).status_code == 201
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pg-0", "labels": {"usher/queue": "research"}},
+           "spec": {"schedulerName": "usher", "schedulingGroup": {"podGroupName": "pg"},
+                    "containers": [{"name": "main", "image": "busybox:1.36"}]}}
+    assert (await admin.post("/api/v1/namespaces/default/pods", json=pod)).status_code == 201
+    found: dict[str, Any] = {}
+    for _ in range(400):
+        conditions = ((await admin.get(f"{groups}/pg")).json().get("status") or {}).get("conditions") or []
+        found = next((x for x in conditions if x["type"] == "PodGroupInitiallyScheduled"), {})
+        if found.get("status") == "True":
+            break
+        await asyncio.sleep(0.025)
+    return found
 
 
 async def _claim_gang(c: Cluster, admin: httpx.AsyncClient) -> dict[str, list[str]]:
@@ -568,6 +593,7 @@ async def test_usher_does_its_whole_job_with_the_rbac_of_deploy(tmp_path):
     assert r["config_events"] == [2], "a broken queue config refused twice: one Event, counted twice"
     assert "provisioning failed for pvc/made on node" in r["volumes"] and "pool full" in r["volumes"], r["volumes"]
     assert r["claims"] == {"gpu-a": ["gpu-0"], "gpu-b": ["gpu-1"]}, r["claims"]
+    assert r["pod_group"].get("reason") == "Scheduled", r["pod_group"]
 
 
 async def test_every_grant_of_deploy_to_the_usher_service_account_is_used(tmp_path):
