@@ -82,3 +82,71 @@ async def test_a_gang_held_by_its_volumes_to_a_node_too_small_for_it_says_so(sb:
                               "gpu-1 by default/a, default/b"), message
     assert "together need 16 GPUs where the node has 8" in message
     assert not any(p["spec"].get("nodeName") for p in await _gang(sb, "held"))
+
+
+ELASTIC = "training.kubeflow.org/job-name=ft"
+
+
+async def _elastic_at_its_minimum(sb: UsherOnSandbox) -> list[dict[str, Any]]:
+    """An elastic PyTorchJob (1 to 2 workers beside its master, 8 GPUs each, a generic ephemeral
+    scratch volume per pod of the default `WaitForFirstConsumer` class) running at its minimum on
+    two nodes; its running pods."""
+    from test_workload_gangs import eight_gpu_nodes, gpu_template, running_whole
+
+    await eight_gpu_nodes(sb, 2)
+    await sb.start_usher(sb.tmp)
+    template = gpu_template(8, labels={"usher/queue": "research"})
+    template["spec"]["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "100Gi"}}}}}}]
+    replica = {"restartPolicy": "OnFailure", "template": template}
+    await sb.create("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs", {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "ft"},
+        "spec": {"elasticPolicy": {"minReplicas": 1, "maxReplicas": 2},
+                 "pytorchReplicaSpecs": {"Master": {**replica, "replicas": 1}, "Worker": {**replica, "replicas": 2}}},
+    })
+    return await running_whole(sb, ELASTIC, 2)
+
+
+async def test_the_pods_an_elastic_gang_grows_by_are_bound_only_once_their_claims_are(sb: UsherOnSandbox) -> None:
+    """A third node comes and the job grows by a worker. That worker's claim must get
+    `selected-node` and be provisioned on its node before the worker is bound, as the first
+    pods' were: bound without, its claim is never provisioned and the kubelet never mounts it."""
+    from test_workload_gangs import eight_gpu_nodes, running_whole
+
+    first = await _elastic_at_its_minimum(sb)
+    await eight_gpu_nodes(sb, 1, first=3)
+    grown = await running_whole(sb, ELASTIC, 3)
+    [extra] = [p for p in grown if p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in first}]
+    assert extra["spec"]["nodeName"] == "gpu-3"
+    claims = {c["metadata"]["name"]: c for c in (await sb.req("GET", PVCS))["items"]}
+    volumes = {v["spec"]["claimRef"]["name"]: v for v in (await sb.req("GET", PVS))["items"]}
+    for p in grown:
+        name = f"{p['metadata']['name']}-scratch"
+        assert claims[name]["status"]["phase"] == "Bound"
+        assert claims[name]["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == p["spec"]["nodeName"]
+        [term] = volumes[name]["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+        assert term["matchExpressions"][0]["values"] == [p["spec"]["nodeName"]]
+    assert not [e for e in await sb.events_of(extra["metadata"]["name"]) if e["reason"] == "FailedMount"]
+
+
+async def test_a_grow_whose_claim_fails_to_provision_binds_nothing_and_the_gang_runs_on(sb: UsherOnSandbox) -> None:
+    """The waiting worker's scratch claim fails to provision once: the worker is not bound (it is
+    told why, naming the claim and the provisioner's words), the job runs on with the pods it
+    had, and the next grow binds the worker once its claim is provisioned."""
+    from test_workload_gangs import eight_gpu_nodes, running_whole
+
+    first = await _elastic_at_its_minimum(sb)
+    [waiting] = [p["metadata"]["name"] for p in await sb.pods(ELASTIC) if not p["spec"].get("nodeName")]
+    sb.server.controllers.provisioner.fail("default", f"{waiting}-scratch", "disk pool exhausted")
+    await eight_gpu_nodes(sb, 1, first=3)
+
+    async def told() -> Any:
+        said = [e for e in await sb.events_of(waiting) if e["reason"] == "FailedVolumeBinding"]
+        return said or None
+
+    [event, *_] = await sb.until(told, "the worker is told its claim failed")
+    assert f"pvc/{waiting}-scratch" in event["message"] and "disk pool exhausted" in event["message"]
+    assert event["type"] == "Warning"
+    running = await running_whole(sb, ELASTIC, 3)  # the next grow, with the claim provisioned
+    assert {p["metadata"]["uid"] for p in first} <= {p["metadata"]["uid"] for p in running}
+    assert not [e for e in await sb.events_of(waiting) if e["reason"] == "FailedMount"]

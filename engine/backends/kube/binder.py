@@ -15,7 +15,8 @@ Per gang, kube-scheduler's bind steps, each a method here and a ``GangPhase``:
   bind are evicted and the gang is torn down and requeued (UNRESERVING, then TEARDOWN), with a
   back-off that doubles while its binds keep failing.
 
-``grow`` binds the pods an elastic gang grew by (one that fails is given back) and
+``grow`` binds the pods an elastic gang grew by, after the same volume PreBind (one that fails
+is given back; a volume step that fails gives them all back, and the gang backs off growing) and
 ``complete`` the pods a refused teardown binds instead (``teardown.py`` plans them).
 """
 
@@ -414,6 +415,9 @@ class Binder:
                 failed = {view.name for view, _, _ in jobs}
             elif (withdrawn := self.withdrawn(gang, {node for _, node, _ in jobs})) is not None:
                 log.info("grow %s called off: %s", gang.key, withdrawn)
+                failed = {view.name for view, _, _ in jobs}
+            elif await self.bind_volumes(gang, jobs) is not None:
+                # the pods it grows by are bound only once their claims are, as a gang's first ones
                 failed = {view.name for view, _, _ in jobs}
             else:
                 results = await asyncio.gather(*(self.bind_one(gang, *j) for j in jobs))

@@ -552,8 +552,8 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
     def missing_pods(self, job: Job) -> list[tuple[int, str]]:
         """The pods an elastic job may still grow by: its gang's waiting pods, with their group."""
         gang = self.gang_of_job.get(job.id)
-        if gang is None or gang.teardown is not None or gang.binding:
-            return []
+        if gang is None or gang.teardown is not None or gang.binding or gang.bind_retry[0] > self.monotonic():
+            return []  # (backing off after a grow whose volumes were not bound)
         return self.unplaced_members(gang)
 
     def unplaced_members(self, gang: Gang) -> list[tuple[int, str]]:
