@@ -24,8 +24,8 @@ and key loaded in that server-side ``ssl.SSLContext``; everything below holds as
 
 - :class:`Request` carries ``method`` (upper case), ``path`` (percent-decoded, without the
   query), ``query`` (``dict[str, list[str]]``, blank values kept; ``request.param(name)`` gives
-  the first value), ``headers`` (lower-case names; repeated headers joined with ``", "``) and
-  ``body`` (bytes, whole).
+  the first value), ``headers`` (lower-case names; repeated headers joined with ``", "``; each one's values
+  apart from ``request.header_values(name)``) and ``body`` (bytes, whole).
 - :class:`Response` carries ``status``, ``headers`` (a dict) and either ``body`` (bytes, sent
   with ``Content-Length``) or ``stream``: an async iterator of byte chunks, sent with chunked
   transfer encoding (close-delimited for HTTP/1.0 clients) as each chunk is produced. Streams
@@ -105,6 +105,8 @@ class Request:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes = b""
+    header_lines: dict[str, list[str]] = field(default_factory=dict)
+    """Each header's values one by one, as sent (``headers`` joins repeated ones with ``", "``)."""
 
     def param(self, name: str, default: str | None = None) -> str | None:
         """The first value of query parameter ``name``, or ``default`` when absent."""
@@ -114,6 +116,13 @@ class Request:
     def header(self, name: str, default: str | None = None) -> str | None:
         """The value of header ``name`` (any case), or ``default`` when absent."""
         return self.headers.get(name.lower(), default)
+
+    def header_values(self, name: str) -> list[str]:
+        """Every value of header ``name`` (any case), one per header line, in the order sent."""
+        key = name.lower()
+        if key in self.header_lines:
+            return list(self.header_lines[key])
+        return [self.headers[key]] if key in self.headers else []
 
 
 @dataclass(slots=True)
@@ -413,13 +422,16 @@ def _asks_close(response: Response) -> bool:
 def _make_request(raw: web.BaseRequest, body: bytes) -> Request:
     target = urlsplit(raw.raw_path)
     headers: dict[str, str] = {}
+    lines: dict[str, list[str]] = {}
     for name, value in raw.headers.items():
         key = name.lower()
         headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        lines.setdefault(key, []).append(value)
     return Request(
         method=raw.method.upper(),
         path=unquote(target.path),
         query=parse_qs(target.query, keep_blank_values=True),
         headers=headers,
         body=body,
+        header_lines=lines,
     )
