@@ -38,7 +38,8 @@ class CycleMemo:
     cell_kinds: dict[ReasonCell, int] = field(default_factory=dict)
     #: failed preemption searches (``policy.preemption.find_victims``), kept until the epoch changes
     failed_searches: dict[tuple, tuple] = field(default_factory=dict)
-    #: failed consolidation searches (``policy.consolidation``): (epoch, time) by kind of gang
+    #: failed consolidation searches (``policy.consolidation``): (epoch, time, the domains and
+    #: movers tried) by kind of gang
     failed_consolidations: dict[tuple, tuple] = field(default_factory=dict)
     #: ``policy.quota``'s share bases and cohort pools, valid while ``quota_version`` is the
     #: state's ``quota_changes``

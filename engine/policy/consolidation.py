@@ -24,6 +24,7 @@ something creates again are moved there (``Job.movable``: a bare pod evicted is 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from .. import fmt
 from ..admission import Admitter, CycleResult
@@ -45,6 +46,15 @@ MEMO_LIMIT = 4096
 #: on a cluster, how long (seconds) the room found for a moved job is kept for its pods to come
 #: back: its owner makes new ones once the old are gone (a Job after its back-off, 10 s at first)
 ROOM_KEPT_FOR = 600.0
+
+
+class Miss(StrEnum):
+    """Why a domain gave no consolidation."""
+
+    #: with every mover lifted the gang still had no room there
+    NO_ROOM = "no room"
+    #: the gang had room, but a mover it needed gone fitted nowhere else
+    NOWHERE_ELSE = "nowhere else"
 
 
 @dataclass(slots=True)
@@ -119,23 +129,37 @@ def find_consolidation(
     memo = memo_of(state).failed_consolidations
     if len(memo) > MEMO_LIMIT:
         memo.clear()
-    if memo.get(key) == (state.epoch, now):
+    epoch = state.epoch
+    remembered = memo.get(key)
+    if remembered is not None and remembered[0] == epoch and remembered[1] == now:
         return None
     need = sum(g.whole_gpus * n for g, n in zip(job.groups, counts))
     candidates = _candidate_domains(state, job, level, need, now)
+    # What the search reads besides the cluster (the epoch): which domains, which movers in which
+    # order (the time moves both: the jobs started this moment are no movers, and the work each
+    # would lose orders them). The same cluster and the same candidates fail the same way.
+    tried = tuple((index, tuple(v.id for v in movers)) for index, movers in candidates)
+    if remembered is not None and remembered[0] == epoch and remembered[2] == tried:
+        memo[key] = (epoch, now, tried)
+        return None
     placer = _gang_fits(state, job, counts, scoring) if candidates else None
     if placer is not None:
         placer.undo(job)
         return None  # it fits as things are: no need to move anything
     for index, movers in candidates:
+        room = _room_signature(state, job, counts, level, index, movers)
+        if room is not None and memo.get((key, index)) == room:
+            continue  # this domain had no room with these movers gone, and nothing it holds moved
         found = _try_domain(state, job, counts, movers, now, scoring, level, index)
-        if found is not None:
+        if found == Miss.NO_ROOM and room is not None:
+            memo[(key, index)] = room
+        if not isinstance(found, Miss):
             gang, moves = found
             bound = {f"{g.name}-" for g in job.groups if g.topology_level == level}  # pods are named group-k
             first = next(p for p in gang if p.pod.rsplit("-", 1)[0] + "-" in bound)
             landed = state.nodes[first.node_id].domains[level]  # where the freed room was, or better
             return Consolidation(state.domains[level][landed].name, state.levels[level], gang, moves)
-    memo[key] = (state.epoch, now)
+    memo[key] = (epoch, now, tried)
     return None
 
 
@@ -180,6 +204,28 @@ def _candidate_domains(
         movers = sorted((state.jobs[j] for j in on_domain), key=lambda v: (v.work_at_risk(now), -on_domain[v.id], v.id))
         out.append((missing, index, movers[:MAX_MOVERS]))
     return [(index, movers) for _, index, movers in out]
+
+
+def _room_signature(state: ClusterState, job: Job, counts: list[int], level: int, domain: int, movers: list[Job]) -> tuple | None:
+    """Everything ``_Room.fits`` reads while ``_try_domain`` lifts ``movers`` for a gang in
+    ``domain``: the free room of every node of the domains it touches, the movers and where each
+    runs, and the nodes' own version (labels, taints, cordons: ``change_counter``). Equal
+    signatures, the same answer to whether the gang has room, whatever else changed in the
+    cluster. None where ``_Room`` does not answer for the gang (a trial placement does, over the
+    whole state)."""
+    if not _Room.answers_for(job, counts, level):
+        return None
+    nodes, domains = state.nodes, state.domains[level]
+    touched = {domain} | {nodes[p.node_id].domains[level] for v in movers for p in v.current_run.placements}  # type: ignore[union-attr]
+    room = tuple(
+        (nid, n.cpu_free, n.mem_free, n.whole_free, tuple(n.gpu_free))
+        for d in sorted(touched) for nid in domains[d].node_ids for n in (nodes[nid],)
+    )
+    who = tuple(
+        (v.id, run.start, tuple((p.node_id, tuple(p.gpus), p.share, p.cpu, p.memory) for p in run.placements))
+        for v in movers for run in (v.current_run,) if run is not None
+    )
+    return (state.change_counter, room, who)
 
 
 def _gang_fits(state: ClusterState, job: Job, counts: list[int], scoring: Scoring) -> Placer | None:
@@ -235,13 +281,18 @@ class _Room(_Lifting):
         #: domain index -> change of its schedulable nodes' whole GPUs free
         self.whole_delta: dict[int, int] = {}
 
+    @staticmethod
+    def answers_for(job: Job, counts: list[int], level: int) -> bool:
+        """Whether the gang is one group of whole-GPU pods that requires a domain at ``level``."""
+        groups = [g for g, n in zip(job.groups, counts) if n]
+        return len(groups) == 1 and bool(groups[0].whole_gpus) and groups[0].topology_mode == TopologyMode.REQUIRED and groups[0].topology_level == level
+
     @classmethod
     def of(
         cls, state: ClusterState, job: Job, counts: list[int], scoring: Scoring, charged: dict[int, Vec],
         level: int, domain: int, movers: list[Job],
     ) -> _Lifting:
-        groups = [g for g, n in zip(job.groups, counts) if n]
-        if len(groups) != 1 or not groups[0].whole_gpus or groups[0].topology_mode != TopologyMode.REQUIRED or groups[0].topology_level != level:
+        if not cls.answers_for(job, counts, level):
             return _Lifting(state, job, counts, scoring, charged)
         nodes = state.nodes
         touched = {domain} | {nodes[p.node_id].domains[level] for v in movers for p in v.current_run.placements}  # type: ignore[union-attr]
@@ -312,7 +363,7 @@ class _Room(_Lifting):
 
 def _try_domain(
     state: ClusterState, job: Job, counts: list[int], movers: list[Job], now: float, scoring: Scoring, level: int, domain: int
-) -> tuple[list[PodPlacement], list[Move]] | None:
+) -> tuple[list[PodPlacement], list[Move]] | Miss:
     charged = {v.id: v.charged for v in movers}
     trial = _Room.of(state, job, counts, scoring, charged, level, domain, movers)
     lifted: list[Job] = []
@@ -326,7 +377,7 @@ def _try_domain(
     if not fitted:
         for v in reversed(lifted):
             trial.drop(v)
-        return None
+        return Miss.NO_ROOM
     # Put back every mover the gang can spare (the last lifted is needed: it made the fit).
     needed: list[Job] = [lifted[-1]]
     for v in reversed(lifted[:-1]):
@@ -352,7 +403,7 @@ def _try_domain(
     placer.undo(job)
     for v in reversed(needed):
         restore_victim(state, v, charged[v.id])
-    return (gang, moves) if ok else None
+    return (gang, moves) if ok else Miss.NOWHERE_ELSE
 
 
 def carry_out(found: Consolidation, job: Job, state: ClusterState, engine: Admitter, now: float, result: CycleResult) -> None:

@@ -195,3 +195,39 @@ def test_a_gang_with_a_launcher_beside_its_workers_is_made_room_for_too() -> Non
     assert sorted(name for name in (f"long-{i}" for i in range(4)) if len(runs[name]) == 2) == sorted(
         name for name in (f"long-{i}" for i in range(4)) if len(_runs(_replay(SCATTERED))[name]) == 2
     )
+
+
+def test_a_failed_search_is_not_repeated_while_the_cluster_and_its_candidates_stay_the_same(monkeypatch) -> None:
+    """Issue 34: a search that found no moves is tried again only when something it looked at
+    changed. Here the movers (5 GPUs each) have nowhere else to go (3 GPUs free per node), and
+    the moments after the gang's first try only add jobs that wait: no new search until the long
+    jobs end, and then the same decisions as without consolidation."""
+    from usher.engine.policy import consolidation
+
+    text = (
+        SCATTERED.replace("count: 1, gpu: 4}]}\n  - {name: short", "count: 1, gpu: 5}]}\n  - {name: short")
+        .replace("duration: 100, pods: [{count: 1, gpu: 4}]", "duration: 100, pods: [{count: 1, gpu: 3}]")
+        .replace("pods: [{count: 2, gpu: 8, topology", "pods: [{count: 2, gpu: 6, topology")
+    )
+    text += "".join(
+        f"  - {{name: wide-{t}, queue: research, submit: {t}, duration: 100, pods: [{{count: 1, gpu: 8}}]}}\n"
+        for t in range(800, 2000, 100)
+    )
+    searched: list[float] = []
+    real = consolidation._try_domain
+
+    def counting(state, job, counts, movers, now, *rest):  # type: ignore[no-untyped-def]
+        searched.append(now)
+        return real(state, job, counts, movers, now, *rest)
+
+    monkeypatch.setattr(consolidation, "_try_domain", counting)
+    ctrl = _replay(text)
+    runs = _runs(ctrl)
+    assert all(len(runs[f"long-{i}"]) == 1 for i in range(4))  # nothing could be moved
+    assert searched and min(searched) == 700.0
+    # twelve moments of new waiting jobs in between, and no search again until a long job ends
+    assert [t for t in searched if 700.0 < t < 36000.0] == []
+    plain = _runs(_replay(text, consolidation=False))
+    assert {name: [(r.start, r.end) for r in rs] for name, rs in runs.items()} == {
+        name: [(r.start, r.end) for r in rs] for name, rs in plain.items()
+    }
