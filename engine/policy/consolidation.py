@@ -228,8 +228,11 @@ def _room_signature(state: ClusterState, job: Job, counts: list[int], level: int
     return (state.change_counter, room, who)
 
 
-def _gang_fits(state: ClusterState, job: Job, counts: list[int], scoring: Scoring) -> Placer | None:
-    placer = Placer(state, scoring=scoring)
+def _gang_fits(state: ClusterState, job: Job, counts: list[int], scoring: Scoring,
+               gone: frozenset[int] = frozenset()) -> Placer | None:
+    """The gang placed on the state, the movers ``gone`` (lifted) counting as gone for its pod
+    rules as they do for capacity (a repelling pod moved away frees the rule, as in preemption)."""
+    placer = Placer(state, scoring=scoring, gone=gone)
     return placer if placer.place_gang(job, counts) else None
 
 
@@ -239,15 +242,19 @@ class _Lifting:
 
     def __init__(self, state: ClusterState, job: Job, counts: list[int], scoring: Scoring, charged: dict[int, Vec]) -> None:
         self.state, self.job, self.counts, self.scoring, self.charged = state, job, counts, scoring, charged
+        #: the movers lifted now: gone for the gang's pod rules
+        self.lifted: set[int] = set()
 
     def lift(self, v: Job) -> None:
         lift_victim(self.state, v)
+        self.lifted.add(v.id)
 
     def drop(self, v: Job) -> None:
         restore_victim(self.state, v, self.charged[v.id])
+        self.lifted.discard(v.id)
 
     def fits(self) -> bool:
-        placer = _gang_fits(self.state, self.job, self.counts, self.scoring)
+        placer = _gang_fits(self.state, self.job, self.counts, self.scoring, frozenset(self.lifted))
         if placer is None:
             return False
         placer.undo(self.job)
@@ -283,9 +290,11 @@ class _Room(_Lifting):
 
     @staticmethod
     def answers_for(job: Job, counts: list[int], level: int) -> bool:
-        """Whether the gang is one group of whole-GPU pods that requires a domain at ``level``."""
+        """Whether the gang is one group of whole-GPU pods that requires a domain at ``level``, with
+        no pod rules (room alone cannot tell whether those hold)."""
         groups = [g for g, n in zip(job.groups, counts) if n]
-        return len(groups) == 1 and bool(groups[0].whole_gpus) and groups[0].topology_mode == TopologyMode.REQUIRED and groups[0].topology_level == level
+        return (len(groups) == 1 and bool(groups[0].whole_gpus) and groups[0].topology_mode == TopologyMode.REQUIRED
+                and groups[0].topology_level == level and groups[0].rules is None)
 
     @classmethod
     def of(
@@ -386,7 +395,7 @@ def _try_domain(
             trial.lift(v)
             needed.append(v)
     trial.lift_for_real(needed)
-    placer = _gang_fits(state, job, counts, scoring)
+    placer = _gang_fits(state, job, counts, scoring, frozenset(v.id for v in needed))
     assert placer is not None  # the state is the one that fitted last
     # Every mover must fit elsewhere now, the biggest first.
     placed: list[tuple[Job, Placer]] = []
