@@ -275,3 +275,15 @@ def test_a_victims_claim_not_yet_freed_does_not_hold_its_devices_once_the_victim
     assert isinstance(plan(ix, placed), str)
     ix.pod_changed("default/victim", None)  # evicted and gone; the resourceclaim controller frees its claim later
     assert dict(plan(ix, placed).gpus)["default/w-0"] == tuple(range(8))
+
+
+def test_a_claim_two_pods_name_is_refused_as_shared_not_given_twice():
+    ix = index(eight("gpu-1"))
+    ix.object_changed(DraKind.CLAIM, "default/shared", claim("shared", claim_spec(2)))
+    for name in ("launcher", "worker"):
+        ix.pod_changed(f"default/{name}", pod(name, claim_name="shared"))
+    assert ix.ask(pod("launcher", claim_name="shared")).problems == (
+        "spec.resourceClaims[0].resourceClaimName: ResourceClaim default/shared is named by pod default/worker too; "
+        "usher does not implement claims shared by several pods yet",)
+    ix.pod_changed("default/worker", None)
+    assert ix.ask(pod("launcher", claim_name="shared")).problems == ()

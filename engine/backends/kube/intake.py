@@ -193,7 +193,9 @@ class Intake:
             self._uses_claims(key, obj, deleted)
             mirror.pod_seen(key, None if deleted else obj)
             phase = (obj.get("status") or {}).get("phase")
+            before = mirror.dra.pods.get(key)
             mirror.dra.pod_changed(key, None if deleted else obj, live=phase not in (Phase.SUCCEEDED, Phase.FAILED))
+            sharers = mirror.dra.sharers(key, before, obj)
             view = None if deleted else self._view(obj, self._group_of(key, obj))
             if deleted:
                 self._forget_depends(key)
@@ -210,6 +212,8 @@ class Intake:
             if deleted:
                 self.status.forget(key)
                 self.teardown.forget(uid)
+            if sharers:  # a claim it names is named by others (or no more): they are read again
+                self._review(sharers, now)
         elif source == Source.NODES:
             name = obj["metadata"]["name"]
             mirror.node_changed(None if deleted else node_with_devices(obj, mirror.dra), name, now)
@@ -251,7 +255,12 @@ class Intake:
             node_obj = self.node_object(node) if isinstance(node, str) else None
             if node_obj is not None:
                 mirror.node_changed(node_with_devices(node_obj, mirror.dra), node, now)
-        for key in sorted(mirror.dra.pods):
+        self._review(mirror.dra.pods, now)
+
+    def _review(self, keys: Any, now: float) -> None:
+        """Read again the usher pods ``keys`` whose claims' meaning may have changed."""
+        mirror = self.ctx.mirror
+        for key in sorted(keys):
             pod = self.pod_object(key)
             if pod is None:
                 continue

@@ -78,6 +78,12 @@ class DraIndex:
     #: to be freed by the resourceclaim controller, and their devices count as free (a
     #: preemptor's PreBind does not fail on its victim's claim)
     gone: set[str] = field(default_factory=set)
+    #: claim key -> the usher pods that name it (``resourceClaimName``): a claim named by two is shared
+    users: dict[str, set[str]] = field(default_factory=dict)
+
+    def sharers(self, key: str, *pods: dict[str, Any] | None) -> set[str]:
+        """The other usher pods that name a claim one of ``pods`` names (their views change with it)."""
+        return {p for pod in pods for c in _named_claims(pod) for p in self.users.get(c, ())} - {key}
 
     def pod_changed(self, key: str, obj: dict[str, Any] | None, live: bool = True) -> bool:
         """Remember an usher pod (None: deleted; ``live`` False: it ended); whether it has claims."""
@@ -88,10 +94,17 @@ class DraIndex:
                 if len(self.gone) >= GONE_REMEMBERED:
                     self.gone.clear()  # older ones are long deallocated
                 self.gone.add(uid)
+        for claim in _named_claims(old):
+            self.users.get(claim, set()).discard(key)
+            if not self.users.get(claim, True):
+                del self.users[claim]
         if obj is None or not (obj.get("spec") or {}).get("resourceClaims"):
             self.pods.pop(key, None)
             return False
         self.pods[key] = obj
+        if live:
+            for claim in _named_claims(obj):
+                self.users.setdefault(claim, set()).add(key)
         return True
 
     def object_changed(self, kind: DraKind, key: str, obj: dict[str, Any] | None) -> None:
@@ -187,7 +200,11 @@ class DraIndex:
         status = obj.get("status") or {}
         results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
         reserved = tuple(str(r.get("uid", "")) for r in status.get("reservedFor") or [] if isinstance(r, dict))
-        if reserved and uid not in reserved:
+        others = [p for p in sorted(self.users.get(key, ())) if (self.pods.get(p, {}).get("metadata") or {}).get("uid") != uid]
+        if others:
+            problems.append(f"{path}.resourceClaimName: ResourceClaim {key} is named by pod {others[0]} too; usher does "
+                            "not implement claims shared by several pods yet")
+        elif reserved and uid not in reserved:
             problems.append(f"{path}: ResourceClaim {key} is reserved for another pod; usher does not implement "
                             "claims shared by several pods yet")
         return PodClaim(entry["name"], key, spec, allocated_node(obj) if status.get("allocation") else None,
@@ -260,6 +277,15 @@ class DraIndex:
                 if isinstance(r, dict) and r.get("driver") == GPU_DRIVER:
                     out.add(str(r.get("device")))
         return out
+
+
+def _named_claims(pod: dict[str, Any] | None) -> list[str]:
+    """The claims a pod names directly (``ns/name``; a template's claim is its own)."""
+    if pod is None:
+        return []
+    ns = (pod.get("metadata") or {}).get("namespace", "default")
+    return [f"{ns}/{e['resourceClaimName']}" for e in (pod.get("spec") or {}).get("resourceClaims") or []
+            if isinstance(e, dict) and isinstance(e.get("resourceClaimName"), str)]
 
 
 def choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Device], prefer: Sequence[int],
