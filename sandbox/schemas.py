@@ -27,7 +27,7 @@ from enum import StrEnum
 from functools import cache, cached_property
 from typing import Any
 
-from usher.sandbox import workload_api, workload_api_beta
+from usher.sandbox import workload_api, workload_api_alpha2, workload_api_beta
 from usher.sandbox.kinds import ResourceType
 
 JsonObject = dict[str, Any]
@@ -485,6 +485,7 @@ def _all_builtin_components() -> dict[str, JsonObject]:
     for model, name in names.items():
         components[name] = model_schema(model)
     components.update(workload_api.COMPONENTS)  # 1.35 kinds the client's models no longer have
+    components.update(workload_api_alpha2.COMPONENTS)  # and 1.36's
     pod_spec = components[names["V1PodSpec"]]
     pod_spec["properties"] = dict(sorted({**pod_spec["properties"], **workload_api.POD_SPEC_FIELDS}.items()))
     for gvk, model in BUILTIN_MODELS.items():
@@ -507,6 +508,8 @@ def builtin_definition(gvk: Gvk) -> str | None:
     """The definition name of a built-in kind, or ``None``."""
     if gvk == Gvk(workload_api.GROUP, workload_api.VERSION, workload_api.KIND):
         return workload_api.WORKLOAD
+    if (gvk.group, gvk.version, gvk.kind) in workload_api_alpha2.DEFINITIONS:
+        return workload_api_alpha2.DEFINITIONS[(gvk.group, gvk.version, gvk.kind)]
     model = BUILTIN_MODELS.get(gvk)
     return definition_name(model) if model is not None else None
 

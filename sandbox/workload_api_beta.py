@@ -9,16 +9,15 @@ and every runtime instance of a group is a ``PodGroup`` of its own: ``spec.workl
 ``spec.schedulingGroup.podGroupName``; 1.37's pod has no ``workloadRef`` any more.
 
 The sandbox serves one release's shape at a time, as a real API server does: 1.35's
-``v1alpha1`` Workload by default (:mod:`.workload_api`), or 1.37's ``v1beta1`` Workload and
-PodGroup once :func:`serve` is called (the 1.35 kind is then not served). The schemas come from
+``v1alpha1`` Workload by default (:mod:`.workload_api`), or once :func:`serve` is called 1.36's
+``v1alpha2`` (:mod:`.workload_api_alpha2`) or 1.37's ``v1beta1`` Workload and PodGroup (the 1.35
+kind is then not served). The schemas come from
 the official client's ``V1beta1Workload`` and ``V1beta1PodGroup`` models (:data:`MODELS`,
 registered in :mod:`.schemas`); what kube-apiserver's validation adds to them, with its field
 paths, is :func:`validate` (Workload, PodGroup) and :func:`validate_scheduling_group` (a pod's
 or pod template's ``schedulingGroup``). Features behind gates that are off by default in 1.37
 (composite pod groups) are refused as the API server refuses a field its gate disables.
-
-1.36's ``v1alpha2`` shape (``spec.podGroupTemplateRef.workload`` on the PodGroup, condition
-``PodGroupScheduled``) is not served: the official client has no models of it to check against.
+The checks both shapes share are in :mod:`.workload_rules`.
 """
 
 from __future__ import annotations
@@ -28,8 +27,10 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from .kinds import Resource, ResourceType
-from .object_validation import ErrorType, FieldError, dns_subdomain_errors, go_quote
-from .workload_api import MAX_POD_GROUPS, dns_label_errors
+from . import workload_api_alpha2 as alpha2
+from .object_validation import ErrorType, FieldError, go_quote
+from .workload_api import MAX_POD_GROUPS
+from .workload_rules import gated, label_field, scheduling_policy, subdomain_field
 
 GROUP, VERSION = "scheduling.k8s.io", "v1beta1"
 POD_GROUPS = "podgroups"
@@ -39,6 +40,7 @@ class Release(StrEnum):
     """Which Kubernetes release's Workload API the sandbox serves."""
 
     V1_35 = "1.35"
+    V1_36 = "1.36"
     V1_37 = "1.37"
 
 
@@ -80,64 +82,24 @@ class Serving(Protocol):
 def serve(store: Serving, release: Release, gates: Collection[Gate] = ()) -> None:
     """Make ``store`` serve ``release``'s Workload API (1.35's is what a new store serves), with
     ``gates`` on (1.37 only)."""
-    if release is Release.V1_37:
+    if release is Release.V1_36:
+        store.serve_builtin([alpha2.WORKLOAD])
+        store.serve_builtin([alpha2.POD_GROUP])
+    elif release is Release.V1_37:
         store.serve_builtin([WORKLOAD])
         store.serve_builtin([POD_GROUP])
         store.feature_gates.update(gates)
-    elif gates:
+    if gates and release is not Release.V1_37:
         raise ValueError(f"feature gates {sorted(gates)} need release {Release.V1_37}")
 
 
 # ------------------------------------------------------------------ validation
 
 
-def _invalid(path: str, value: Any, detail: str) -> FieldError:
-    shown = go_quote(value) if isinstance(value, str) else str(value)
-    return FieldError(ErrorType.INVALID, path, detail, shown)
-
-
-def _policy(policy: Any, path: str) -> Iterator[FieldError]:
-    """A ``PodGroupSchedulingPolicy``: exactly one of ``basic``, ``gang``; ``gang.minCount`` >= 1."""
-    policy = policy if isinstance(policy, dict) else {}
-    chosen = [f for f in ("basic", "gang") if policy.get(f) is not None]
-    if not chosen:
-        yield FieldError(ErrorType.INVALID, path, "must specify one of: `basic`, `gang`", "{}")
-    elif len(chosen) > 1:
-        yield _invalid(path, "{`basic`, `gang`}", "must specify exactly one of: `basic`, `gang`")
-    gang = policy.get("gang")
-    if isinstance(gang, dict):
-        count = gang.get("minCount")
-        if count is None:
-            yield FieldError(ErrorType.REQUIRED, f"{path}.gang.minCount", "")
-        elif isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            yield _invalid(f"{path}.gang.minCount", count, "must be greater than or equal to 1")
-
-
-def _label(value: Any, path: str) -> Iterator[FieldError]:
-    name = str(value or "")
-    if not name:
-        yield FieldError(ErrorType.REQUIRED, path, "")
-    for detail in dns_label_errors(name) if name else ():
-        yield _invalid(path, name, detail)
-
-
-def _subdomain(value: Any, path: str) -> Iterator[FieldError]:
-    name = str(value or "")
-    if not name:
-        yield FieldError(ErrorType.REQUIRED, path, "")
-    for detail in dns_subdomain_errors(name) if name else ():
-        yield _invalid(path, name, detail)
-
-
-def _gated(spec: Mapping[str, Any], field: str, gate: str, path: str) -> Iterator[FieldError]:
-    if spec.get(field) not in (None, [], ""):
-        yield FieldError(ErrorType.FORBIDDEN, f"{path}.{field}", f"disabled by feature-gate {gate}")
-
-
 def validate_workload(obj: Mapping[str, Any]) -> Iterator[FieldError]:
     """A 1.37 Workload: its pod group templates and controller reference."""
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    yield from _gated(spec, "compositePodGroupTemplates", "CompositePodGroup", "spec")
+    yield from gated(spec, "compositePodGroupTemplates", "CompositePodGroup", "spec")
     ref = spec.get("controllerRef")
     if isinstance(ref, dict):
         for field in ("kind", "name"):
@@ -153,32 +115,34 @@ def validate_workload(obj: Mapping[str, Any]) -> Iterator[FieldError]:
     for i, template in enumerate(templates):
         path = f"spec.podGroupTemplates[{i}]"
         template = template if isinstance(template, dict) else {}
-        yield from _label(template.get("name"), f"{path}.name")
+        yield from label_field(template.get("name"), f"{path}.name")
         name = str(template.get("name") or "")
         if name and name in seen:
             yield FieldError(ErrorType.DUPLICATE, f"{path}.name", "", go_quote(name))
         seen.add(name)
-        yield from _policy(template.get("schedulingPolicy"), f"{path}.schedulingPolicy")
-        yield from _gated(template, "schedulingConstraints", "TopologyAwareWorkloadScheduling", path)
+        yield from scheduling_policy(template.get("schedulingPolicy"), f"{path}.schedulingPolicy")
+        yield from gated(template, "schedulingConstraints", "TopologyAwareWorkloadScheduling", path)
 
 
 def validate_pod_group(obj: Mapping[str, Any]) -> Iterator[FieldError]:
     """A 1.37 PodGroup: the template it names and its scheduling policy."""
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    yield from _gated(spec, "parentCompositePodGroupName", "CompositePodGroup", "spec")
-    yield from _gated(spec, "schedulingConstraints", "TopologyAwareWorkloadScheduling", "spec")
+    yield from gated(spec, "parentCompositePodGroupName", "CompositePodGroup", "spec")
+    yield from gated(spec, "schedulingConstraints", "TopologyAwareWorkloadScheduling", "spec")
     ref = spec.get("workloadRef")
     if isinstance(ref, dict):
-        yield from _subdomain(ref.get("workloadName"), "spec.workloadRef.workloadName")
-        yield from _label(ref.get("templateName"), "spec.workloadRef.templateName")
+        yield from subdomain_field(ref.get("workloadName"), "spec.workloadRef.workloadName")
+        yield from label_field(ref.get("templateName"), "spec.workloadRef.templateName")
     if "schedulingPolicy" not in spec:
         yield FieldError(ErrorType.REQUIRED, "spec.schedulingPolicy", "")
     else:
-        yield from _policy(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
+        yield from scheduling_policy(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
 
 
 def validate(rt: ResourceType, obj: Mapping[str, Any]) -> list[FieldError] | None:
-    """The errors of a 1.37 Workload or PodGroup; None for any other kind."""
+    """The errors of a 1.36 or 1.37 Workload or PodGroup; None for any other kind."""
+    if (older := alpha2.validate(rt, obj)) is not None:
+        return older
     if rt.group != GROUP or rt.version != VERSION:
         return None
     if rt.kind == WORKLOAD.kind:
@@ -192,4 +156,4 @@ def validate_scheduling_group(spec: Mapping[str, Any], path: str) -> Iterator[Fi
     """A pod spec's ``schedulingGroup``: exactly one field, ``podGroupName``, a DNS subdomain."""
     group = spec.get("schedulingGroup")
     if isinstance(group, dict):
-        yield from _subdomain(group.get("podGroupName"), f"{path}.schedulingGroup.podGroupName")
+        yield from subdomain_field(group.get("podGroupName"), f"{path}.schedulingGroup.podGroupName")

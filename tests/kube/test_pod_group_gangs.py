@@ -221,3 +221,33 @@ async def _waiting(sb: UsherOnSandbox, name: str, count: int, words: str) -> lis
         return None
     conds = [next((c for c in p.get("status", {}).get("conditions") or [] if c["type"] == "PodScheduled"), None) for p in found]
     return found if all(c and words in c["message"] for c in conds) else None
+
+
+@pytest.fixture
+async def sb_1_36(tmp_path: Path) -> AsyncIterator[UsherOnSandbox]:
+    s = UsherOnSandbox()
+    serve(s.server.store, Release.V1_36)
+    await s.start()
+    s.tmp = tmp_path
+    yield s
+    await s.stop()
+
+
+async def test_a_1_36_pod_group_is_a_gang_and_says_pod_group_scheduled(sb_1_36):
+    sb = sb_1_36
+    await nodes(sb, 1)
+    await sb.start_usher(sb.tmp, QUEUES)
+    group = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "old-0", "namespace": "default"},
+             "spec": {"podGroupTemplateRef": {"workload": {"workloadName": "old", "podGroupTemplateName": "workers"}},
+                      "schedulingPolicy": {"gang": {"minCount": 3}}}}
+    # 3 x 4 GPUs on one 8-GPU node: the gang of minCount 3 waits whole
+    await apply(sb, group, *(worker(f"o-{i}", 4, "old-0") for i in range(3)))
+    await all_waiting(sb, "old-0", 3, "InsufficientCapacity")
+
+    async def scheduled_false():
+        obj = json.loads(await kubectl(sb, "get", "podgroups.scheduling.k8s.io", "old-0", "-o", "json"))
+        found = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "PodGroupScheduled"), None)
+        return found if found and found["status"] == "False" and found["reason"] == "Unschedulable" else None
+
+    said_false = await sb.until(scheduled_false, "PodGroupScheduled=False on the 1.36 PodGroup", deadline=30.0)
+    assert said_false["message"].startswith("InsufficientCapacity: ")

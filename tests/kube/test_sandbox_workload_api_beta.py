@@ -120,3 +120,40 @@ def test_a_1_35_sandbox_does_not_serve_pod_groups_of_scheduling_k8s_io(tmp_path)
         config.write_text(yaml.safe_dump(thread.server.kubeconfig(thread.server.admin_token)))
         resources = Kubectl(config).ok("api-resources", "--api-group=scheduling.k8s.io", "-o", "name").split()
     assert "podgroups.scheduling.k8s.io" not in resources and "workloads.scheduling.k8s.io" in resources
+
+
+@pytest.fixture(name="sandbox_1_36")
+def sandbox_1_36_fixture() -> Iterator[ServerThread]:
+    store = Store()
+    serve(store, Release.V1_36)
+    with ServerThread(FakeApiServer(store, tls=True)) as thread:
+        yield thread
+
+
+def test_a_1_36_sandbox_serves_v1alpha2_with_its_own_shape(sandbox_1_36: ServerThread, tmp_path):
+    config = tmp_path / "kubeconfig"
+    config.write_text(yaml.safe_dump(sandbox_1_36.server.kubeconfig(sandbox_1_36.server.admin_token)))
+    kubectl = Kubectl(config)
+    versions = kubectl.ok("api-versions").split()
+    assert "scheduling.k8s.io/v1alpha2" in versions and "scheduling.k8s.io/v1beta1" not in versions
+    group = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "g", "namespace": "default"},
+             "spec": {"podGroupTemplateRef": {"workload": {"workloadName": "train", "podGroupTemplateName": "workers"}},
+                      "schedulingPolicy": {"gang": {"minCount": 2}}}}
+    template = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload", "metadata": {"name": "train", "namespace": "default"},
+                "spec": {"podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 2}}}]}}
+    out = apply(kubectl, template, group)
+    assert "podgroup.scheduling.k8s.io/g created" in out and "workload.scheduling.k8s.io/train created" in out
+    got = json.loads(kubectl.ok("get", "podgroups.scheduling.k8s.io", "g", "-o", "json"))
+    assert got["apiVersion"] == "scheduling.k8s.io/v1alpha2" and got["spec"]["podGroupTemplateRef"]["workload"]["workloadName"] == "train"
+    # 1.37's field names are not 1.36's: kubectl's schema check (from the server's OpenAPI) says so
+    newer = {**group, "metadata": {"name": "h", "namespace": "default"},
+             "spec": {"workloadRef": {"workloadName": "train", "templateName": "workers"}, "schedulingPolicy": {"basic": {}}}}
+    result = kubectl.run("apply", "-f", "-", stdin=json.dumps(newer))
+    assert result.returncode != 0 and "workloadRef" in result.stderr
+    bad = {**group, "metadata": {"name": "bad", "namespace": "default"},
+           "spec": {"podGroupTemplateRef": {"workload": {"workloadName": "train", "podGroupTemplateName": "Workers"}},
+                    "schedulingPolicy": {"gang": {"minCount": 0}}}}
+    result = kubectl.run("apply", "-f", "-", stdin=json.dumps(bad))
+    assert result.returncode != 0
+    assert 'spec.podGroupTemplateRef.workload.podGroupTemplateName: Invalid value: "Workers"' in result.stderr
+    assert "spec.schedulingPolicy.gang.minCount: Invalid value: 0" in result.stderr
