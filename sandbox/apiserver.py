@@ -77,19 +77,13 @@ from usher.engine.backends.http_server import (
 from usher.sandbox import openapi, validation
 from usher.sandbox.admission import check_scenario_write
 from usher.sandbox.admission_policy import PolicyEvaluator, acting_as
-from usher.sandbox.auth import (
-    ANONYMOUS_USER,
-    Attributes,
-    Auth,
-    Decision,
-    UserInfo,
-    parse_service_account,
-    request_attributes,
-)
+from usher.sandbox.auth import Attributes, Auth, Decision, request_attributes
+from usher.sandbox.authn import ANONYMOUS_USER, UserInfo, parse_service_account, self_subject_review
 from usher.sandbox.controllers import Controllers
 from usher.sandbox.discovery import KUBERNETES_VERSION, discovery_document
 from usher.sandbox.disruption import DisruptionController, pod_healthy
 from usher.sandbox.faults import Fault, FaultKind, RequestRecord, fault_error
+from usher.sandbox.impersonation import ImpersonationError, acting_user
 from usher.sandbox.routing import _ACCESS_REVIEWS, Route, Sub, Verb, not_found, route
 from usher.sandbox.podlogs import pod_log
 from usher.sandbox.tls import CertificateAuthority
@@ -299,6 +293,8 @@ class FakeApiServer:
             response = Response(200, {"content-type": _JSON}, _error_event(error))
         except ApiError as error:
             response = error_response(error)
+        except ImpersonationError as error:
+            response = Response.text(500, error.body(request))
         except AbortConnection:
             raise
         except Exception:
@@ -323,7 +319,7 @@ class FakeApiServer:
             raise AbortConnection
         if request.path in ("/healthz", "/livez", "/readyz"):
             return Response.text(200, "ok")
-        self._authenticate(request)
+        user = self._authenticate(request)
         if request.path.startswith("/openapi/"):
             return self._openapi(request)
         discovery = discovery_document(request, f"{self._host}:{self._http.port}", self.store.catalogue)
@@ -336,7 +332,7 @@ class FakeApiServer:
         if request.param("dryRun") and not (request.method == "POST" and request.path.endswith("/eviction")):
             raise ApiError.bad_request("dryRun is not supported by the sandbox (except on evictions)")
         if request.path == _ACCESS_REVIEWS or self.auth.endpoint(request.method, request.path):
-            return self._access_review(request)
+            return self._access_review(request, user)
         target = route(request, watch, self.store.catalogue)
         resource = str(target.rt.resource) if target.rt is not None else "pods"
         sub = str(target.sub) if target.sub is not None and target.sub is not Sub.STATUS else ""
@@ -344,22 +340,26 @@ class FakeApiServer:
             what = f"{resource}/{sub}" if sub else resource
             raise ApiError(403, Reason.FORBIDDEN, f'{what} is forbidden: cannot {str(target.verb).lower()} resource "{what}"')
         drop_after = fault.after_events if fault is not None else None
-        with acting_as(self._writer(request)) as context:
+        with acting_as(user) as context:
             response = await self._dispatch(request, target, drop_after)
         return warned(response, context.warnings)
 
-    def _access_review(self, request: Request) -> Response:
+    def _access_review(self, request: Request, user: UserInfo) -> Response:
         """A SelfSubjectAccessReview: is the caller allowed ``spec.resourceAttributes``? With
         ``authorization``, also SubjectAccessReview, LocalSubjectAccessReview, SelfSubjectRulesReview
-        and TokenRequest, answered by :mod:`usher.sandbox.auth`."""
+        and TokenRequest, answered by :mod:`usher.sandbox.auth`; a SelfSubjectReview (who is the
+        caller, after impersonation) either way."""
         if request.method != "POST":
             raise ApiError(405, Reason.METHOD_NOT_ALLOWED, "the server does not allow this method on the requested resource")
         review = body_object(request)
         kind = self.auth.endpoint(request.method, request.path)
         if kind == "token":
             return Response.json(201, self.auth.token(request.path, review))
+        if kind == "ssr":
+            return Response.json(201, self_subject_review(user, self.store.clock()))
         if self.auth.enabled or kind != "ssar":
-            user = self._user(request) if self.auth.enabled else UserInfo("sandbox-user", ("system:authenticated",))
+            if not self.auth.enabled:
+                user = UserInfo("sandbox-user", ("system:authenticated",))
             return Response.json(201, self.auth.review(str(kind), request.path, user, review, self._forbid_layer))
         attributes = (review.get("spec") or {}).get("resourceAttributes")
         if not isinstance(attributes, dict) or not attributes.get("verb") or not attributes.get("resource"):
@@ -381,24 +381,35 @@ class FakeApiServer:
             case FaultKind.ERROR:
                 raise fault_error(fault)
 
-    def _authenticate(self, request: Request) -> None:
-        """Authentication, and with ``authorization`` also authorization: the real server's filters,
-        which run before routing (so a forbidden request for a missing resource is 403, not 404)."""
+    def _authenticate(self, request: Request) -> UserInfo:
+        """Who the request runs as, and with ``authorization`` whether they may: the real server's
+        filters (authentication, impersonation, authorization), which run before routing (so a
+        forbidden request for a missing resource is 403, not 404)."""
         if not self.auth.enabled:
-            if not self.tokens:
-                return
-            scheme, _, token = (request.header("authorization") or "").partition(" ")
-            if scheme.lower() != "bearer" or token.strip() not in self.tokens:
-                try:  # a ServiceAccount token the server issued is good too
-                    if parse_service_account(self._user(request).name) is not None:
-                        return
-                except ApiError:
-                    pass
-                raise ApiError(401, Reason.UNAUTHORIZED, "Unauthorized")
-            return
-        user = self._user(request)
-        attrs = request_attributes(request.method, request.path, request.query)
+            self._check_token(request)
+            return acting_user(self._writer(request), request, None)  # AlwaysAllow: any impersonation
+        user = acting_user(self._user(request), request, self._check)
+        self._check(user, request_attributes(request.method, request.path, request.query))
+        return user
+
+    def _check(self, user: UserInfo, attrs: Attributes) -> None:
+        """``403`` unless the authorizers (:meth:`forbid`'s rules, then RBAC) allow ``user`` ``attrs``."""
         self.auth.check(user, attrs, self._forbid_layer(user, attrs))
+
+    def _check_token(self, request: Request) -> None:
+        """Without ``authorization``: ``401`` unless the token is one of ``tokens`` (when set) or a
+        ServiceAccount token the server issued."""
+        if not self.tokens:
+            return
+        scheme, _, token = (request.header("authorization") or "").partition(" ")
+        if scheme.lower() == "bearer" and token.strip() in self.tokens:
+            return
+        try:
+            if parse_service_account(self._user(request).name) is not None:
+                return
+        except ApiError:
+            pass
+        raise ApiError(401, Reason.UNAUTHORIZED, "Unauthorized")
 
     def _writer(self, request: Request) -> UserInfo:
         """Who a request is, for admission: as authenticated, or anonymous where the server

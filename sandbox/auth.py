@@ -1,17 +1,9 @@
-"""Authentication and RBAC authorization for the sandbox's API server, as a real cluster does them.
+"""RBAC authorization for the sandbox's API server, and its auth endpoints, as a real cluster does them.
 
-Off by default; ``FakeApiServer(authorization=True)`` (``usher sandbox --rbac``) turns it on. Then:
+Off by default; ``FakeApiServer(authorization=True)`` (``usher sandbox --rbac``) turns it on. A
+request then goes through the real server's filters in their order: authentication (bearer tokens,
+:mod:`.authn`), impersonation (the ``Impersonate-*`` headers, :mod:`.impersonation`), then:
 
-- **Authentication** (bearer tokens): the admin token (:attr:`Authenticator.admin_token`, the
-  kubeconfig's, user ``kubernetes-admin`` in group ``system:masters``), the server's static
-  ``tokens`` (authenticated as the admin too), and ServiceAccount tokens issued by
-  :meth:`Authenticator.token_for` or the TokenRequest subresource (``POST
-  /api/v1/namespaces/{ns}/serviceaccounts/{name}/token``, what ``kubectl create token`` calls).
-  A ServiceAccount token is the user ``system:serviceaccount:<ns>:<name>`` in the groups
-  ``system:serviceaccounts``, ``system:serviceaccounts:<ns>`` and ``system:authenticated``; it
-  stops working when it expires or when its ServiceAccount is deleted. A request without a token
-  is ``system:anonymous`` (group ``system:unauthenticated``), as with ``--anonymous-auth=true``;
-  an unknown token is ``401 Unauthorized``.
 - **Authorization**: the request's attributes are resolved from its URL as the real server's
   ``RequestInfoFactory`` does (so authorization happens before routing: an unauthorized request
   for a resource that does not exist is ``403``, not ``404``; ``GET`` of a collection is ``list``,
@@ -33,211 +25,25 @@ Off by default; ``FakeApiServer(authorization=True)`` (``usher sandbox --rbac``)
 
 Not modelled: ClusterRole aggregation (``aggregationRule``: the rules must be written out),
 the ``escalate``/``bind`` checks on writing roles and bindings (anyone allowed to create a Role
-may grant anything), impersonation, client certificates, TokenReview and SelfSubjectReview,
-audiences and bound-object references of tokens, the default ``admin``/``edit``/``view`` and
+may grant anything), client certificates, TokenReview, audiences and bound-object references of tokens, the default ``admin``/``edit``/``view`` and
 controller roles, Node and Webhook authorizers.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .authn import AUTHENTICATED, MASTERS, SA_PREFIX, UNAUTHENTICATED, Authenticator, UserInfo
 from .storage_rbac import DRA_ROLES, STORAGE_ROLES
-from .store import ApiError, Change, JsonObject, Reason, Resource, Store, rfc3339
+from .store import ApiError, Change, JsonObject, Reason, Resource, Store
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
-ADMIN_USER = "kubernetes-admin"
-MASTERS = "system:masters"
-AUTHENTICATED = "system:authenticated"
-UNAUTHENTICATED = "system:unauthenticated"
-ANONYMOUS = "system:anonymous"
-SA_PREFIX = "system:serviceaccount:"
-SA_GROUP = "system:serviceaccounts"
-DEFAULT_TOKEN_SECONDS = 3600
 
 _RBAC_RESOURCES = (Resource.ROLES, Resource.CLUSTERROLES, Resource.ROLEBINDINGS, Resource.CLUSTERROLEBINDINGS)
-
-
-# --------------------------------------------------------------------------- identities
-
-
-@dataclass(frozen=True, slots=True)
-class UserInfo:
-    """Who a request is: a name and groups, as the authenticators hand them on."""
-
-    name: str
-    groups: tuple[str, ...] = ()
-    uid: str = ""
-    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    """``user.Info.GetExtra()``: for a pod's token, ``authentication.kubernetes.io/node-name`` and the like."""
-
-    def to_json(self) -> JsonObject:
-        extra = {"extra": {k: list(v) for k, v in self.extra}} if self.extra else {}
-        return {"username": self.name, "uid": self.uid, "groups": list(self.groups), **extra}
-
-
-ADMIN = UserInfo(ADMIN_USER, (MASTERS, AUTHENTICATED))
-ANONYMOUS_USER = UserInfo(ANONYMOUS, (UNAUTHENTICATED,))
-
-
-def service_account_user(
-    namespace: str, name: str, uid: str = "", extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
-) -> UserInfo:
-    return UserInfo(
-        f"{SA_PREFIX}{namespace}:{name}", (SA_GROUP, f"{SA_GROUP}:{namespace}", AUTHENTICATED), uid, extra
-    )
-
-
-EXTRA_PREFIX = "authentication.kubernetes.io/"
-"""The user-info extras a ServiceAccount token carries (kube-apiserver 1.30 and later): the
-token's ``credential-id``, and for a token bound to a pod ``pod-name``, ``pod-uid`` and the
-``node-name`` and ``node-uid`` of the node the pod runs on (what NodeRestriction-like policies
-read)."""
-
-
-def parse_service_account(username: str) -> tuple[str, str] | None:
-    """(namespace, name) of a ServiceAccount user name, else ``None``."""
-    if not username.startswith(SA_PREFIX):
-        return None
-    namespace, _, name = username[len(SA_PREFIX):].partition(":")
-    return (namespace, name) if namespace and name and ":" not in name else None
-
-
-@dataclass(slots=True)
-class _IssuedToken:
-    namespace: str
-    name: str
-    uid: str
-    expires: float | None
-    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
-
-
-class Authenticator:
-    """Bearer tokens to users: the admin's, static ones, and ServiceAccount tokens."""
-
-    def __init__(self, store: Store, admin_token: str, static_tokens: set[str] | None) -> None:
-        self.store = store
-        self.admin_token = admin_token
-        self.static_tokens = static_tokens
-        """The server's ``tokens`` option (the same set object): authenticated as the admin."""
-        self._issued: dict[str, _IssuedToken] = {}
-        self._serial = 0
-
-    def authenticate(self, authorization: str | None) -> UserInfo:
-        """The user behind an ``Authorization`` header; ``401`` for a token nobody issued."""
-        if not authorization:
-            return ANONYMOUS_USER
-        scheme, _, token = authorization.partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            raise unauthorized()
-        if token == self.admin_token or (self.static_tokens and token in self.static_tokens):
-            return ADMIN
-        issued = self._issued.get(token)
-        if issued is None:
-            raise unauthorized()
-        if issued.expires is not None and self.store.clock() >= issued.expires:
-            raise unauthorized()
-        try:
-            sa = self.store.get_stored(Resource.SERVICEACCOUNTS, issued.name, issued.namespace)
-        except ApiError:
-            raise unauthorized() from None
-        if issued.uid and sa.obj["metadata"].get("uid") != issued.uid:
-            raise unauthorized()  # the ServiceAccount was deleted and created again
-        return service_account_user(issued.namespace, issued.name, issued.uid, issued.extra)
-
-    def token_for(self, namespace: str, name: str, expiration_seconds: int | None = None, pod: str | None = None) -> str:
-        """A token for an existing ServiceAccount (``None``: it never expires); ``404`` if there is none.
-        ``pod``: bound to that pod of the namespace, as the kubelet's projected token is (its user
-        info then names the pod and its node)."""
-        bound = {"kind": "Pod", "name": pod} if pod is not None else None
-        return self._issue(namespace, name, expiration_seconds, bound)[0]
-
-    def _bound_extra(self, namespace: str, bound: JsonObject | None) -> list[tuple[str, tuple[str, ...]]]:
-        """The extras of a token bound to a Pod (``404`` if the pod is not there, ``409`` if its uid differs)."""
-        if not isinstance(bound, dict) or bound.get("kind") != "Pod":
-            return []
-        pod = self.store.get_stored(Resource.PODS, str(bound.get("name") or ""), namespace).obj
-        meta = pod["metadata"]
-        if bound.get("uid") and bound["uid"] != meta.get("uid"):
-            raise ApiError(409, Reason.CONFLICT, f'the UID in the bound object reference ({bound["uid"]}) does not match the UID in record. The object might have been deleted and then recreated')
-        extra = [(EXTRA_PREFIX + "pod-name", (meta["name"],)), (EXTRA_PREFIX + "pod-uid", (meta.get("uid", ""),))]
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node:
-            extra.append((EXTRA_PREFIX + "node-name", (node,)))
-            if self.store.exists(Resource.NODES, node):
-                extra.append((EXTRA_PREFIX + "node-uid", (self.store.get_stored(Resource.NODES, node).obj["metadata"].get("uid", ""),)))
-        return extra
-
-    def _issue(
-        self, namespace: str, name: str, expiration_seconds: int | None, bound: JsonObject | None = None
-    ) -> tuple[str, float | None]:
-        sa = self.store.get_stored(Resource.SERVICEACCOUNTS, name, namespace)
-        uid = sa.obj["metadata"].get("uid", "")
-        now = self.store.clock()
-        expires = None if expiration_seconds is None else now + expiration_seconds
-        extra = self._bound_extra(namespace, bound)
-        self._serial += 1
-        extra.append((EXTRA_PREFIX + "credential-id", (f"JTI={self._serial}",)))
-        claims = {
-            "iss": "https://kubernetes.default.svc.cluster.local",
-            "sub": f"{SA_PREFIX}{namespace}:{name}",
-            "aud": ["https://kubernetes.default.svc.cluster.local"],
-            "iat": int(now),
-            "jti": str(self._serial),
-            **({"exp": int(expires)} if expires is not None else {}),
-            "kubernetes.io": {"namespace": namespace, "serviceaccount": {"name": name, "uid": uid}},
-        }
-        token = ".".join(
-            _b64(part)
-            for part in (
-                json.dumps({"alg": "RS256", "kid": "usher-sandbox"}).encode(),
-                json.dumps(claims, separators=(",", ":")).encode(),
-                hashlib.sha256(f"{self._serial}/{namespace}/{name}/{uid}".encode()).digest(),
-            )
-        )
-        self._issued[token] = _IssuedToken(namespace, name, uid, expires, tuple(sorted(extra)))
-        return token, expires
-
-    def token_request(self, namespace: str, name: str, body: JsonObject) -> JsonObject:
-        """Answer a TokenRequest (``authentication.k8s.io/v1``) for ``namespace/name``."""
-        spec = body.get("spec") or {}
-        seconds = spec.get("expirationSeconds") or DEFAULT_TOKEN_SECONDS
-        if not isinstance(seconds, int) or seconds < 600:
-            raise ApiError(
-                422,
-                Reason.INVALID,
-                f'TokenRequest.authentication.k8s.io "{name}" is invalid: spec.expirationSeconds: '
-                "Invalid value: may not specify a duration less than 10 minutes",
-            )
-        token, expires = self._issue(namespace, name, seconds, spec.get("boundObjectRef"))
-        assert expires is not None
-        return {
-            "kind": "TokenRequest",
-            "apiVersion": "authentication.k8s.io/v1",
-            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},
-            "spec": {
-                "audiences": spec.get("audiences") or ["https://kubernetes.default.svc.cluster.local"],
-                "expirationSeconds": seconds,
-                "boundObjectRef": spec.get("boundObjectRef"),
-            },
-            "status": {"token": token, "expirationTimestamp": rfc3339(expires)},
-        }
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def unauthorized() -> ApiError:
-    return ApiError(401, Reason.UNAUTHORIZED, "Unauthorized")
 
 
 # --------------------------------------------------------------------------- request attributes
@@ -633,13 +439,14 @@ def install_bootstrap_policy(store: Store) -> None:
 
 
 _REVIEWS = "/apis/authorization.k8s.io/v1/"
+_SELF_REVIEW = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 _TOKEN_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/serviceaccounts/([^/]+)/token$")
 _LOCAL_REVIEW = re.compile(r"^/apis/authorization\.k8s\.io/v1/namespaces/([^/]+)/localsubjectaccessreviews$")
 
 
 class Auth:
     """What :class:`~usher.sandbox.apiserver.FakeApiServer` asks: who is this, may they, and the
-    authentication/authorization endpoints (TokenRequest, the access and rules reviews)."""
+    authentication/authorization endpoints (TokenRequest, SelfSubjectReview, the access and rules reviews)."""
 
     def __init__(self, store: Store, *, enabled: bool, admin_token: str, static_tokens: set[str] | None) -> None:
         self.store = store
@@ -661,9 +468,11 @@ class Auth:
             raise forbidden(user, attrs, decision.reason)
 
     def endpoint(self, method: str, path: str) -> str | None:
-        """Which auth endpoint a path is (``token``, ``ssar``, ``sar``, ``lsar``, ``ssrr``), if any."""
+        """Which auth endpoint a path is (``token``, ``ssr``, ``ssar``, ``sar``, ``lsar``, ``ssrr``), if any."""
         if _TOKEN_PATH.match(path):
             return "token"
+        if path == _SELF_REVIEW:
+            return "ssr"
         if _LOCAL_REVIEW.match(path):
             return "lsar"
         if path.startswith(_REVIEWS):

@@ -40,8 +40,8 @@ def _api_resources(api_version: str, catalogue: Catalogue) -> JsonObject:
         resources.append(
             {"name": _BINDINGS, "singularName": "binding", "namespaced": True, "kind": "Binding", "verbs": ["create"]}
         )
-    if api_version == _AUTHORIZATION:
-        for review in _REVIEW_KINDS:
+    if api_version in (_AUTHORIZATION, _AUTHENTICATION):
+        for review in _REVIEW_KINDS if api_version == _AUTHORIZATION else _AUTHENTICATION_KINDS:
             resources.append(
                 {"name": review.lower() + "s", "singularName": review.lower(), "namespaced": review.startswith("Local"),
                  "kind": review, "verbs": ["create"]}
@@ -66,11 +66,14 @@ def _subresource_entry(rt: ResourceType, sub: Sub) -> JsonObject:
 
 _AUTHORIZATION = "authorization.k8s.io/v1"
 _REVIEW_KINDS = ("SelfSubjectAccessReview", "SubjectAccessReview", "LocalSubjectAccessReview", "SelfSubjectRulesReview")
+_AUTHENTICATION = "authentication.k8s.io/v1"
+_AUTHENTICATION_KINDS = ("SelfSubjectReview",)
 
 
 def _served_versions(catalogue: Catalogue) -> dict[str, list[ResourceType]]:
     versions = catalogue.versions()
     versions.setdefault(_AUTHORIZATION, [])
+    versions.setdefault(_AUTHENTICATION, [])
     return versions
 
 

@@ -10,7 +10,7 @@ drop are dropped (gogo-protobuf writes every non-pointer scalar), pointer scalar
 ``omitempty`` keep their zero, embedded messages present on the wire stay (``spec: {}``, as in JSON),
 inlined structs are flattened, ``Time`` -> RFC 3339, ``MicroTime`` -> RFC 3339 with microseconds,
 ``Quantity`` -> its string, ``IntOrString`` -> int or string, ``bytes`` -> base64, ``FieldsV1``/
-``RawExtension`` -> the JSON they hold, ``Duration`` -> Go duration text. Unknown field numbers are skipped.
+``RawExtension`` -> the JSON they hold, ``Duration`` -> Go duration text, ``ExtraValue`` -> its list of strings. Unknown field numbers are skipped.
 """
 
 from __future__ import annotations
@@ -182,6 +182,8 @@ def _special(kind: str, data: bytes) -> tuple[bool, Any]:
             elif number == 3:
                 str_val = _scalar("string", 2, value)
         return True, (str_val if type_ == 1 else int_val)
+    if kind == "ExtraValue":  # a []string in Go and in JSON, a message of items on the wire
+        return True, [_scalar("string", 2, value) for number, _, value in _fields(data) if number == 1]
     if kind == "Duration":
         nanos = 0
         for number, _, value in _fields(data):
@@ -289,7 +291,7 @@ def decode(body: bytes) -> dict[str, Any]:
 
 _BUILTIN_GROUPS = {
     "", "apps", "batch", "rbac.authorization.k8s.io", "scheduling.k8s.io", "policy",
-    "authentication.k8s.io", "coordination.k8s.io", "networking.k8s.io", "meta.k8s.io",
+    "authentication.k8s.io", "authorization.k8s.io", "coordination.k8s.io", "networking.k8s.io", "meta.k8s.io",
 }
 
 

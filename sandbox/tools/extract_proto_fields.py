@@ -14,7 +14,11 @@ Regenerate (the proto files are not kept in this repository)::
         /tmp/k8s-apimachinery/pkg/apis/meta/v1/generated.proto \\
         /tmp/k8s-apimachinery/pkg/runtime/generated.proto \\
         /tmp/k8s-apimachinery/pkg/util/intstr/generated.proto \\
-        /tmp/k8s-apimachinery/pkg/api/resource/generated.proto > sandbox/protobuf_fields.json
+        /tmp/k8s-apimachinery/pkg/api/resource/generated.proto \\
+        sandbox/tools/auth_reviews.proto > sandbox/protobuf_fields.json
+
+(``auth_reviews.proto`` is a stripped excerpt kept here: the access and rules reviews of
+``authorization.k8s.io/v1`` and the SelfSubjectReview of ``authentication.k8s.io/v1``.)
 
 Flags per field: ``"req"`` a scalar with no ``+optional`` marker (its zero value is kept, as Go's JSON
 without ``omitempty`` would), ``"ptr"`` a pointer scalar (zero value kept: it was set explicitly; from

@@ -34,7 +34,8 @@ from usher.sandbox.apiserver import (
     RequestRecord,
     ServerThread,
 )
-from usher.sandbox.auth import Access, granted_by, service_account_user
+from usher.sandbox.auth import Access, granted_by
+from usher.sandbox.authn import service_account_user
 from usher.sandbox.objects import queue_configmap
 from usher.sandbox.store import Store
 from usher.sandbox.world import World
