@@ -8,7 +8,10 @@ happen. The cluster's own controllers run beside (:mod:`usher.sandbox.controller
 every node, the taint manager, the default scheduler, the Job, ReplicaSet/Deployment, DaemonSet
 and StatefulSet controllers, and stand-ins for the JobSet, Kubeflow (PyTorchJob, TFJob, MPIJob),
 KubeRay and LeaderWorkerSet operators with their CRDs (:mod:`usher.sandbox.operators`), so
-``kubectl apply -f deploy/`` and the examples behave as on a cluster.
+``kubectl apply -f deploy/`` and the examples behave as on a cluster. ``--workload-api`` picks
+the release whose Workload API (``scheduling.k8s.io``) it serves, 1.35's by default
+(:mod:`usher.sandbox.workload_api_beta`), and ``--feature-gates WorkloadWithJob`` turns on 1.37's
+Job integration.
 Then, in other terminals::
 
     usher --no-ui --kubeconfig usher-sandbox.kubeconfig    # schedule it
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import yaml
@@ -28,6 +32,8 @@ from usher.engine.scenario import Scenario
 from usher.signals import cancel_on_signals
 
 from .apiserver import FakeApiServer
+from .workload_api_beta import Gate, Release
+from .workload_api_beta import serve as serve_workload_api
 from .world import WallClock, World
 
 
@@ -37,12 +43,14 @@ def kubeconfig(server: FakeApiServer) -> str:
     return yaml.safe_dump(server.kubeconfig(token=server.admin_token), sort_keys=False)
 
 
-async def serve(scenario: Scenario, port: int, kubeconfig_out: Path, speed: float, rbac: bool = False) -> int:
+async def serve(scenario: Scenario, port: int, kubeconfig_out: Path, speed: float, rbac: bool = False,
+                workload_api: Release = Release.V1_35, gates: Collection[Gate] = ()) -> int:
     """``rbac``: authenticate and authorize as a real cluster (see :mod:`usher.sandbox.auth`); the
     kubeconfig then holds the admin's token, and ServiceAccounts get theirs with a TokenRequest.
     Always HTTPS, with a CA made now (:mod:`usher.sandbox.tls`), carried in the kubeconfig:
     kubectl sends no bearer token over plain HTTP, so ``--rbac`` needs TLS to tell users apart."""
     server = FakeApiServer(authorization=rbac, controllers=True, tls=True)
+    serve_workload_api(server.store, workload_api, gates)  # the release's Workload API, before anyone asks
     await server.start(host="127.0.0.1", port=port)
     url = server.url
     kubeconfig_out.write_text(kubeconfig(server))

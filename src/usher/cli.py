@@ -100,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--rbac", action="store_true",
                          help="authenticate and authorize as a real cluster: ServiceAccount tokens, Roles and bindings "
                               "(the kubeconfig written is the admin's)")
+    sandbox.add_argument("--workload-api", choices=("1.35", "1.36", "1.37"), default="1.35",
+                         help="which Kubernetes release's Workload API (scheduling.k8s.io) to serve (default 1.35)")
+    sandbox.add_argument("--feature-gates", default="", metavar="GATES",
+                         help="alpha gates to turn on, comma-separated: WorkloadWithJob (with --workload-api 1.37)")
     sandbox.add_argument("--debug", action="store_true")
     check = sub.add_parser("check", help="validate a scenario file")
     check.add_argument("file", type=Path)
@@ -241,7 +245,16 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     from usher.sandbox.serve import serve
 
     scenario = _load(args.file)
-    return asyncio.run(serve(scenario, args.port, args.kubeconfig_out, args.speed, rbac=args.rbac))
+    from usher.sandbox.workload_api_beta import Gate, Release
+
+    gates = [g.strip() for g in args.feature_gates.split(",") if g.strip()]
+    unknown = [g for g in gates if g not in {x.value for x in Gate}]
+    if unknown:
+        raise UsageError(f"--feature-gates: unknown gate {unknown[0]!r}; known: {', '.join(g.value for g in Gate)}")
+    if gates and args.workload_api != Release.V1_37:
+        raise UsageError(f"--feature-gates {','.join(gates)}: needs --workload-api {Release.V1_37}")
+    return asyncio.run(serve(scenario, args.port, args.kubeconfig_out, args.speed, rbac=args.rbac,
+                             workload_api=Release(args.workload_api), gates=frozenset(Gate(g) for g in gates)))
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

@@ -5,6 +5,8 @@ official client's typed ``SchedulingV1beta1Api``. A sandbox serving 1.35 does no
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -157,3 +159,29 @@ def test_a_1_36_sandbox_serves_v1alpha2_with_its_own_shape(sandbox_1_36: ServerT
     assert result.returncode != 0
     assert 'spec.podGroupTemplateRef.workload.podGroupTemplateName: Invalid value: "Workers"' in result.stderr
     assert "spec.schedulingPolicy.gang.minCount: Invalid value: 0" in result.stderr
+
+
+def test_usher_sandbox_serves_the_release_it_is_asked_for_and_refuses_an_unknown_gate(tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: s\nnodes: [{name: gpu-1, gpus: 8, cpu: 64, memory: 512Gi}]\n"
+                        "queues: [{name: research, namespaceSelector: {}, quota: {gpu: 8}}]\njobs: []\n")
+    usher = [sys.executable, "-m", "usher", "sandbox", str(scenario), "--port", "0", "--speed", "1"]
+    bad = subprocess.run([*usher, "--workload-api", "1.36", "--feature-gates", "WorkloadWithJob"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--feature-gates WorkloadWithJob: needs --workload-api 1.37" in bad.stderr
+    typo = subprocess.run([*usher, "--workload-api", "1.37", "--feature-gates", "WorkloadWithJobs"],
+                          capture_output=True, text=True, timeout=60)
+    assert typo.returncode == 2 and "--feature-gates: unknown gate 'WorkloadWithJobs'" in typo.stderr
+    config = tmp_path / "kubeconfig"
+    process = subprocess.Popen([*usher, "--workload-api", "1.37", "--feature-gates", "WorkloadWithJob",
+                                "--kubeconfig-out", str(config)], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if line.startswith("Ctrl-C stops the sandbox"):
+                break
+        versions = Kubectl(config).ok("api-versions").split()
+        assert "scheduling.k8s.io/v1beta1" in versions and "scheduling.k8s.io/v1alpha1" not in versions
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
