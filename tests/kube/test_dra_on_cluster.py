@@ -224,3 +224,20 @@ async def test_a_new_leader_undoes_claims_a_leader_before_it_left_half_allocated
         assert p["spec"]["nodeName"] == "gpu-2"
         allocated = (await sb.get(f"{CLAIMS}/w-{i}"))["status"]["allocation"]
         assert {r["pool"] for r in allocated["devices"]["results"]} == {"gpu-2"}
+
+
+async def test_a_claim_shared_by_a_launcher_and_a_worker_is_refused_as_not_implemented(sb: UsherOnSandbox) -> None:
+    """usher does not share one claim between pods yet: both pods say so (neither is bound, the
+    claim is not given twice), the one that came first too."""
+    await setup(sb, "gpu-1")
+    await sb.start_usher(sb.tmp)
+    await make_claim(sb, "shared", claim_spec(2))
+    await sb.create(PODS, claim_pod("launcher", claim="shared", gang="mpi", size=2))
+    await sb.create(PODS, claim_pod("worker", claim="shared", gang="mpi", size=2))
+    for name in ("launcher", "worker"):
+        p = await sb.pod_where(name, lambda p: "shared by several pods" in scheduled(p)[1])
+        assert scheduled(p)[0] == "InvalidRequest"
+        # the gang says it of its first pod: the launcher, read again when the worker came
+        assert ("Pod launcher cannot be scheduled as written: spec.resourceClaims[0].resourceClaimName: "
+                "ResourceClaim default/shared is named by pod default/worker too") in scheduled(p)[1]
+    assert not [p for p in await sb.all_pods() if p["spec"].get("nodeName")]
