@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from usher.engine.backends.kube.dra import DraIndex, DraKind, choose, parse_claim_spec
 from usher.engine.backends.kube.dra.plan import Placed, plan, undo_patch, write_patch
 from usher.engine.backends.kube.dra_pods import node_with_devices, with_claims
@@ -287,3 +289,36 @@ def test_a_claim_two_pods_name_is_refused_as_shared_not_given_twice():
         "usher does not implement claims shared by several pods yet",)
     ix.pod_changed("default/worker", None)
     assert ix.ask(pod("launcher", claim_name="shared")).problems == ()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(1, 4), st.sampled_from(["gpu-1", "gpu-2"]), st.permutations(range(8))),
+                min_size=1, max_size=5),
+       st.sets(st.integers(0, 7), max_size=6))
+def test_property_no_device_is_given_twice_and_a_gang_is_given_whole_or_not_at_all(pods, held):
+    """Whatever usher's placement said (even GPUs that overlap, or that another claim holds):
+    the plan gives every claim of the gang devices, none twice on a node nor one another claim
+    holds, or it gives none and says why."""
+    ix = index(eight("gpu-1"), eight("gpu-2"))
+    ix.object_changed(DraKind.CLAIM, "default/other", claim("other", claim_spec(1), {"allocation": {
+        "devices": {"results": [{"request": "gpus", "driver": "gpu.nvidia.com", "pool": "gpu-1", "device": f"gpu-{i}"}
+                                for i in sorted(held)]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}]}]}},
+        "reservedFor": [{"resource": "pods", "name": "x", "uid": "ux"}]}))
+    placed = []
+    for i, (count, node, order) in enumerate(pods):
+        ix.object_changed(DraKind.CLAIM, f"default/w-{i}-gpus", claim(f"w-{i}-gpus", claim_spec(count)))
+        ix.pod_changed(f"default/w-{i}", pod(f"w-{i}", made=f"w-{i}-gpus"))
+        placed.append(Placed(f"default/w-{i}", f"w-{i}", "default", f"uid-w-{i}", node, tuple(order[:count])))
+    the_plan = plan(ix, placed)
+    wanted = sum(count for count, _, _ in pods)
+    free = {"gpu-1": 8 - len(held), "gpu-2": 8}
+    need = {n: sum(c for c, node, _ in pods if node == n) for n in free}
+    if isinstance(the_plan, str):
+        assert any(need[n] > free[n] for n in free), the_plan
+        return
+    assert [w.claim for w in the_plan.writes] == [f"default/w-{i}-gpus" for i in range(len(pods))]
+    given = [(w.pod.node, r["device"]) for w in the_plan.writes for r in w.allocation["devices"]["results"]]
+    assert len(given) == wanted and len(set(given)) == wanted
+    assert not {("gpu-1", f"gpu-{i}") for i in held} & set(given)
