@@ -29,7 +29,9 @@ Gangs of the Workload API (:mod:`usher.sandbox.workload_api`), as the GangSchedu
 pending pods are placed together, each counting for the rules of the next, and bound only if at
 least ``minCount`` of the group (those already bound included) found a node; else none is bound
 (those that fit wait, as at Permit; those that fit nowhere say why). A ``basic`` group is
-scheduled pod by pod; each ``podGroupReplicaKey`` is a gang of its own.
+scheduled pod by pod; each ``podGroupReplicaKey`` is a gang of its own. A 1.36/1.37 pod's
+``spec.schedulingGroup`` names a runtime PodGroup instead, whose ``spec.schedulingPolicy`` is
+read the same way (one gang per PodGroup; the PodGroup's status is not written here).
 A pod with ``spec.resourceClaims`` is not placed: this stand-in has no DynamicResources plugin
 and says so in the pod's Unschedulable message (:data:`NO_DRA`) rather than bind a pod whose
 claims nobody allocated. A pod that fits nowhere gets ``PodScheduled=False``, ``reason: Unschedulable`` and the real
@@ -85,7 +87,7 @@ from .pod_affinity import terms as affinity_terms
 from .pod_affinity import Kind as AffinityKind
 from .topology_spread import Spread, When
 from .topology_spread import has_rules as has_spread
-from .workload_api import GangKey, gang_of, workload_ref
+from .workload_api import GangKey, gang_of, pod_group_gang_of, scheduling_group, workload_ref
 from .store import ApiError, Change, EventType, Stored
 from .volume_binding import BIND_TIMEOUT, MAX_VOLUMES, Pending, VolumeBinding, pod_claims
 
@@ -93,6 +95,7 @@ JsonObject = dict[str, Any]
 
 DEFAULT_SCHEDULER = "default-scheduler"
 POD_RT = RESOURCE_TYPES[Resource.PODS]
+RUNTIME_POD_GROUPS = "podgroups.scheduling.k8s.io"
 
 
 def _gang_key(pod: JsonObject) -> GangKey | None:
@@ -114,6 +117,8 @@ class _Cluster:
     anti_affinity: bool = False
     """Whether any pod placed has required anti-affinity (then every pod checks it)."""
     label_list: list[dict[str, str]] = field(default_factory=list)
+    pod_groups: dict[tuple[str, str], JsonObject] = field(default_factory=dict)
+    """1.36/1.37 runtime PodGroups (``scheduling.k8s.io``) by namespace and name."""
 
     def placed(self, bound: dict[str, list[JsonObject]]) -> Iterable[tuple[JsonObject, dict[str, str]]]:
         for name, pods in bound.items():
@@ -150,7 +155,7 @@ _STORAGE = (Resource.PERSISTENTVOLUMECLAIMS, Resource.PERSISTENTVOLUMES, Resourc
 
 
 class DefaultScheduler(Part):
-    resources = (Resource.PODS, Resource.NODES, Resource.NAMESPACES, Resource.WORKLOADS, *_STORAGE)
+    resources = (Resource.PODS, Resource.NODES, Resource.NAMESPACES, Resource.WORKLOADS, Resource.PODGROUPS, *_STORAGE)
 
     def __init__(self, mgr: Host) -> None:
         super().__init__(mgr)
@@ -205,10 +210,13 @@ class DefaultScheduler(Part):
         cluster = self._cluster(nodes, bound)
         gangs: dict[GangKey, tuple[int, list[JsonObject]]] = {}
         for pod in pending:
-            if workload_ref(pod) is None:
+            if workload_ref(pod) is None and scheduling_group(pod) is None:
                 self.mgr.guard(lambda pod=pod: self._schedule(pod, cluster, used, bound))
                 continue
-            gang = gang_of(pod, cluster.workloads)
+            if workload_ref(pod) is not None:
+                gang = gang_of(pod, cluster.workloads)
+            else:
+                gang = pod_group_gang_of(pod, cluster.pod_groups)
             if gang is None:
                 continue  # PreEnqueue: its Workload or pod group does not exist (yet)
             key, min_count = gang
@@ -229,7 +237,14 @@ class DefaultScheduler(Part):
                 meta = stored.obj["metadata"]
                 workloads[(meta.get("namespace", ""), meta["name"])] = stored.obj
         anti = any(affinity_terms(p, AffinityKind.ANTI_AFFINITY) for pods in bound.values() for p in pods)
-        return _Cluster(nodes, node_labels, namespaces, workloads, anti, [node_labels[n["metadata"]["name"]] for n in nodes])
+        cluster = _Cluster(nodes, node_labels, namespaces, workloads, anti, [node_labels[n["metadata"]["name"]] for n in nodes])
+        try:  # the runtime PodGroups of 1.36/1.37, where served
+            for stored in self.store.list(RUNTIME_POD_GROUPS).items:
+                meta = stored.obj["metadata"]
+                cluster.pod_groups[(meta.get("namespace", ""), meta["name"])] = stored.obj
+        except ApiError:
+            pass
+        return cluster
 
     def _filter(self, pod: JsonObject, node: JsonObject, used: dict[str, dict[str, int]],
                 bound: dict[str, list[JsonObject]]) -> list[str]:

@@ -12,7 +12,8 @@ moved to v1beta1 and ``spec.schedulingGroup``), so their schemas are written her
 (:func:`validate_workload`, :func:`validate_workload_ref`) with its field paths.
 
 :func:`gang_of` is what the default scheduler's GangScheduling needs: a pod's gang key and its
-``minCount`` (None for a basic group), or why it waits (no such Workload or group yet).
+``minCount`` (None for a basic group), or why it waits (no such Workload or group yet);
+:func:`pod_group_gang_of` the same for a 1.36/1.37 pod naming a runtime PodGroup.
 """
 
 from __future__ import annotations
@@ -277,3 +278,25 @@ def gang_of(pod: Mapping[str, Any], workloads: Mapping[tuple[str, str], Mapping[
             gang = (group.get("policy") or {}).get("gang")
             return key, int(gang["minCount"]) if isinstance(gang, dict) and gang.get("minCount") else None
     return None
+
+
+def scheduling_group(pod: Mapping[str, Any]) -> str | None:
+    """The PodGroup a 1.36/1.37 pod names (``spec.schedulingGroup.podGroupName``), or None."""
+    group = (pod.get("spec") or {}).get("schedulingGroup")
+    return str(group.get("podGroupName") or "") if isinstance(group, dict) else None
+
+
+def pod_group_gang_of(
+    pod: Mapping[str, Any], pod_groups: Mapping[tuple[str, str], Mapping[str, Any]]
+) -> tuple[GangKey, int | None] | None:
+    """The gang of a pod naming a runtime PodGroup (1.36 ``v1alpha2``, 1.37 ``v1beta1``) and its
+    ``minCount`` (None: a basic group); None when the PodGroup does not exist (the pod waits)."""
+    name = scheduling_group(pod)
+    if name is None:
+        raise ValueError("the pod has no schedulingGroup")
+    namespace = pod["metadata"].get("namespace") or "default"
+    group = pod_groups.get((namespace, name))
+    if group is None:
+        return None
+    gang = ((group.get("spec") or {}).get("schedulingPolicy") or {}).get("gang")
+    return (namespace, "PodGroup", name, ""), int(gang["minCount"]) if isinstance(gang, dict) and gang.get("minCount") else None

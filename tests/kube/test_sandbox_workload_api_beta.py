@@ -185,3 +185,38 @@ def test_usher_sandbox_serves_the_release_it_is_asked_for_and_refuses_an_unknown
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+async def test_the_default_scheduler_places_a_pod_group_gang_whole_or_not_at_all():
+    """kube-scheduler's GangScheduling over 1.37's PodGroups: 4 pods of 5 GPUs on two 8-GPU nodes
+    (two fit) are none of them bound; a gang that fits is bound whole; a pod naming a PodGroup
+    that does not exist waits untried."""
+    from sandboxes import Sandbox, node
+
+    sb = Sandbox()
+    serve(sb.server.store, Release.V1_37)
+    await sb.start()
+    try:
+        for n in ("n1", "n2"):
+            await sb.create("/api/v1/nodes", node(n, gpus=8))
+        groups = "/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups"
+        await sb.create(groups, pod_group("big", 4))
+        for i in range(4):
+            await sb.create("/api/v1/namespaces/default/pods", pod(f"b-{i}", gpus=5, schedulingGroup={"podGroupName": "big"}))
+
+        async def decided():
+            pods = [await sb.get(f"/api/v1/namespaces/default/pods/b-{i}") for i in range(4)]
+            refused = [p for p in pods if any(c.get("reason") == "Unschedulable" for c in p["status"].get("conditions") or [])]
+            return pods if len(refused) == 2 else None
+
+        pods = await sb.until(decided, "two of the gang found no node")
+        assert not any(p["spec"].get("nodeName") for p in pods)  # the two that fit were not bound either
+        await sb.create("/api/v1/namespaces/default/pods", pod("lone", gpus=1, schedulingGroup={"podGroupName": "later"}))
+        await sb.create(groups, pod_group("small", 2))
+        for i in range(2):
+            await sb.create("/api/v1/namespaces/default/pods", pod(f"s-{i}", gpus=1, schedulingGroup={"podGroupName": "small"}))
+        for i in range(2):
+            await sb.pod_where(f"s-{i}", lambda p: p["spec"].get("nodeName"))
+        assert not (await sb.get("/api/v1/namespaces/default/pods/lone"))["spec"].get("nodeName")
+    finally:
+        await sb.stop()
