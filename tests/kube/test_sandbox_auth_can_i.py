@@ -223,3 +223,27 @@ def test_the_official_client_impersonates_with_headers_and_extras(cluster):
     assert status["message"] == (
         f'userextras.authentication.k8s.io "admin" is forbidden: User "{TENANT}" cannot impersonate resource '
         '"userextras/scopes" in API group "authentication.k8s.io" at the cluster scope')
+
+
+def test_without_rbac_every_impersonation_is_allowed_and_whoami_answers(tmp_path):
+    """``usher sandbox`` without ``--rbac`` is a cluster whose authorizer is AlwaysAllow."""
+    with ServerThread(FakeApiServer(tls=True)) as thread:
+        config = tmp_path / "kubeconfig"
+        config.write_text(yaml.safe_dump(thread.server.kubeconfig(thread.server.admin_token)))
+        kubectl = Kubectl(config)
+        assert can_i(kubectl, "create", "pods") == "yes"
+        review = json.loads(kubectl.ok("auth", "whoami", "-o", "json", "--as=alice", "--as-group=researchers"))
+        assert review["status"]["userInfo"] == {"username": "alice", "groups": ["researchers", "system:authenticated"]}
+        kubectl.ok("create", "configmap", "x", "--as=system:serviceaccount:default:ci")
+
+
+def test_the_operating_guides_check_of_an_operator_binding(cluster):
+    """docs/operating.md: bind usher-operator to a group, then check a member's rights with --as/--as-group."""
+    admin = cluster.admin
+    admin.ok("apply", "-f", str(Path(__file__).resolve().parents[2] / "deploy" / "22-rbac-operator.yaml"))
+    decisions = (f"configmap/{DECISIONS_CONFIGMAP}", "-n", USHER_NAMESPACE)
+    assert can_i(admin, "update", *decisions, "--as=alice", "--as-group=gpu-admins") == "no"
+    admin.ok("create", "clusterrolebinding", "usher-operators", "--clusterrole=usher-operator", "--group=gpu-admins")
+    assert can_i(admin, "update", *decisions, "--as=alice", "--as-group=gpu-admins") == "yes"
+    assert can_i(admin, "update", *decisions, "--as=alice") == "no"
+    assert can_i(admin, "update", *decisions, f"--as={TENANT}") == "no"
