@@ -63,7 +63,7 @@ from typing import Any
 import celpy
 from celpy import celtypes
 
-from usher.sandbox.auth import AUTHENTICATED, UserInfo
+from usher.sandbox.authn import AUTHENTICATED, UserInfo
 from usher.sandbox.kinds import Resource
 from usher.sandbox.store import (
     ApiError,

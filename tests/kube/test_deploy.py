@@ -59,7 +59,7 @@ from usher.engine.scenario.models import HOSTNAME_LABEL, QueueSpec, TopologySpec
 from usher.engine.scenario.quantity import parse_duration
 from usher.sandbox.admission_policy import PolicyEvaluator
 from usher.sandbox.apiserver import ServerThread
-from usher.sandbox.auth import UserInfo
+from usher.sandbox.authn import UserInfo
 from usher.sandbox.store import Attempt, Operation, Store
 
 ROOT = Path(__file__).resolve().parents[2]
