@@ -241,3 +241,45 @@ async def test_a_claim_shared_by_a_launcher_and_a_worker_is_refused_as_not_imple
         assert ("Pod launcher cannot be scheduled as written: spec.resourceClaims[0].resourceClaimName: "
                 "ResourceClaim default/shared is named by pod default/worker too") in scheduled(p)[1]
     assert not [p for p in await sb.all_pods() if p["spec"].get("nodeName")]
+
+
+def claim_job(name: str, gpus: int, priority_class: str | None = None) -> dict[str, Any]:
+    """A batch Job of one pod whose GPUs come from a claim template (``<name>-gpus``)."""
+    spec: dict[str, Any] = {
+        "schedulerName": "usher", "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+        "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": f"{name}-gpus"}],
+        "containers": [{"name": "main", "image": "trainer:1", "resources": {"claims": [{"name": "gpus"}]}}]}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": {
+        "backoffLimit": 6, "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+        "template": {"metadata": {"labels": {"usher/queue": "research"}}, "spec": spec}}}
+
+
+async def test_preemption_frees_the_victims_claimed_devices_for_the_preemptor(sb: UsherOnSandbox) -> None:
+    """low holds all 8 GPUs of gpu-1 through its claim; urgent (higher priority) asks 8 through
+    its own: usher evicts low, and urgent's claim is given those devices and urgent runs."""
+    await setup(sb, "gpu-1")
+    await sb.start_usher(sb.tmp, "queues:\n  - {name: research, quota: {gpu: 64}, namespaces: [default], "
+                                 "preemption: {withinQueue: LowerPriority}}\n")
+    await sb.create("/apis/scheduling.k8s.io/v1/priorityclasses", {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent"}, "value": 100})
+    for name in ("low", "urgent"):
+        await sb.create(TEMPLATES, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                                    "metadata": {"name": f"{name}-gpus"}, "spec": {"spec": claim_spec(8)}})
+
+    async def running(job: str) -> Any:
+        pods = [p for p in await sb.pods(f"job-name={job}")
+                if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+        return pods or None
+
+    await sb.create("/apis/batch/v1/namespaces/default/jobs", claim_job("low", 8))
+    [low] = await sb.until(lambda: running("low"), "low runs on its claim")
+    sb.advance(60)  # past the time a job runs before it may be preempted
+    await sb.create("/apis/batch/v1/namespaces/default/jobs", claim_job("urgent", 8, "urgent"))
+    [urgent] = await sb.until(lambda: running("urgent"), "urgent runs on the devices low held", deadline=30.0)
+    assert urgent["spec"]["nodeName"] == "gpu-1"
+    made = urgent["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    results = (await sb.get(f"{CLAIMS}/{made}"))["status"]["allocation"]["devices"]["results"]
+    assert sorted(r["device"] for r in results) == sorted(f"gpu-{i}" for i in range(8))
+    assert not await running("low")
