@@ -20,7 +20,8 @@ Conventions (documented for users in docs/operating.md):
   node offers only the extras its allocatable lists (``pods`` without limit when unlisted, as a
   bare test object); ``holding_of`` for the pods usher does not schedule;
 - GPUs: ``nvidia.com/gpu`` requests (or limits); a share of one GPU: annotation
-  ``usher/gpu-fraction``; acceptable models: ``usher/gpu-model`` (comma list);
+  ``usher/gpu-fraction``; acceptable models: ``usher/gpu-model`` (comma list); GPUs asked
+  through ``spec.resourceClaims`` are added by ``dra_pods`` (they need the watched claims);
 - topology: ``usher/topology-required`` / ``usher/topology-preferred`` naming a level;
 - backfill: ``usher/estimate`` (a duration); ``usher/checkpoint-every``; ``usher/preemptible``;
 - consolidation: ``usher/movable`` (``true``/``false``): whether usher may evict the job's pods
