@@ -263,6 +263,11 @@ class _Lifting:
     def lift_for_real(self, needed: list[Job]) -> None:
         """Make the state the one asked about: the ``needed`` movers are lifted already."""
 
+    def strands(self, needed: list[Job]) -> bool:
+        """Whether some needed mover surely fits nowhere once the gang took its room (False:
+        it may fit, place it to know)."""
+        return False
+
 
 class _Room(_Lifting):
     """For a gang of one group of whole-GPU pods that requires a domain at ``level``: the free
@@ -369,6 +374,31 @@ class _Room(_Lifting):
         for v in needed:
             lift_victim(self.state, v)
 
+    def strands(self, needed: list[Job]) -> bool:
+        """A count that needs no placement, for movers of whole-GPU pods when the movers ran in
+        the gang's domain alone: the gang fitted nowhere before and only that domain changed, so
+        it lands there and leaves at most the domain's whole GPUs free (the needed movers lifted)
+        less its own. A mover's pod of ``g`` GPUs needs one node with ``g`` whole GPUs free: one
+        outside the domain (the state's buckets less the domain's ``free_hist``) or ``g`` left in
+        it. Where some pod has neither, placing the movers fails, whatever the placer chooses."""
+        if len(self.domains) != 1:
+            return False
+        [d] = self.domains
+        domain = self.state.domains[self.level][d]
+        left = domain.whole_free + self.whole_delta.get(d, 0) - self.need
+        buckets = self.state.buckets.values()
+        for v in needed:
+            for g, n in zip(v.groups, gang_counts(v, False)):
+                if not n:
+                    continue
+                if not g.whole_gpus or g.whole_gpus <= left:
+                    return False  # a share of a GPU, or room left beside the gang: place it
+                hist = domain.free_hist
+                outside = sum(len(b[k]) for b in buckets for k in range(g.whole_gpus, len(b))) - sum(hist[g.whole_gpus:])
+                if outside <= 0:
+                    return True
+        return False
+
 
 def _try_domain(
     state: ClusterState, job: Job, counts: list[int], movers: list[Job], now: float, scoring: Scoring, level: int, domain: int
@@ -394,6 +424,8 @@ def _try_domain(
         if not trial.fits():
             trial.lift(v)
             needed.append(v)
+    if trial.strands(needed):
+        return Miss.NOWHERE_ELSE  # nothing lifted for real yet: nothing to undo
     trial.lift_for_real(needed)
     placer = _gang_fits(state, job, counts, scoring, frozenset(v.id for v in needed))
     assert placer is not None  # the state is the one that fitted last

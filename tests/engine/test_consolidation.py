@@ -197,22 +197,27 @@ def test_a_gang_with_a_launcher_beside_its_workers_is_made_room_for_too() -> Non
     )
 
 
-def test_a_failed_search_is_not_repeated_while_the_cluster_and_its_candidates_stay_the_same(monkeypatch) -> None:
-    """Issue 34: a search that found no moves is tried again only when something it looked at
-    changed. Here the movers (5 GPUs each) have nowhere else to go (3 GPUs free per node), and
-    the moments after the gang's first try only add jobs that wait: no new search until the long
-    jobs end, and then the same decisions as without consolidation."""
-    from usher.engine.policy import consolidation
-
+def _stranded() -> str:
+    """The movers (5 GPUs each) have nowhere else to go (3 GPUs free per node), and from 800 s on
+    only jobs that wait arrive (8 GPUs on one node)."""
     text = (
         SCATTERED.replace("count: 1, gpu: 4}]}\n  - {name: short", "count: 1, gpu: 5}]}\n  - {name: short")
         .replace("duration: 100, pods: [{count: 1, gpu: 4}]", "duration: 100, pods: [{count: 1, gpu: 3}]")
         .replace("pods: [{count: 2, gpu: 8, topology", "pods: [{count: 2, gpu: 6, topology")
     )
-    text += "".join(
+    return text + "".join(
         f"  - {{name: wide-{t}, queue: research, submit: {t}, duration: 100, pods: [{{count: 1, gpu: 8}}]}}\n"
         for t in range(800, 2000, 100)
     )
+
+
+def test_a_failed_search_is_not_repeated_while_the_cluster_and_its_candidates_stay_the_same(monkeypatch) -> None:
+    """Issue 34: a search that found no moves is tried again only when something it looked at
+    changed. The moments after the gang's first try only add jobs that wait: no new search until
+    the long jobs end, and then the same decisions as without consolidation."""
+    from usher.engine.policy import consolidation
+
+    text = _stranded()
     searched: list[float] = []
     real = consolidation._try_domain
 
@@ -228,6 +233,29 @@ def test_a_failed_search_is_not_repeated_while_the_cluster_and_its_candidates_st
     # twelve moments of new waiting jobs in between, and no search again until a long job ends
     assert [t for t in searched if 700.0 < t < 36000.0] == []
     plain = _runs(_replay(text, consolidation=False))
+    assert {name: [(r.start, r.end) for r in rs] for name, rs in runs.items()} == {
+        name: [(r.start, r.end) for r in rs] for name, rs in plain.items()
+    }
+
+
+def test_movers_with_nowhere_to_go_by_count_are_not_placed_on_trial(monkeypatch) -> None:
+    """Issue 34: when no node outside the gang's rack has a mover's GPUs free, and the rack keeps
+    too few beside the gang, the search says so from the counts: no mover is placed on trial, and
+    the decisions are those without consolidation."""
+    from usher.engine.policy import consolidation
+
+    tried: list[str] = []
+
+    class Counting(consolidation.Placer):
+        def place_gang(self, job, counts):  # type: ignore[no-untyped-def]
+            if job.name.startswith("long-"):
+                tried.append(job.name)
+            return super().place_gang(job, counts)
+
+    monkeypatch.setattr(consolidation, "Placer", Counting)
+    runs = _runs(_replay(_stranded()))
+    assert tried == []
+    plain = _runs(_replay(_stranded(), consolidation=False))
     assert {name: [(r.start, r.end) for r in rs] for name, rs in runs.items()} == {
         name: [(r.start, r.end) for r in rs] for name, rs in plain.items()
     }
