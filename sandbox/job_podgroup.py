@@ -75,11 +75,12 @@ def _managed(job: JsonObject) -> bool:
 
 
 def pod_group_for(
-    store: Objects, job: JsonObject, job_rt: ResourceType, has_pods: bool,
+    store: Objects, job: JsonObject, job_rt: ResourceType, has_pods: Callable[[], bool],
     owner_ref: Callable[[JsonObject, ResourceType], JsonObject],
 ) -> tuple[str, JsonObject] | None:
     """The PodGroup a new pod of ``job`` joins (its name, and the pod's owner reference to it),
-    made with its Workload when the Job has no pods yet; None when the controller makes none."""
+    made with its Workload when the Job has no pods yet (``has_pods``, asked only then); None
+    when the controller makes none."""
     if Gate.WORKLOAD_WITH_JOB not in store.feature_gates or not _managed(job):
         return None
     meta = job["metadata"]
@@ -87,7 +88,7 @@ def pod_group_for(
     workload_name = f"{meta['name']}-{suffix}"
     group_name = f"{workload_name}-{TEMPLATE}-{suffix}"
     if not store.exists(POD_GROUP, group_name, namespace):
-        if has_pods:
+        if has_pods():
             return None
         policy = _policy(job)
         if not store.exists(WORKLOAD, workload_name, namespace):

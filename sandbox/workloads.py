@@ -403,7 +403,7 @@ class JobController(OwnerPart):
                         env.insert(0, {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
                             "apiVersion": "v1", "fieldPath": f"metadata.annotations['{INDEX_KEY}']"}}})
 
-        group = pod_group_for(self.store, job, JOB_RT, bool(self.owned(job)), owner_reference)
+        group = pod_group_for(self.store, job, JOB_RT, lambda: bool(self.owned(job)), owner_reference)
 
         def grouped(pod: JsonObject) -> None:
             mutate(pod)
