@@ -3,6 +3,14 @@
     python bench/kube.py binds      # 1,000 nodes, 5,000 pending one-GPU pods: end-to-end binds/s
     python bench/kube.py coldstart  # 1,000 nodes, 20,000 pods: controller start to first cycle
     USHER_BENCH_POOL=8 python bench/kube.py binds   # the client's request pool at 8 connections
+    python bench/kube.py volumes    # 2,000 one-GPU pods without volumes, then with one claim each
+
+``volumes`` runs two rounds back to back, each against a fresh sandbox of 1,000 nodes: the same
+number of one-GPU pods, created over HTTP before the controller starts, first without volumes,
+then each with a generic ephemeral volume of the sandbox's default ``WaitForFirstConsumer`` class
+(the ephemeral volume controller has made every claim before the controller starts). Each pod is
+a gang of one, so each bind goes through the volume PreBind: ``selected-node`` on the claim, the
+provisioner's volume, the PV controller's bind, then the pod's. Binds/s and CPU per bind of both.
 
 ``binds`` also prints the CPU each process used while binding, per bind: on a shared machine that
 is steadier than the rate. Then, against the same sandbox in the same run, it measures the floor:
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import math
 import os
 import ssl
 import subprocess
@@ -75,7 +84,7 @@ def scenario(nodes: int, pods: int) -> str:
         "nodeGroups:",
         f"  - {{prefix: n, count: {nodes}, layout: {{usher/rack: 16}}, template: {{gpus: 8, gpuModel: H100}}}}",
         "queues: [{name: q}]",
-        "jobs:",
+        "jobs:" if pods else "jobs: []",
     ]
     lines += [f"  - {{name: j{i}, queue: q, pods: [{{gpu: 1}}]}}" for i in range(pods)]
     return "\n".join(lines) + "\n"
@@ -301,6 +310,86 @@ async def measure(nodes: int, pods: int, what: str) -> None:
             sandbox.wait(10)
 
 
+def bench_pod(i: int, volumes: bool) -> dict:
+    """A pending one-GPU pod for usher in queue ``q``; ``volumes``: with a scratch claim of its own."""
+    gpu = {"nvidia.com/gpu": "1"}
+    spec: dict = {"schedulerName": "usher", "restartPolicy": "Never",
+                  "containers": [{"name": "main", "image": "trainer:1", "resources": {"requests": gpu, "limits": gpu}}]}
+    if volumes:
+        spec["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}}}}]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"p{i}", "namespace": "default", "labels": {"usher/queue": "q"}}, "spec": spec}
+
+
+async def volume_round(nodes: int, pods: int, volumes: bool) -> dict[str, float]:
+    """One round of ``volumes``: binds/s from the first cycle to the last bind, CPU per bind."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.yaml"
+        path.write_text(scenario(nodes, 0))
+        kubeconfig = Path(tmp) / "kubeconfig"
+        sandbox = subprocess.Popen(
+            [sys.executable, "-m", "usher", "sandbox", str(path), "--port", "0", "--kubeconfig-out", str(kubeconfig), "--speed", "1"],
+            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        try:
+            url = await sandbox_url(kubeconfig, sandbox)
+            verify = trust(kubeconfig)
+            token = (yaml.safe_load(kubeconfig.read_text())["users"][0]["user"] or {}).get("token")
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            async with httpx.AsyncClient(base_url=url, timeout=60, verify=verify, headers=headers) as http:
+                while (await http.get("/api/v1/namespaces/usher-system/configmaps/usher-queues")).status_code != 200:
+                    await asyncio.sleep(0.2)  # the sandbox's setup is done once the queues are there
+                slots = asyncio.Semaphore(16)
+
+                async def create(i: int) -> None:
+                    async with slots:
+                        r = await http.post("/api/v1/namespaces/default/pods", json=bench_pod(i, volumes))
+                        r.raise_for_status()
+
+                await asyncio.gather(*(create(i) for i in range(pods)))
+            if volumes:
+                claims = "/api/v1/namespaces/default/persistentvolumeclaims"
+                while await count(url, claims, {}, verify) < pods:
+                    await asyncio.sleep(0.2)
+            client = await KubeClient.connect(str(kubeconfig))
+            ctrl = KubeController(client, identity="bench", elect=False, status_interval=3600.0)
+            task = asyncio.create_task(ctrl.run())
+            await ctrl.synced.wait()
+            while ctrl.stats.first_cycle_at is None:
+                await asyncio.sleep(0.01)
+            first_cycle = ctrl.stats.first_cycle_at
+            cpu, sandbox_cpu = time.process_time(), process_cpu(sandbox.pid)
+            while ctrl.stats.binds + ctrl.stats.bind_errors < pods:
+                await asyncio.sleep(0.05)
+            done = time.perf_counter()
+            cpu, sandbox_end = time.process_time() - cpu, process_cpu(sandbox.pid)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await client.aclose()
+            binds = max(ctrl.stats.binds, 1)
+            return {"binds": ctrl.stats.binds, "errors": ctrl.stats.bind_errors, "rate": binds / (done - first_cycle),
+                    "cpu_ms": 1000 * cpu / binds,
+                    "sandbox_ms": 1000 * (sandbox_end - sandbox_cpu) / binds if sandbox_cpu is not None and sandbox_end is not None else math.nan}
+        finally:
+            sandbox.terminate()
+            sandbox.wait(10)
+
+
+def measure_volumes(nodes: int, pods: int) -> None:
+    """``volumes``: the same pods without and with a claim each, back to back."""
+    rounds = {}
+    for volumes in (False, True):
+        r = rounds[volumes] = asyncio.run(volume_round(nodes, pods, volumes))
+        print(f"{'with' if volumes else 'without'} volumes: {r['binds']:.0f} binds ({r['errors']:.0f} errors), "
+              f"{r['rate']:.0f} binds/s, controller CPU {r['cpu_ms']:.2f} ms per bind, sandbox {r['sandbox_ms']:.2f} ms")
+    plain, claims = rounds[False], rounds[True]
+    print("| benchmark | without volumes | with a claim per pod | with/without |\n|---|---:|---:|---:|")
+    print(f"| binds/s, first cycle to last bind | {plain['rate']:,.0f} | {claims['rate']:,.0f} | {claims['rate'] / plain['rate']:.2f} |")
+    print(f"| controller CPU per bind | {plain['cpu_ms']:.2f} ms | {claims['cpu_ms']:.2f} ms | {claims['cpu_ms'] / plain['cpu_ms']:.2f} |")
+    print(f"| sandbox CPU per bind | {plain['sandbox_ms']:.2f} ms | {claims['sandbox_ms']:.2f} ms | {claims['sandbox_ms'] / plain['sandbox_ms']:.2f} |")
+
+
 def main(argv: list[str]) -> None:
     which = argv or ["binds", "coldstart"]
     import usher.engine
@@ -310,8 +399,10 @@ def main(argv: list[str]) -> None:
             asyncio.run(measure(1000, 5000, "binds"))
         elif name == "coldstart":
             asyncio.run(measure(1000, 20000, "coldstart"))
+        elif name == "volumes":
+            measure_volumes(1000, int(os.environ.get("USHER_BENCH_PODS", "2000")))
         else:
-            raise SystemExit(f"unknown benchmark {name!r} (binds, coldstart)")
+            raise SystemExit(f"unknown benchmark {name!r} (binds, coldstart, volumes)")
 
 
 if __name__ == "__main__":

@@ -126,6 +126,18 @@ def segment_of(node: JsonObject, key: str) -> str | None:
     return labels.get(key)
 
 
+def _segments_of(pv: JsonObject) -> set[tuple[str, str]]:
+    """The (topology key, value) pairs of one of our drivers' volumes, from its node affinity."""
+    provisioner = (pv["metadata"].get("annotations") or {}).get(Annotation.PROVISIONED_BY)
+    key = TOPOLOGY_KEYS.get(str(provisioner))
+    if key is None:
+        return set()
+    spec = pv.get("spec") or {}
+    return {(key, str(v)) for term in ((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms") or []
+            for expr in term.get("matchExpressions") or [] if expr.get("key") == key and expr.get("operator") == "In"
+            for v in expr.get("values") or []}
+
+
 def _allowed(sc: JsonObject, key: str, value: str) -> bool:
     terms = sc.get("allowedTopologies") or []
     if not terms:
@@ -157,6 +169,8 @@ class Provisioner(Part):
         """Nodes to register again (``None``: all)."""
         self._new_nodes: set[str] | None = set()
         """Nodes created since the last sync, whose capacities to publish."""
+        self._segments: set[tuple[str, str]] = set()
+        """(topology key, value) of the volumes changed since the last sync: their capacities change."""
 
     def resync(self) -> None:
         self._dirty = self._claims = self._topology = True
@@ -186,7 +200,11 @@ class Provisioner(Part):
         elif resource == Resource.STORAGECLASSES:
             self._claims = self._topology = True
         elif resource == Resource.PERSISTENTVOLUMES:
-            self._claims = self._topology = True
+            # a volume made, bound, released or gone changes what is left in its segment only
+            self._claims = True
+            for stored in (change.old, change.new):
+                if stored is not None:
+                    self._segments.update(_segments_of(stored.obj))
         elif resource == Resource.PERSISTENTVOLUMECLAIMS:
             self._claims = True
         else:
@@ -201,10 +219,11 @@ class Provisioner(Part):
         self._claims, self._topology, self._nodes, self._new_nodes = False, False, set(), set()
         if claims:
             self._sync_claims(classes)
+        segments, self._segments = self._segments, set()
         if topology:
             self._publish(classes, None)
-        elif new_nodes:
-            self._publish(classes, new_nodes)
+        elif new_nodes or segments:
+            self._publish(classes, set(new_nodes or ()) | self._nodes_in(segments))
         self._register(nodes)
 
     def _sync_claims(self, classes: dict[str, JsonObject]) -> None:
@@ -297,6 +316,15 @@ class Provisioner(Part):
         self._first_seen.pop(uid, None)
         self.store.create_stored(PV_RT, self._volume(claim, sc, provisioner, segment), None)
         self._tell(claim, EventType.NORMAL, "ProvisioningSucceeded", f"Successfully provisioned volume {pv_name}", provisioner)
+
+    def _nodes_in(self, segments: set[tuple[str, str]]) -> set[str]:
+        """The nodes of these segments (a hostname is its node; a zone, the nodes labelled so)."""
+        names = {value for key, value in segments if key == HOSTNAME}
+        zonal = {(key, value) for key, value in segments if key != HOSTNAME}
+        if zonal:
+            names.update(s.obj["metadata"]["name"] for s in self.stored(NODE_RT)
+                         if any(segment_of(s.obj, key) == value for key, value in zonal))
+        return names
 
     def _node(self, name: str) -> JsonObject | None:
         try:
