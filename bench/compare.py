@@ -141,22 +141,28 @@ def order(repeats: int) -> list[tuple[str, int]]:
     return runs
 
 
-def first_number(value: str) -> float | None:
-    """The first number in a table cell (``"1,234.5 s wall, ..."`` -> 1234.5), None if it has none."""
+def first_number(value: str) -> tuple[float, str] | None:
+    """The first number in a table cell and the words after it up to a comma or bracket
+    (``"1,234.5 s wall, ..."`` -> (1234.5, "s wall")), None if it has none."""
     m = NUMBER.search(value)
-    return float(m.group().replace(",", "")) if m else None
+    if not m:
+        return None
+    unit = re.split(r"[,;(]", value[m.end():], maxsplit=1)[0].strip()
+    return float(m.group().replace(",", "")), unit
 
 
 def table_rows(output: str) -> dict[str, float]:
-    """The ``| label | value |`` rows a benchmark printed, each label with its value's first number."""
+    """The ``| label | value |`` rows a benchmark printed, each by its label and the unit of its
+    value's first number (``"B2 replay [s wall]"``), with that number."""
     rows: dict[str, float] = {}
     for line in output.splitlines():
         m = ROW.match(line)
         if not m or set(m["value"]) <= set("-|: ") or m["label"] == "benchmark":
             continue
-        number = first_number(m["value"])
-        if number is not None:
-            rows[m["label"]] = number
+        found = first_number(m["value"])
+        if found is not None:
+            number, unit = found
+            rows[f"{m['label']} [{unit}]" if unit else m["label"]] = number
     return rows
 
 

@@ -53,9 +53,9 @@ def test_table_rows_take_each_rows_first_number() -> None:
         "| a row without figures | none |",
     ])
     assert compare.table_rows(output) == {
-        "B1 first cycle": 1.25,
-        "B1 placement rate": 18075.0,
-        "contention busy/quiet (B2 at 1.3x against 1.0x)": 2.5,
+        "B1 first cycle [s]": 1.25,
+        "B1 placement rate [pods/s]": 18075.0,
+        "contention busy/quiet (B2 at 1.3x against 1.0x) [x CPU]": 2.5,
     }
 
 
@@ -71,7 +71,7 @@ def test_summary_gives_medians_and_head_over_base(tmp_path: Path) -> None:
     lines = compare.summary([base, head])
     assert "| whole run, cpu s | 20.00 | 10.00 | 0.50 |" in lines
     assert "| whole run, wall s | 40.00 | 20.00 | 0.50 |" in lines
-    assert "| B1 first cycle | 2 | 0.75 | 0.38 |" in lines
+    assert "| B1 first cycle [s] | 2 | 0.75 | 0.38 |" in lines
 
 
 def test_a_ratio_over_nothing_is_not_given() -> None:
