@@ -2,7 +2,8 @@
 
 Backends and the controller speak to the engine only through these methods: ``submit`` a job,
 ``finish`` one, apply an operator or node ``command``, run a ``cycle``, ``unbind`` a bind that a
-backend could not carry out, ``grow`` and ``shrink`` an elastic job on a cluster. Every operator action and every preemption lands in the audit trail.
+backend could not carry out, ``grow`` and ``shrink`` an elastic job on a cluster, ``regpu`` a
+placement to the GPUs a backend gave instead. Every operator action and every preemption lands in the audit trail.
 The engine does no I/O and reads no clock: the caller passes ``now``.
 """
 
@@ -344,6 +345,25 @@ class Engine(Admitter):
                 job.charged = vsub(job.charged, amount)
         if gone and note:
             state.audit.append(AuditEntry(now, "scheduler", AuditAction.SHRINK, job.name, f"gave back {fmt.plural(len(gone), 'pod')}; runs on {len(run.placements)}"))
+
+    def regpu(self, job: Job, pod: str, gpus: list[int]) -> bool:
+        """The backend gave ``pod`` other whole GPUs of its node than its placement names (a
+        device claim's selector excluded some): the placement, and the node's free GPUs, follow
+        what was given, so later placements see the node as it is. Only GPUs free here may be
+        taken instead; False (nothing changed) when one is not, or nothing differs."""
+        run = job.current_run
+        placement = next((p for p in run.placements if p.pod == pod), None) if run is not None else None
+        if placement is None or placement.share or len(gpus) != len(placement.gpus) or sorted(gpus) == sorted(placement.gpus):
+            return False
+        node = self.state.nodes[placement.node_id]
+        new = [i for i in gpus if i not in placement.gpus]
+        if len(set(gpus)) != len(gpus) or any(not 0 <= i < len(node.gpu_free) or node.gpu_free[i] != MILLI for i in new):
+            return False
+        self.state.changed()
+        self.state.release(node, placement.gpus, 0, 0, 0)
+        self.state.allocate(node, list(gpus), 0, 0, 0)
+        placement.gpus = list(gpus)
+        return True
 
     @contextmanager
     def _resizing(self, job: Job, run: Run) -> Iterator[None]:

@@ -28,7 +28,7 @@ import math
 
 from ...admission import Decision
 from ...enums import PendingReason
-from ...state import Job, PodPlacement
+from ...state import MILLI, Job, PodPlacement
 from .client import ConditionStatus, NotSent
 from .context import (
     BIND_CONCURRENCY,
@@ -210,8 +210,10 @@ class Binder:
         reserved for it (None), or why not: then no pod is bound, no claim of the gang is left
         allocated, the pods are told why and the gang backs off before it is tried again. The
         pods' GPUs become those the claims were given."""
-        ctx = self.ctx
-        placed = [Placed(v.key, v.name, v.namespace, v.uid, node, tuple(gpus)) for v, node, gpus in jobs]
+        ctx, state = self.ctx, self.ctx.mirror.state
+        placed = [Placed(v.key, v.name, v.namespace, v.uid, node, tuple(gpus),
+                         tuple(i for i, f in enumerate(state.node(node).gpu_free) if f == MILLI and i not in gpus))
+                  for v, node, gpus in jobs]
         plan = self.claims.reserve(placed)
         if isinstance(plan, ClaimPlan):
             if plan.empty:
@@ -222,6 +224,10 @@ class Binder:
                 given = dict(plan.gpus)
                 for i, (view, node, gpus) in enumerate(jobs):
                     if view.key in given and sorted(given[view.key]) != sorted(gpus):
+                        # usher's placement follows the devices given (it holds them, not those it chose)
+                        if gang.job is not None and not ctx.mirror.engine.regpu(gang.job, view.name, list(given[view.key])):
+                            log.warning("pod %s was given GPUs %s, not %s: usher's view of node %s differs until "
+                                        "the next rebuild", view.key, given[view.key], gpus, node)
                         jobs[i] = (view, node, list(given[view.key]))
                 return None
         else:

@@ -5,7 +5,8 @@ count (so quota, placement, why-pending, preemption and backfill count claimed G
 count requested ones), the nodes whose devices can give them (a node constraint), and the
 problems usher found in them, each with its field path. A node whose kubelet advertises no
 ``nvidia.com/gpu`` (NVIDIA's DRA driver replaces the device plugin) but whose ResourceSlices
-publish GPUs has those GPUs, by index, as usher's own. Kept apart from ``objects`` so the
+publish GPUs has those GPUs, by index, as usher's own. A bound pod's GPUs are those its claims'
+allocations hold (the cluster's truth, read at every rebuild), not what ``usher/gpus`` says. Kept apart from ``objects`` so the
 parsing of pods and nodes stays free of the watched DRA objects.
 """
 
@@ -15,7 +16,7 @@ import copy
 from typing import Any
 
 from ...state import MILLI
-from .dra import DraIndex, PodAsk
+from .dra import Device, DraIndex, PodAsk
 from .names import GPU_RESOURCE, Annotation
 from .objects import Holding, NodeView, PodView, node_view
 
@@ -32,8 +33,21 @@ def with_claims(view: PodView, ask: PodAsk) -> PodView:
     view.gpu_milli += ask.gpus * MILLI
     view.claim_nodes = ask.nodes
     view.claim_exclusions = ask.exclusions
+    given = _given(ask)
+    if view.node and given:
+        # on its node, the pod holds the devices its claims were given, whatever usher/gpus says
+        view.gpus = given
     view.problem = "; ".join(problems) or None
     return view
+
+
+def _given(ask: PodAsk) -> list[int]:
+    """The GPU indices the pod's claims hold (empty unless every claim is allocated)."""
+    if not ask.claims or any(c.allocated_on is None for c in ask.claims):
+        return []
+    out = [device.index for c in ask.claims for _, name in c.allocated
+           if (device := Device(name, "", "", "")).index is not None]
+    return sorted(out)
 
 
 def holding_with_claims(holding: Holding | None, ask: PodAsk) -> Holding | None:

@@ -5,7 +5,9 @@ Once the whole gang is placed, each claim of each pod gets, before any pod binds
 config; a ``nodeSelector`` for the pod's node) and the pod in its ``status.reservedFor``, as
 kube-scheduler's DynamicResources plugin writes them. The devices are the GPUs usher's
 placement chose for the pod (``gpu-<i>`` for GPU ``i``), another free matching device of the node
-in place of one a selector excludes (``index.choose``). A claim already allocated (by someone
+in place of one a selector excludes (``index.choose``), one usher holds free first: the binder
+then moves usher's placement onto the devices given (``Engine.regpu``), so its view of the
+node's free GPUs stays the cluster's. A claim already allocated (by someone
 else, or by a leader before this one) is only reserved, on its node and devices.
 
 ``plan`` says all of it, or why the gang cannot be given its devices; the writer
@@ -34,6 +36,9 @@ class Placed:
     uid: str
     node: str
     gpus: tuple[int, ...]
+    #: the node's other GPUs usher holds free: where a selector excludes one of ``gpus``, the
+    #: device given instead is one of these first (usher's placement then moves to it, whole)
+    free: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +98,7 @@ def plan(index: DraIndex, pods: Sequence[Placed]) -> ClaimPlan | str:
                 continue
             devices = index.devices.get(p.node) or []
             try:
-                chosen = choose(index, claim.spec.requests, devices, [*p.gpus[len(mine):], *p.gpus[:len(mine)]], taken,
+                chosen = choose(index, claim.spec.requests, devices, [*p.gpus[len(mine):], *p.gpus[:len(mine)], *p.free], taken,
                                 claim.spec.constraints)
             except SelectorError as exc:
                 return f"claim {claim.key}: {exc}"
