@@ -33,6 +33,7 @@ from .dra import (
     allocated_devices,
     allocation,
 )
+from . import quantity
 from .kinds import RESOURCE_TYPES, Resource
 from .parts import Host, Part
 from .store import ApiError, Change, Store
@@ -145,7 +146,9 @@ def node_devices(node: JsonObject) -> list[JsonObject]:
         }
         device: JsonObject = {"name": f"gpu-{minor}", "attributes": attributes}
         if memory_mib.isdigit():
-            device["capacity"] = {"memory": {"value": f"{memory_mib}Mi"}}
+            # as the API server stores it (81920Mi is kept as 80Gi): the driver compares what it
+            # would publish with what is stored, and must not see a change where there is none
+            device["capacity"] = {"memory": {"value": str(quantity.parse(f"{memory_mib}Mi"))}}
         if minor in unhealthy:
             device["taints"] = [health_taint(unhealthy[minor])]
         devices.append(device)
