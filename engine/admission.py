@@ -38,6 +38,9 @@ class Decision:
 class CycleResult:
     decisions: list[Decision] = field(default_factory=list)
     reservation: Reservation | None = None
+    #: pending jobs the gang cycle's walk reached one by one (tried, or marked with a known
+    #: verdict); the rest it marked through their reason cells at once
+    walked: int = 0
 
     @property
     def evicted(self) -> int:

@@ -31,6 +31,12 @@ may make such a pod schedulable again; usher's cycle does the same within a cycl
   while the quota checks it passed still pass (an admission, the hint for quota, asks again).
 - A kind that failed on quota alone is *stable* once no queue can preempt any more; a queue
   whose remaining jobs are all stable is finished in one pass without the heap.
+- Once every (kind, guard) the jobs not reached yet can have is settled, the rest of the walk
+  is written per reason cell at once (``_tail``; the guard values a cell's jobs can have are read
+  off the estimated runtimes of the jobs it holds). A queue whose jobs left all come before any
+  other queue's next job (its largest share below the heap's top) is written per cell on its
+  own as soon as its kinds are settled: one queue's settled backlog does not wait, marked job by
+  job, for a kind of another queue that the walk reaches only after it.
 - The admission order's heap of queue heads is walked inline: a queue's next job goes on at
   once while its key is below every other queue's head, as the heap would pop it, so the order
   (and every decision) is the one ``policy.ordering.AdmissionOrder`` gives.
@@ -145,6 +151,14 @@ class _GangCycle:
         #: only then may the tail have become possible
         self.just_settled = False
         self.tail_blocker: int | None = None
+        #: how many times ``settled`` has grown (a queue's tail is tried again only then)
+        self.settled_version = 0
+        #: queues whose rest the walk wrote by reason cells: the tail leaves their cells alone
+        self.done: set[str] = set()
+        #: per queue: the versions its last failed tail was tried at (``_finish_ahead``)
+        self.ahead_tried: dict[str, tuple] = {}
+        #: per queue: the usage its largest share was worked out at, and that share
+        self.top_share: dict[str, tuple[tuple[int, int, int], float]] = {}
 
     def run(self) -> CycleResult:
         state, now, policy = self.state, self.now, self.policy
@@ -217,11 +231,14 @@ class _GangCycle:
         resume: dict[str, int] = {}
         #: queues whose last attempt to finish by reason cells failed, at which stable_version
         cells_tried: dict[str, int] = {}
+        #: jobs reached one by one (visited or marked), not through their reason cells
+        walked = 0
 
         def finish(name: str, idx: int) -> tuple[int, tuple[float, int, float, int, str, int] | None] | None:
             """Mark the queue's jobs from ``idx`` on whose verdict is stable; None when that is all
             of them, else where the first other job is and the key its queue's entry then has
             (the largest key jumped over or its own: a heap pops it no sooner)."""
+            nonlocal walked
             snapshot = snapshots[name]
             total = lengths[name]
             stable = self.stable
@@ -260,6 +277,7 @@ class _GangCycle:
                     if share >= top[0]:
                         top = (share, i)
                 mark_waiting(job, reason)
+                walked += 1
             return None
 
         while heap:
@@ -289,6 +307,8 @@ class _GangCycle:
                     resume[name] = at
                     heapq.heappush(heap, entry)
                     continue
+            if by_cells and self._finish_ahead(name, heap):
+                continue
             snapshot = snapshots[name]
             have = len(snapshot)  # read so far (the order reads a long queue piecemeal)
             last = lengths[name] - 1
@@ -298,6 +318,7 @@ class _GangCycle:
                 if idx >= have:
                     have = len(grow(name, idx))
                 job = jobs[snapshot[idx][3]]
+                walked += 1
                 # the fast path: a job whose verdict is known is marked and nothing else
                 if job.held:
                     mark_waiting(job, PendingReason.HELD)
@@ -324,6 +345,7 @@ class _GangCycle:
                             # the visits after which the rest could be marked at once
                             self.just_settled = False
                             if may_tail and self._tail():
+                                self.result.walked += walked
                                 return
                         if (
                             by_cells
@@ -334,6 +356,8 @@ class _GangCycle:
                             cells_tried[name] = self.stable_version
                             if self._finish_by_cells(name):
                                 break
+                        if by_cells and idx < last and self._finish_ahead(name, heap):
+                            break
                         if following is None or name in blocked:
                             break
                         if heap and following > heap[0]:
@@ -371,6 +395,7 @@ class _GangCycle:
                             heapq.heappush(heap, following)
                             break
                 idx += 1
+        self.result.walked += walked
 
     def _tail(self) -> bool:
         """The rest of the walk at once, when every job it has not reached would only be marked
@@ -380,11 +405,28 @@ class _GangCycle:
         True when done."""
         reservation = self.reservation
         needs = self._needs(reservation)
-        settled, passed, stable = self.settled, self.passed_quota, self.stable
+        reasons, failed = self._cell_reasons(needs)
+        if reasons is None:
+            if failed:  # look at what failed first next time: it will likely fail again
+                needs[0], needs[failed] = needs[failed], needs[0]
+            self.tail_blocker = needs[0][1]  # nothing to look at again before it settles
+            return False
+        apart = self._apart_reasons(reservation, None)
+        if apart is None:
+            self.tail_blocker = None
+            return False
+        self._write_cells(needs, reasons, apart)
+        return True
+
+    def _cell_reasons(self, needs: list[tuple[ReasonCell, int, tuple[bool, ...]]]) -> tuple[list[PendingReason | None] | None, int]:
+        """The reason to write in each of ``needs``' cells (None: leave it, its jobs wait on an
+        operator or its queue's rest is written already), when every guard value its jobs can
+        have has one settled verdict; else None and the index of the first cell without."""
+        settled, passed, stable, done = self.settled, self.passed_quota, self.stable, self.done
         queues = self.state.queues
         reasons: list[PendingReason | None] = []
         for i, (cell, kind, guards) in enumerate(needs):
-            if not cell.waits_on_scheduler(queues[cell.queue].approval == Approval.MANUAL):
+            if cell.queue in done or not cell.waits_on_scheduler(queues[cell.queue].approval == Approval.MANUAL):
                 reasons.append(None)  # only jobs waiting on an operator, each marked apart
                 continue
             reason = stable.get(kind) if not self.preemptors_left else None
@@ -398,18 +440,54 @@ class _GangCycle:
                     or (known.passed and not passed.issuperset(known.passed))
                     or (reason is not None and known.reason != reason)
                 ):
-                    if i:  # look at what failed first next time: it will likely fail again
-                        needs[0], needs[i] = needs[i], needs[0]
-                    self.tail_blocker = kind  # nothing to look at again before it settles
-                    return False
+                    return None, i
                 reason = known.reason
             reasons.append(reason)
-        apart = self._apart_reasons(reservation, None)
+        return reasons, 0
+
+    def _finish_ahead(self, name: str, heap: list[tuple[float, int, float, int, str, int]]) -> bool:
+        """The rest of queue ``name`` at once, when the walk would go through all of it before
+        any other queue's next job (every key it has left is below the heap's top) and every
+        job of it would only be marked with its kind's settled reason (``_tail``'s rule, for
+        one queue): its reason cells are written instead of its jobs. No job is admitted or
+        preempts meanwhile, so nothing moves the verdicts it would have met. This is the case
+        the global tail cannot end: one queue's deep backlog, settled, ahead of a kind of
+        another queue that the walk has not reached yet. True when done."""
+        if heap and not self._ahead(name, heap[0]):
+            return False
+        reservation = self.reservation
+        version = (self.settled_version, self.stable_version, len(self.passed_quota), len(self.preemptors_left), reservation)
+        if self.ahead_tried.get(name) == version:
+            return False
+        self.ahead_tried[name] = version
+        needs = [need for need in self._needs(reservation) if need[0].queue == name]
+        reasons, _ = self._cell_reasons(needs)
+        if reasons is None:
+            return False
+        apart = self._apart_reasons(reservation, name)
         if apart is None:
-            self.tail_blocker = None
             return False
         self._write_cells(needs, reasons, apart)
+        self.done.add(name)
         return True
+
+    def _ahead(self, name: str, top: tuple[float, int, float, int, str, int]) -> bool:
+        """Whether every job of queue ``name`` that the walk has not reached has a key below
+        ``top`` (``policy.ordering``'s: share after admitting it, then priority, submit time
+        and file order): by fair share, the largest share any of its kinds would give it now
+        is below the top's; else its last job's key is below it."""
+        state = self.state
+        queue = state.queues[name]
+        if not self.policy.fair_share:
+            last = queue.pending[-1]  # its jobs enqueued since the walk began only come later
+            return (0.0, last[0], last[1], last[2]) < top[:4]
+        usage = (queue.usage[0], queue.usage[1], queue.usage[2])
+        known = self.top_share.get(name)
+        if known is None or known[0] != usage:
+            # a kind's jobs share its request (its pod groups); cells only go away in a cycle
+            requests = {cell.sample.request for cell in state.reason_cells.values() if cell.queue == name and cell.sample is not None}
+            known = self.top_share[name] = (usage, max((quota.dominant_share(state, queue, r) for r in requests), default=0.0))
+        return known[1] < top[0]
 
     def _finish_by_cells(self, queue: str) -> bool:
         """The rest of ``queue``'s jobs at once, when the kind of every job it has left is
@@ -432,6 +510,7 @@ class _GangCycle:
         if apart is None:
             return False
         self._write_cells(needs, reasons, apart)
+        self.done.add(queue)
         return True
 
     def _needs(self, reservation: Reservation | None) -> list[tuple[ReasonCell, int, tuple[bool, ...]]]:
@@ -693,6 +772,7 @@ class _GangCycle:
         ):
             return
         self.settled[(plan.kind, guarded)] = Settled(reason, tuple(passed))
+        self.settled_version += 1
         if self.tail_blocker is None or self.tail_blocker == plan.kind:
             self.just_settled = True
         if not passed:

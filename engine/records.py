@@ -396,12 +396,24 @@ class ReasonCell:
     counts: list[int] = field(default_factory=lambda: [0, 0, 0])
     #: the latest job enqueued with this signature (to find the signature's plan)
     sample: Job | None = field(default=None, repr=False)
-    #: bounds on the estimated runtime of every job enqueued in it (they only widen)
-    min_runtime: float = INF
-    max_runtime: float = -INF
+    #: the estimated runtime of each of its pending jobs, sorted, and by job id as it was when
+    #: the job was enqueued (what to take out when it leaves): the cycle reads off its ends
+    #: whether the backfill reservation holds back all, some or none of the cell's jobs
+    runtimes: SortedList = field(default_factory=SortedList, repr=False)
+    runtime_of: dict[int, float] = field(default_factory=dict, repr=False)
     reason: PendingReason | None = None
     #: the stamp the reason was written at
     at: int = 0
+
+    @property
+    def min_runtime(self) -> float:
+        """The shortest estimated runtime of its pending jobs (inf when none)."""
+        return self.runtimes[0] if self.runtimes else INF
+
+    @property
+    def max_runtime(self) -> float:
+        """The longest estimated runtime of its pending jobs (-inf when none)."""
+        return self.runtimes[-1] if self.runtimes else -INF
 
     def waits_on_scheduler(self, manual: bool) -> bool:
         """Whether any of its jobs waits on the scheduler, not on an operator (its queue asks

@@ -556,8 +556,8 @@ class ClusterState:
         cell.counts[operator_wait(job)] += 1
         cell.sample = job
         runtime = job.estimated_runtime()
-        cell.min_runtime = min(cell.min_runtime, runtime)
-        cell.max_runtime = max(cell.max_runtime, runtime)
+        cell.runtime_of[job.id] = runtime
+        cell.runtimes.add(runtime)
         job._cell = cell
         job._reason_at = records.reason_stamp()  # a cell written before it joined is not its reason
         if self.waits_on_operator(job) or lost_to_a_node(job):
@@ -571,6 +571,7 @@ class ClusterState:
             cell = job._cell
             if cell is not None:
                 cell.counts[operator_wait(job)] -= 1
+                cell.runtimes.remove(cell.runtime_of.pop(job.id))
                 if not any(cell.counts) and self.reason_cells.get(cell.signature) is cell:
                     del self.reason_cells[cell.signature]
         job._cell = None
