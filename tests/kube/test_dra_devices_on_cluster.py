@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from sandboxes import UsherOnSandbox, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
-from test_dra_on_cluster import CLAIMS, PODS, claim_pod, claim_spec, make_claim, setup
+from test_dra_on_cluster import CLAIMS, PODS, TEMPLATES, claim_pod, claim_spec, make_claim, setup
+from test_workload_gangs import running_whole
 
 ISLAND = "sandbox.usher/nvlinkIsland"
 
@@ -53,6 +54,41 @@ async def test_pods_whose_selectors_take_only_some_gpus_never_share_a_device_and
     assert second["spec"]["nodeName"] != first["spec"]["nodeName"]
     given = devices_of(await sb.get(f"{CLAIMS}/four"))
     assert len(given) == 4 and len({int(d.removeprefix("gpu-")) // 4 for d in given}) == 1, given
+
+
+ELASTIC = "training.kubeflow.org/job-name=ft"
+
+
+async def test_the_pods_an_elastic_gang_grows_by_get_their_claims_allocated_before_they_bind(sb: UsherOnSandbox) -> None:
+    """An elastic PyTorchJob (1 to 2 workers beside its master) whose pods claim 8 GPUs each runs
+    at its minimum on two nodes (the third is cordoned); the third is uncordoned and it grows by a
+    worker. That worker's claim must be allocated on its node and reserved for it before it binds,
+    as the first pods' were: bound without, the kubelet never starts it."""
+    await setup(sb, "gpu-1", "gpu-2", "gpu-3")
+    await sb.req("PATCH", "/api/v1/nodes/gpu-3", {"spec": {"unschedulable": True}})
+    await sb.start_usher(sb.tmp)
+    await sb.create(TEMPLATES, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                                "metadata": {"name": "eight"}, "spec": {"spec": claim_spec(8)}})
+    template = claim_pod("x", template="eight")
+    template = {"metadata": {"labels": template["metadata"]["labels"]},
+                "spec": {**template["spec"], "restartPolicy": "OnFailure"}}
+    replica = {"restartPolicy": "OnFailure", "template": template}
+    await sb.create("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs", {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "ft"},
+        "spec": {"elasticPolicy": {"minReplicas": 1, "maxReplicas": 2},
+                 "pytorchReplicaSpecs": {"Master": {**replica, "replicas": 1}, "Worker": {**replica, "replicas": 2}}},
+    })
+    first = await running_whole(sb, ELASTIC, 2)
+    await sb.req("PATCH", "/api/v1/nodes/gpu-3", {"spec": {"unschedulable": None}})
+    grown = await running_whole(sb, ELASTIC, 3)
+    [extra] = [p for p in grown if p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in first}]
+    assert extra["spec"]["nodeName"] == "gpu-3"
+    [made] = [s["resourceClaimName"] for s in extra["status"]["resourceClaimStatuses"]]
+    claim = await sb.get(f"{CLAIMS}/{made}")
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": extra["metadata"]["name"],
+                                               "uid": extra["metadata"]["uid"]}]
+    assert claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["gpu-3"]
+    assert len(devices_of(claim)) == 8
 
 
 async def _async(value: Any) -> Any:

@@ -15,8 +15,9 @@ Per gang, kube-scheduler's bind steps, each a method here and a ``GangPhase``:
   bind are evicted and the gang is torn down and requeued (UNRESERVING, then TEARDOWN), with a
   back-off that doubles while its binds keep failing.
 
-``grow`` binds the pods an elastic gang grew by, after the same volume PreBind (one that fails
-is given back; a volume step that fails gives them all back, and the gang backs off growing) and
+``grow`` binds the pods an elastic gang grew by, after the same volume and device PreBind (one
+that fails is given back; a volume or claims step that fails gives them all back, and the gang
+backs off growing) and
 ``complete`` the pods a refused teardown binds instead (``teardown.py`` plans them).
 """
 
@@ -414,6 +415,7 @@ class Binder:
         ctx, mirror = self.ctx, self.ctx.mirror
         ctx.busy += 1
         failed: set[str] = set()
+        jobs: list[BindJob] = []
         try:
             pairs = mirror.pods_of(gang, placements)
             jobs = [(view, mirror.state.nodes[p.node_id].name, p.gpus) for view, p in pairs]
@@ -424,6 +426,9 @@ class Binder:
                 failed = {view.name for view, _, _ in jobs}
             elif await self.bind_volumes(gang, jobs) is not None:
                 # the pods it grows by are bound only once their claims are, as a gang's first ones
+                failed = {view.name for view, _, _ in jobs}
+            elif await self.bind_claims(gang, jobs) is not None:
+                # and their device claims allocated and reserved (none left allocated when refused)
                 failed = {view.name for view, _, _ in jobs}
             else:
                 results = await asyncio.gather(*(self.bind_one(gang, *j) for j in jobs))
@@ -436,6 +441,9 @@ class Binder:
             log.exception("growing gang %s failed", gang.key)
             failed = {p.pod for p in placements}
         finally:
+            if (claims := self._claim_plans.pop(gang.key, None)) is not None and failed:
+                # the claims given to pods that did not bind are undone (those bound keep theirs)
+                await self.claims.release(claims, [v.key for v, _, _ in jobs if v.name in failed])
             if failed and job.current_run is not None and gang.job is job:
                 mirror.engine.shrink(job, failed, ctx.clock())
             self._binds_over(gang, job)
