@@ -43,6 +43,9 @@ class PendingReason(StrEnum):
     #: a pod's volumes let it start nowhere yet (a claim or class not found, an unbound claim of
     #: an Immediate class, a ReadWriteOncePod claim in use), or its gang's claims are being bound
     WAITING_FOR_VOLUMES = "WaitingForVolumes"
+    #: a pod's device claims are still to be made from their templates (by the cluster's
+    #: resourceclaim controller): nothing is wrong, it waits for them
+    WAITING_FOR_CLAIMS = "WaitingForResourceClaims"
 
 
 class EndReason(StrEnum):

@@ -107,8 +107,8 @@ async def test_the_console_counts_every_pod_usher_answers_for_as_kubectl_does(de
         phases = Counter(p["status"]["phase"] for p in pods)
         reasons = Counter(waits_for(p) for p in pods if not p["spec"].get("nodeName"))
         research = [p for p in pods if p["metadata"]["namespace"] == "research"]
-        # the issue's 27 pods, and the 4 of the storage examples (issue 31)
-        assert reasons["UnknownQueue"] >= len(research) == 31 and reasons["InvalidRequest"] == 1, reasons
+        # the issue's 27 pods, the 4 of the storage examples (issue 31) and the 4 of the claims one (issue 35)
+        assert reasons["UnknownQueue"] >= len(research) == 35 and reasons["InvalidRequest"] == 1, reasons
         assert {"Running", "Pending", "Succeeded"} <= set(phases), phases
         gangs: dict[str, set[str]] = {}
         for p in pods:
@@ -130,9 +130,9 @@ async def test_the_console_counts_every_pod_usher_answers_for_as_kubectl_does(de
         await pilot.press("slash", *"research/", "enter")
         await pilot.pause(0.6)
         rows = {r.key: r.cells for r in app.query_one("#job-table", RowTable).rows}
-        assert len(rows) == 9 and {cells[1] for cells in rows.values()} == {"Pending"}, rows
+        assert len(rows) == 10 and {cells[1] for cells in rows.values()} == {"Pending"}, rows
         assert {cells[7] for cells in rows.values()} == {"UnknownQueue"}, rows
-        assert sum(int(cells[5]) for cells in rows.values()) == 31
+        assert sum(int(cells[5]) for cells in rows.values()) == 35
         # and a row's details say why it waits and what to do
         app.query_one("#job-table", RowTable).select_key("research/llm-pretrain")
         await pilot.press("enter")

@@ -92,7 +92,9 @@ def test_a_pod_whose_claim_is_not_made_yet_waits_saying_so():
     ix.object_changed(DraKind.TEMPLATE, "default/two", template("two", claim_spec(2)))
     view = with_claims(pod_view(pod()), ix.ask(pod()))
     assert view.gpu_milli == 2000
-    assert "spec.resourceClaims[0]: waiting for the resourceclaim controller to make its claim from template default/two" in view.problem
+    assert view.problem is None  # nothing is wrong: it waits
+    assert view.claims_waiting == ("claim gpus (spec.resourceClaims[0]) is still to be created from ResourceClaimTemplate "
+                                   "default/two by the cluster's resourceclaim controller")
 
 
 def test_a_missing_template_or_claim_is_named():

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from sandboxes import UsherOnSandbox, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
-from test_dra_on_cluster import CLAIMS, PODS, TEMPLATES, claim_pod, claim_spec, make_claim, setup
+from test_dra_on_cluster import CLAIMS, PODS, TEMPLATES, claim_pod, claim_spec, make_claim, scheduled, setup
 from test_workload_gangs import running_whole
 
 ISLAND = "sandbox.usher/nvlinkIsland"
@@ -89,6 +89,29 @@ async def test_the_pods_an_elastic_gang_grows_by_get_their_claims_allocated_befo
                                                "uid": extra["metadata"]["uid"]}]
     assert claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["gpu-3"]
     assert len(devices_of(claim)) == 8
+
+
+async def test_a_pod_whose_claim_is_still_to_be_made_from_its_template_waits_for_it_and_is_no_invalid_request(
+        sb: UsherOnSandbox) -> None:
+    """The resourceclaim controller (kube-controller-manager's) is slow to make the pod's claim:
+    nothing is wrong with the pod, it waits for its claim, and says which template it comes from;
+    once the claim is made the pod runs."""
+    await setup(sb, "gpu-1")
+    controllers = sb.server.controllers
+    controllers.parts.remove(controllers.claims)  # kube-controller-manager is behind
+    await sb.start_usher(sb.tmp)
+    await sb.create(TEMPLATES, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                                "metadata": {"name": "two"}, "spec": {"spec": claim_spec(2)}})
+    await sb.create(PODS, claim_pod("w-0", template="two"))
+    p = await sb.pod_where("w-0", lambda p: scheduled(p)[0] not in ("", "Unschedulable"))
+    reason, message = scheduled(p)
+    assert reason == "WaitingForResourceClaims", message
+    assert ("Pod w-0 waits: its claim gpus (spec.resourceClaims[0]) is still to be created from ResourceClaimTemplate "
+            "default/two by the cluster's resourceclaim controller") in message
+    assert not p["spec"].get("nodeName")
+    controllers.parts.append(controllers.claims)  # it catches up: the claim is made
+    controllers.claims.resync()
+    await sb.pod_where("w-0", lambda p: p["status"].get("phase") == "Running")
 
 
 async def _async(value: Any) -> Any:

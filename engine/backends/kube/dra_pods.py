@@ -23,7 +23,7 @@ from .objects import Holding, NodeView, PodView, node_view
 
 def with_claims(view: PodView, ask: PodAsk) -> PodView:
     """``view`` with what its claims ask (unchanged for a pod without claims)."""
-    if not ask.claims and not ask.problems:
+    if not ask.claims and not ask.problems and not ask.waiting:
         return view
     problems = [view.problem] if view.problem else []
     problems.extend(ask.problems)
@@ -33,6 +33,7 @@ def with_claims(view: PodView, ask: PodAsk) -> PodView:
     view.gpu_milli += ask.gpus * MILLI
     view.claim_nodes = ask.nodes
     view.claim_exclusions = ask.exclusions
+    view.claims_waiting = "; ".join(ask.waiting) or None
     given = _given(ask)
     if view.node and given:
         # on its node, the pod holds the devices its claims were given, whatever usher/gpus says

@@ -267,7 +267,8 @@ class Intake:
             gang = mirror.gangs.get(mirror.pod_gang.get(key, ""))
             old = gang.pods.get(key.split("/", 1)[1]) if gang is not None else None
             view = self._view(pod, self._groups.get(key) or self._group_of(key, pod))
-            if old is None or (old.gpu_milli, old.claim_nodes, old.problem) != (view.gpu_milli, view.claim_nodes, view.problem):
+            if old is None or (old.gpu_milli, old.claim_nodes, old.problem, old.claims_waiting) != \
+                    (view.gpu_milli, view.claim_nodes, view.problem, view.claims_waiting):
                 mirror.pod_changed(view, key, now)
 
     def _uses_claims(self, key: str, obj: dict[str, Any], deleted: bool) -> None:

@@ -66,6 +66,9 @@ class WhyWaiting:
                 )
         if gang.waiting_for is not None:
             return False, PendingReason.WAITING_FOR_GANG, f"Waiting to learn the gang's size: {gang.waiting_for}."
+        made = next((p for p in unbound if p.claims_waiting), None)
+        if made is not None:
+            return False, PendingReason.WAITING_FOR_CLAIMS, f"Pod {made.name} waits: its {made.claims_waiting}."
         blocked = self._volume_blocker(unbound)
         if blocked is not None:
             return False, *blocked

@@ -204,6 +204,8 @@ class PodView:
     #: the nodes whose devices can give its ResourceClaims (``dra``; None: any), and why not others
     claim_nodes: frozenset[str] | None = None
     claim_exclusions: str | None = None
+    #: what it waits for before its claims can be read (a claim still to be made from its template)
+    claims_waiting: str | None = None
 
     @property
     def live(self) -> bool:

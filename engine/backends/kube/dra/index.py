@@ -4,8 +4,9 @@ Intake feeds ``DraIndex`` with the informers' ResourceClaims, ResourceClaimTempl
 DeviceClasses and ResourceSlices. For a pod, ``ask`` reads its ``spec.resourceClaims`` (a claim by
 name, or the claim the resourceclaim controller made from a template, named in
 ``status.resourceClaimStatuses``; until it is made, the template's spec is read and the pod
-waits) and says how many GPUs they ask, which nodes have devices enough that match every
-selector (the class's and the request's), and what usher cannot honour, each with its field path.
+waits for it, ``PodAsk.waiting``: nothing is wrong) and says how many GPUs they ask, which nodes
+have devices enough that match every selector (the class's and the request's), and what usher
+cannot honour, each with its field path.
 
 How placement sees it: the GPU count is the pod's GPU count (quota, placement, why-pending,
 preemption and backfill count it as they count ``nvidia.com/gpu``), and the nodes are a node
@@ -55,6 +56,9 @@ class PodAsk:
     #: why the other nodes are not allowed, for the why-pending message
     exclusions: str | None = None
     problems: tuple[str, ...] = ()
+    #: what the pod waits for, nothing being wrong (a claim the resourceclaim controller has
+    #: not made from its template yet)
+    waiting: tuple[str, ...] = ()
 
 
 NOTHING = PodAsk()
@@ -148,9 +152,10 @@ class DraIndex:
         made = {s.get("name"): s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
                 if isinstance(s, dict)}
         problems: list[str] = []
+        waiting: list[str] = []
         claims: list[PodClaim] = []
         for i, entry in enumerate(entries):
-            claim = self._resolve(entry, f"spec.resourceClaims[{i}]", ns, uid, made, problems)
+            claim = self._resolve(entry, f"spec.resourceClaims[{i}]", ns, uid, made, problems, waiting)
             if claim is not None:
                 claims.append(claim)
         for c in claims:
@@ -163,12 +168,12 @@ class DraIndex:
             if hit is None:  # a DeviceClass's selector: name the request that uses the class
                 hit = next(((c, r) for c in claims for r in c.spec.requests), None)
             named = f"claim {hit[0].key or hit[0].name}, request {hit[1].name}: " if hit is not None else ""
-            return PodAsk(tuple(claims), problems=(*problems, f"{named}{said}"))
+            return PodAsk(tuple(claims), problems=(*problems, f"{named}{said}"), waiting=tuple(waiting))
         # with problems, the GPUs still count (what the pod would hold is shown where it waits)
-        return PodAsk(tuple(claims), gpus, nodes, why, tuple(problems))
+        return PodAsk(tuple(claims), gpus, nodes, why, tuple(problems), tuple(waiting))
 
     def _resolve(self, entry: Any, path: str, ns: str, uid: str, made: dict[str, Any],
-                 problems: list[str]) -> PodClaim | None:
+                 problems: list[str], waiting: list[str]) -> PodClaim | None:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             problems.append(f"{path}.name: required")
             return None
@@ -186,8 +191,8 @@ class DraIndex:
                     problems.append(f"{path}.resourceClaimTemplateName: ResourceClaimTemplate {ns}/{template} not found")
                     return None
                 spec = parse_claim_spec((obj.get("spec") or {}).get("spec"), f"ResourceClaimTemplate {ns}/{template} spec.spec")
-                problems.append(f"{path}: waiting for the resourceclaim controller to make its claim from template "
-                                f"{ns}/{template}")
+                waiting.append(f"claim {entry['name']} ({path}) is still to be created from ResourceClaimTemplate "
+                               f"{ns}/{template} by the cluster's resourceclaim controller")
                 return PodClaim(entry["name"], None, spec)
         else:
             name = by_name

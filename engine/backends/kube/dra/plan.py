@@ -80,8 +80,8 @@ def plan(index: DraIndex, pods: Sequence[Placed]) -> ClaimPlan | str:
         if not claims:
             continue
         ask = index.ask(index.pods[p.key])
-        if ask.problems:
-            return f"pod {p.key}: {ask.problems[0]}"
+        if ask.problems or ask.waiting:
+            return f"pod {p.key}: {(*ask.problems, *ask.waiting)[0]}"
         taken = index.taken_on(p.node, but=keys) | given.setdefault(p.node, set())
         mine: list[int] = []
         for claim in claims:
