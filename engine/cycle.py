@@ -45,18 +45,19 @@ Across cycles, plans and kinds (``kinds``), failed preemption searches (until th
 ``epoch`` changes) and the like are remembered in the cycle's memo (``memo``), and the backfill
 plan while no job has started or stopped (``reservations``).
 
-The walk (``_GangCycle``) is one class over the 600 lines a module here keeps to: its
-methods share the cycle's verdict tables (settled kinds, passed quota, blocked queues), and the
-rules for when a remembered verdict may stand read best in one place.
+The walk (``_GangCycle``) is one class: its methods share the cycle's verdict tables (settled
+kinds, passed quota, blocked queues), and the rules for when a remembered verdict may stand read
+best in one place. Its tails, which write the rest of a walk per reason cell, are its base
+``cycle_cells.CellTails``, a module of their own.
 """
 
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 
 from . import records
 from .admission import Admitter, CycleResult, mark_waiting
+from .cycle_cells import CellTails, Need, Settled
 from .enums import (
     Approval,
     BorrowWithinCohort,
@@ -80,31 +81,11 @@ from .policy.placement import Placer, classify_failure, gang_counts
 from .policy.preemption import HolderLimit, find_victims
 from .plans import Attempt, Plan
 from .policy.registry import Backfill, Policy, ReserveFor
-from .state import (
-    ClusterState,
-    Job,
-    Queue,
-    ReasonCell,
-    Vec,
-    lost_to_a_node,
-)
+from .state import ClusterState, Job, Queue, Vec
 
 #: waiting jobs per reason cell above which a cycle marks the jobs it has not reached by cell
 #: (below, marking them one by one costs less than looking for the moment it could stop)
 CELLS_PAY_OFF = 16
-#: the guard values the jobs of a reason cell can have (see ``_GangCycle._tail_needs``)
-UNGUARDED: tuple[bool, ...] = (False,)
-EITHER_GUARD: tuple[bool, ...] = (False, True)
-
-
-@dataclass(slots=True, frozen=True)
-class Settled:
-    """A kind of job (and guard) whose verdict this cycle is known: every further job of it
-    waits for ``reason`` with nothing else to do, while its quota checks still pass."""
-
-    reason: PendingReason
-    #: quota memo keys that passed when it was settled (an admission makes them ask again)
-    passed: tuple[int, ...]
 
 
 def run_cycle(state: ClusterState, now: float, policy: Policy, engine: Admitter) -> CycleResult:
@@ -113,7 +94,7 @@ def run_cycle(state: ClusterState, now: float, policy: Policy, engine: Admitter)
     return _GangCycle(state, now, policy, engine).run()
 
 
-class _GangCycle:
+class _GangCycle(CellTails):
     """One gang cycle's walk; see the module docstring for the rules."""
 
     def __init__(self, state: ClusterState, now: float, policy: Policy, engine: Admitter) -> None:
@@ -145,7 +126,7 @@ class _GangCycle:
         self.walk_at = records.reason_stamp()
         #: what the tail needs settled: (cell, kind, guard values), for the reservation it was
         #: computed under (``_tail_needs``)
-        self.needs: list[tuple[ReasonCell, int, tuple[bool, ...]]] | None = None
+        self.needs: list[Need] | None = None
         self.needs_for: Reservation | None = None
         #: the last visit settled the kind that kept the tail off (or any, when none is known):
         #: only then may the tail have become possible
@@ -396,197 +377,6 @@ class _GangCycle:
                             break
                 idx += 1
         self.result.walked += walked
-
-    def _tail(self) -> bool:
-        """The rest of the walk at once, when every job it has not reached would only be marked
-        with its kind's settled reason: each reason cell is written instead of each job (the
-        jobs waiting on an operator, and the reservation's holder, are marked one by one).
-        Nothing else could happen: no job left would be visited, so none admitted or preempting.
-        True when done."""
-        reservation = self.reservation
-        needs = self._needs(reservation)
-        reasons, failed = self._cell_reasons(needs)
-        if reasons is None:
-            if failed:  # look at what failed first next time: it will likely fail again
-                needs[0], needs[failed] = needs[failed], needs[0]
-            self.tail_blocker = needs[0][1]  # nothing to look at again before it settles
-            return False
-        apart = self._apart_reasons(reservation, None)
-        if apart is None:
-            self.tail_blocker = None
-            return False
-        self._write_cells(needs, reasons, apart)
-        return True
-
-    def _cell_reasons(self, needs: list[tuple[ReasonCell, int, tuple[bool, ...]]]) -> tuple[list[PendingReason | None] | None, int]:
-        """The reason to write in each of ``needs``' cells (None: leave it, its jobs wait on an
-        operator or its queue's rest is written already), when every guard value its jobs can
-        have has one settled verdict; else None and the index of the first cell without."""
-        settled, passed, stable, done = self.settled, self.passed_quota, self.stable, self.done
-        queues = self.state.queues
-        reasons: list[PendingReason | None] = []
-        for i, (cell, kind, guards) in enumerate(needs):
-            if cell.queue in done or not cell.waits_on_scheduler(queues[cell.queue].approval == Approval.MANUAL):
-                reasons.append(None)  # only jobs waiting on an operator, each marked apart
-                continue
-            reason = stable.get(kind) if not self.preemptors_left else None
-            if reason is not None:
-                reasons.append(reason)  # a quota verdict: the same guarded or not
-                continue
-            for guarded in guards:
-                known = settled.get((kind, guarded))
-                if (
-                    known is None
-                    or (known.passed and not passed.issuperset(known.passed))
-                    or (reason is not None and known.reason != reason)
-                ):
-                    return None, i
-                reason = known.reason
-            reasons.append(reason)
-        return reasons, 0
-
-    def _finish_ahead(self, name: str, heap: list[tuple[float, int, float, int, str, int]]) -> bool:
-        """The rest of queue ``name`` at once, when the walk would go through all of it before
-        any other queue's next job (every key it has left is below the heap's top) and every
-        job of it would only be marked with its kind's settled reason (``_tail``'s rule, for
-        one queue): its reason cells are written instead of its jobs. No job is admitted or
-        preempts meanwhile, so nothing moves the verdicts it would have met. This is the case
-        the global tail cannot end: one queue's deep backlog, settled, ahead of a kind of
-        another queue that the walk has not reached yet. True when done."""
-        if heap and not self._ahead(name, heap[0]):
-            return False
-        reservation = self.reservation
-        version = (self.settled_version, self.stable_version, len(self.passed_quota), len(self.preemptors_left), reservation)
-        if self.ahead_tried.get(name) == version:
-            return False
-        self.ahead_tried[name] = version
-        needs = [need for need in self._needs(reservation) if need[0].queue == name]
-        reasons, _ = self._cell_reasons(needs)
-        if reasons is None:
-            return False
-        apart = self._apart_reasons(reservation, name)
-        if apart is None:
-            return False
-        self._write_cells(needs, reasons, apart)
-        self.done.add(name)
-        return True
-
-    def _ahead(self, name: str, top: tuple[float, int, float, int, str, int]) -> bool:
-        """Whether every job of queue ``name`` that the walk has not reached has a key below
-        ``top`` (``policy.ordering``'s: share after admitting it, then priority, submit time
-        and file order): by fair share, the largest share any of its kinds would give it now
-        is below the top's; else its last job's key is below it."""
-        state = self.state
-        queue = state.queues[name]
-        if not self.policy.fair_share:
-            last = queue.pending[-1]  # its jobs enqueued since the walk began only come later
-            return (0.0, last[0], last[1], last[2]) < top[:4]
-        usage = (queue.usage[0], queue.usage[1], queue.usage[2])
-        known = self.top_share.get(name)
-        if known is None or known[0] != usage:
-            # a kind's jobs share its request (its pod groups); cells only go away in a cycle
-            requests = {cell.sample.request for cell in state.reason_cells.values() if cell.queue == name and cell.sample is not None}
-            known = self.top_share[name] = (usage, max((quota.dominant_share(state, queue, r) for r in requests), default=0.0))
-        return known[1] < top[0]
-
-    def _finish_by_cells(self, queue: str) -> bool:
-        """The rest of ``queue``'s jobs at once, when the kind of every job it has left is
-        stable (a quota verdict no later admission can change, no queue left to preempt): the
-        queue's reason cells are written instead of its jobs. True when done."""
-        reservation = self.reservation
-        needs = [need for need in self._needs(reservation) if need[0].queue == queue]
-        stable = self.stable
-        manual = self.state.queues[queue].approval == Approval.MANUAL
-        reasons: list[PendingReason | None] = []
-        for cell, kind, _ in needs:
-            if not cell.waits_on_scheduler(manual):
-                reasons.append(None)
-                continue
-            reason = stable.get(kind)
-            if reason is None:
-                return False
-            reasons.append(reason)
-        apart = self._apart_reasons(reservation, queue)
-        if apart is None:
-            return False
-        self._write_cells(needs, reasons, apart)
-        self.done.add(queue)
-        return True
-
-    def _needs(self, reservation: Reservation | None) -> list[tuple[ReasonCell, int, tuple[bool, ...]]]:
-        needs = self.needs
-        if needs is None or self.needs_for is not reservation:
-            needs = self.needs = self._tail_needs(reservation)
-            self.needs_for = reservation
-        return needs
-
-    def _write_cells(
-        self,
-        needs: list[tuple[ReasonCell, int, tuple[bool, ...]]],
-        reasons: list[PendingReason | None],
-        apart: list[tuple[Job, PendingReason]],
-    ) -> None:
-        tail_at = self.tail_at
-        for (cell, _, _), reason in zip(needs, reasons):
-            if reason is not None:
-                cell.reason = reason
-                cell.at = tail_at
-        state = self.state
-        for job, reason in apart:
-            mark_waiting(job, reason)
-            if not state.waits_on_operator(job) and not lost_to_a_node(job):
-                state.apart.discard(job.id)
-
-    def _tail_needs(self, reservation: Reservation | None) -> list[tuple[ReasonCell, int, tuple[bool, ...]]]:
-        """Per reason cell of the pending jobs: its kind, and the guard values its jobs can
-        have (guarded: the job would run past the reservation's start; read off the cell's
-        bounds on the estimated runtime)."""
-        state, now = self.state, self.now
-        needs = []
-        kinds = memo_of(state).cell_kinds
-        for cell in state.reason_cells.values():
-            kind = kinds.get(cell)
-            if kind is None:
-                assert cell.sample is not None
-                kind = kinds[cell] = plan_of(state, cell.sample).kind
-            if reservation is None:
-                guards = UNGUARDED
-            else:
-                low = now + cell.min_runtime > reservation.start
-                high = now + cell.max_runtime > reservation.start
-                guards = (low,) if low == high else EITHER_GUARD
-            needs.append((cell, kind, guards))
-        return needs
-
-    def _apart_reasons(self, reservation: Reservation | None, queue: str | None) -> list[tuple[Job, PendingReason]] | None:
-        """The reasons of the jobs (of ``queue``, or all) that the walk has not reached and that
-        are marked one by one: those waiting on an operator (``ClusterState.apart``) and the
-        reservation's holder; None when one of them has no settled verdict."""
-        state, now = self.state, self.now
-        ids = list(state.apart)
-        if reservation is not None:
-            ids.append(reservation.job_id)
-        stable = self.stable if not self.preemptors_left else {}
-        out = []
-        for jid in ids:
-            job = state.jobs[jid]
-            if job._cell is None or job._reason_at > self.tail_at or (queue is not None and job.queue != queue):
-                continue  # not pending, marked by this cycle already, not in its walk, or not asked
-            if job.held:
-                out.append((job, PendingReason.HELD))
-            elif not job.approved and state.queues[job.queue].approval == Approval.MANUAL:
-                out.append((job, PendingReason.AWAITING_APPROVAL))
-            else:
-                kind = plan_of(state, job).kind
-                if kind in stable:
-                    out.append((job, stable[kind]))
-                    continue
-                guarded = held_back(job, reservation, state.jobs, now)
-                known = self.settled.get((kind, guarded))
-                if known is None or (known.passed and not self.passed_quota.issuperset(known.passed)):
-                    return None
-                out.append((job, known.reason))
-        return out
 
     def _visit(self, job: Job, plan: Plan, guarded: bool) -> None:
         """Try to admit ``job`` (quota, placement, preemption); or record why it waits."""
