@@ -148,6 +148,9 @@ def test_owner_resources_are_the_documented_versions_each_at_its_own_path():
         ("scheduling.volcano.sh", "v1beta1", "podgroups"): "PodGroup",
         ("scheduling.x-k8s.io", "v1alpha1", "podgroups"): "PodGroup",
         ("scheduling.k8s.io", "v1alpha1", "workloads"): "Workload",
+        # 1.36 and 1.37's runtime PodGroups, keyed apart from the Volcano and coscheduling ones
+        ("scheduling.k8s.io", "v1alpha2", "podgroups"): "SchedulingGroup",
+        ("scheduling.k8s.io", "v1beta1", "podgroups"): "SchedulingGroup",
     }
     assert all(r.namespaced for r in OWNER_RESOURCES)
     assert JOB.path == "/apis/batch/v1/jobs" and JOB.key == "batch/Job" and JOB.api_version == "batch/v1"
