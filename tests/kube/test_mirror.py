@@ -759,6 +759,66 @@ def test_a_job_whose_grow_is_on_its_way_gives_nothing_back_to_a_waiting_job():
     assert m.engine.shrink_for_waiting(11.0) == []
 
 
+def test_a_running_elastic_gang_grows_by_a_pod_its_operator_made_after_it_started():
+    """An operator makes a job's pods one by one (a PyTorchJob's workers): the gang may start at
+    its minimum before the last of them exists, and grows by it once it comes."""
+    m = mirror_with(nodes=3, config="queues:\n  - {name: team-a, namespaceSelector: {}, quota: {gpu: 64}}\n")
+    group = GroupSpec(key="ml/el", kind="Gang", name="el", size=3, minimum=2)
+    for i in range(2):
+        view = pod_view(pod(f"el-{i}", gpus=8, node_name=f"n{i}", phase="Running"), group)
+        m.pod_changed(view, view.key, 0.0)
+    m.dirty = True
+    m.rebuild(0.0)
+    assert m.engine.grow(5.0, m.missing_pods).decisions == [], "nothing to grow by yet"
+    late = pod_view(pod("el-2", gpus=8), group)
+    m.pod_changed(late, late.key, 10.0)
+    [grow] = m.engine.grow(10.0, m.missing_pods).decisions
+    assert [(p.pod, m.state.nodes[p.node_id].name) for p in grow.placements] == [("el-2", "n2")]
+    assert len(m.gangs["ml/el"].job.current_run.placements) == 3
+
+
+def test_a_running_elastic_gang_grows_onto_a_node_whose_storage_capacity_came_after_the_node():
+    """A new node's CSIStorageCapacity is published by the driver after the node itself: the
+    waiting pod's claim (of a WaitForFirstConsumer class) could not go there when the gang's job
+    was made, and may once the capacity comes."""
+    from usher.engine.backends.kube.volumes import StorageKind
+
+    m = Mirror("test")
+    m.set_config(parse_queue_config("queues:\n  - {name: team-a, namespaceSelector: {}, quota: {gpu: 64}}\n"), None)
+    host = "kubernetes.io/hostname"
+    for i in range(3):
+        obj = node(f"n{i}")
+        obj["metadata"]["labels"][host] = f"n{i}"
+        v = node_view(obj)
+        m.node_changed(v, v.name, 0.0)
+    storage = [(StorageKind.DRIVERS, "csi.example.com", {"metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}}),
+               (StorageKind.CLASSES, "local", {"metadata": {"name": "local"}, "provisioner": "csi.example.com",
+                                               "volumeBindingMode": "WaitForFirstConsumer"})]
+    capacity = [(StorageKind.CAPACITIES, f"kube-system/cap-n{i}", {
+        "metadata": {"name": f"cap-n{i}", "namespace": "kube-system"}, "storageClassName": "local",
+        "nodeTopology": {"matchLabels": {host: f"n{i}"}}, "capacity": "1Ti"}) for i in range(3)]
+    for kind, key, obj in storage + capacity[:2]:
+        m.volumes.object_changed(kind, key, obj)
+    group = GroupSpec(key="ml/el", kind="Gang", name="el", size=3, minimum=2)
+    for i, on in ((0, "n0"), (1, "n1"), (2, None)):
+        obj = pod(f"el-{i}", gpus=8, node_name=on, phase="Running" if on else "Pending")
+        obj["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"el-{i}-data"}}]
+        claim = {"metadata": {"name": f"el-{i}-data", "namespace": "ml", "uid": f"uid-c{i}"}, "status": {"phase": "Pending"},
+                 "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}}
+        m.volumes.object_changed(StorageKind.CLAIMS, f"ml/el-{i}-data", claim)
+        view = pod_view(obj, group)
+        m.volumes.pod_changed(view.key, obj, live=True)
+        m.pod_changed(view, view.key, 0.0)
+    m.dirty = True
+    m.rebuild(0.0)
+    assert m.engine.grow(5.0, m.missing_pods).decisions == [], "no storage on n2 yet"
+    kind, key, obj = capacity[2]
+    m.volumes.object_changed(kind, key, obj)
+    m.storage_changed(10.0)
+    [grow] = m.engine.grow(10.0, m.missing_pods).decisions
+    assert [(p.pod, m.state.nodes[p.node_id].name) for p in grow.placements] == [("el-2", "n2")]
+
+
 def _half_bound(size: int) -> Mirror:
     """A gang of ``size`` pods that must share a rack, found with one pod on n2 (rack r1)."""
     m = mirror_with()  # n0, n1 in rack r0; n2, n3 in r1

@@ -404,11 +404,13 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
                 self.engine.unbind(job, now, None)
                 self._adopt(gang, bound, now)
                 return
-            if gang.teardown is None and self._joined_later(gang):
-                # a staged gang's pods made after it started (a LeaderWorkerSet's workers, made
-                # once its leader is Ready): taken in as one job with them, to grow by them
+            if gang.teardown is None and (self._joined_later(gang) or self._growth_fits_changed(gang)):
+                # an elastic gang's pods made after it started (a LeaderWorkerSet's workers, made
+                # once its leader is Ready; a PyTorchJob's last worker, made while the first ones
+                # bound), or whose volumes allow other nodes now: taken in as one job with
+                # them, to grow by them
                 self.engine.unbind(job, now, None)
-                self._adopt(gang, bound, now)
+                self._adopt(gang, bound, now, remake=True)
                 return
             done = {p.pod for p in job.current_run.placements} & gang.completed
             if done:
@@ -532,11 +534,13 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
         return [g for g in self.gangs.values() if g.teardown is not None and any(not p.terminating for p in g.bound())]
 
     def _joined_later(self, gang: Gang) -> bool:
-        """Whether a running staged gang has waiting pods its job does not know of."""
-        if not gang.staged or not gang.minimum or gang.minimum >= gang.required:
+        """Whether a running elastic gang has waiting pods its job does not know of, among those
+        it may still grow by (as many as it lacks of its size, the ones ``_adopt`` takes in)."""
+        if not gang.minimum or gang.minimum >= gang.required:
             return False
         known = {n for g in gang.group_pods for n in g}
-        return any(p.name not in known for p in gang.unbound())
+        room = max(0, gang.required - len(gang.bound()))
+        return any(p.name not in known for p in gang.unbound()[:room])
 
     def _shape_changed(self, gang: Gang, job: Job) -> bool:
         names = sorted((p.name for p in gang.unbound()), key=natural_key)

@@ -151,12 +151,13 @@ class JobsOfGangs:
         self.gang_of_job[job.id] = gang
         return job
 
-    def _adopt(self, gang: Gang, bound: list[PodView], now: float) -> None:
+    def _adopt(self, gang: Gang, bound: list[PodView], now: float, remake: bool = False) -> None:
         """A gang with bound pods and no run in the engine: a job found running (on a restart,
         or bound by the leader while this replica or console watches).
 
         Its pods hold their nodes whatever happens next, so it is adopted, as the same engine job
-        when that job stands for exactly these pods; one found partly bound (fewer pods on nodes
+        when that job stands for exactly these pods (unless ``remake``: what its waiting pods may
+        grow onto changed, and the job's pod groups are made again); one found partly bound (fewer pods on nodes
         than the gang needs) is torn down from there.
         """
         job = gang.job
@@ -169,7 +170,8 @@ class JobsOfGangs:
         waiting = gang.unbound()[: max(0, gang.required - len(bound))] if gang.minimum or gang.partial else []
         members = bound + waiting
         names = sorted(p.name for p in members)
-        same = job is not None and job.state != JobState.FINISHED and names == sorted(n for g in gang.group_pods for n in g)
+        same = (not remake and job is not None and job.state != JobState.FINISHED
+                and names == sorted(n for g in gang.group_pods for n in g))
         if not same:
             if job is not None:
                 job.state = JobState.FINISHED

@@ -13,7 +13,9 @@ cordoned, not ready or gone (``volume_pins``: a local volume, or a selected node
 that did not finish).
 
 A storage change re-judges the waiting gangs with claims (``storage_changed``): a job whose pods'
-volume fits changed is made anew, as one whose pods changed is.
+volume fits changed is made anew, as one whose pods changed is; so is the job of a running
+elastic gang whose waiting pods' fits changed (``_growth_fits_changed``), so that it grows onto a
+node whose storage capacity was published after the node itself.
 """
 
 from __future__ import annotations
@@ -104,12 +106,26 @@ class VolumesOfPods:
             return False
         return known != self._volume_sig(sorted(gang.unbound(), key=lambda p: p.name))
 
+    def _growth_fits_changed(self, gang: Gang) -> bool:
+        """Whether the volume fits of the pods a running elastic gang may still grow by are not
+        those its job was made with (a node, or its storage capacity, seen since: the grow would
+        be judged on the nodes its volumes allowed then)."""
+        known = self._volume_sigs.get(gang.key)
+        waiting = {name for _, name in self.unplaced_members(gang)} if gang.minimum and known is not None else set()
+        if not waiting:
+            return False
+        then = tuple(sig for sig in known or () if sig[0] in waiting)
+        return then != self._volume_sig(sorted((gang.pods[n] for n in waiting), key=lambda p: p.name))
+
     def storage_changed(self, now: float) -> None:
         """A claim, volume, class, capacity or CSINode changed: the waiting gangs with claims are
-        judged again (their jobs made anew where their pods' volume fits changed)."""
+        judged again (their jobs made anew where their pods' volume fits changed), and so are the
+        running elastic gangs whose waiting pods have claims (they grow by them)."""
         for gang in list(self.gangs.values()):
             job = gang.job
-            if gang.binding or (job is not None and job.current_run is not None):
+            if gang.binding:
+                continue
+            if job is not None and job.current_run is not None and not gang.minimum:
                 continue
             if any(self.volumes.claim_keys(p.key) for p in gang.unbound()):
                 self.sync(gang, now)
