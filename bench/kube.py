@@ -4,6 +4,7 @@
     python bench/kube.py coldstart  # 1,000 nodes, 20,000 pods: controller start to first cycle
     USHER_BENCH_POOL=8 python bench/kube.py binds   # the client's request pool at 8 connections
     python bench/kube.py volumes    # 2,000 one-GPU pods without volumes, then with one claim each
+    USHER_BENCH_NODES=100 USHER_BENCH_PODS=200 python bench/kube.py claims   # nvidia.com/gpu, then device claims
 
 ``volumes`` runs two rounds back to back, each against a fresh sandbox of 1,000 nodes: the same
 number of one-GPU pods, created over HTTP before the controller starts, first without volumes,
@@ -11,6 +12,10 @@ then each with a generic ephemeral volume of the sandbox's default ``WaitForFirs
 (the ephemeral volume controller has made every claim before the controller starts). Each pod is
 a gang of one, so each bind goes through the volume PreBind: ``selected-node`` on the claim, the
 provisioner's volume, the PV controller's bind, then the pod's. Binds/s and CPU per bind of both.
+``claims`` is the same with the GPU itself asked as a device claim (a ResourceClaimTemplate of one
+``gpu.nvidia.com`` device, no ``nvidia.com/gpu``; the resourceclaim controller has made every
+claim before the controller starts): each bind goes through the claims PreBind (the claim's
+``status.allocation`` and ``reservedFor`` written) before the pod's.
 
 ``binds`` also prints the CPU each process used while binding, per bind: on a shared machine that
 is steadier than the rate. Then, against the same sandbox in the same run, it measures the floor:
@@ -45,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from enum import StrEnum
 from pathlib import Path
 
 import aiohttp
@@ -310,20 +316,39 @@ async def measure(nodes: int, pods: int, what: str) -> None:
             sandbox.wait(10)
 
 
-def bench_pod(i: int, volumes: bool) -> dict:
-    """A pending one-GPU pod for usher in queue ``q``; ``volumes``: with a scratch claim of its own."""
+class Ask(StrEnum):
+    """How a bench pod of ``volumes`` and ``claims`` asks for what it needs."""
+
+    PLAIN = "plain"  # nvidia.com/gpu from the device plugin, no volume
+    VOLUME = "volume"  # the same, with a scratch claim of its own (a generic ephemeral volume)
+    CLAIM = "claim"  # its GPU as a device claim made from a ResourceClaimTemplate, no nvidia.com/gpu
+
+
+#: the ResourceClaimTemplate the ``claim`` pods name: one GPU of NVIDIA's driver's class
+ONE_GPU_TEMPLATE = {
+    "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "one-gpu", "namespace": "default"},
+    "spec": {"spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]}}},
+}
+
+
+def bench_pod(i: int, ask: Ask) -> dict:
+    """A pending one-GPU pod for usher in queue ``q``, asking for its GPU (and scratch) as ``ask`` says."""
     gpu = {"nvidia.com/gpu": "1"}
-    spec: dict = {"schedulerName": "usher", "restartPolicy": "Never",
-                  "containers": [{"name": "main", "image": "trainer:1", "resources": {"requests": gpu, "limits": gpu}}]}
-    if volumes:
+    container: dict = {"name": "main", "image": "trainer:1", "resources": {"requests": gpu, "limits": gpu}}
+    spec: dict = {"schedulerName": "usher", "restartPolicy": "Never", "containers": [container]}
+    if ask == Ask.VOLUME:
         spec["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
             "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}}}}]
+    elif ask == Ask.CLAIM:
+        container["resources"] = {"claims": [{"name": "gpu"}]}
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"p{i}", "namespace": "default", "labels": {"usher/queue": "q"}}, "spec": spec}
 
 
-async def volume_round(nodes: int, pods: int, volumes: bool) -> dict[str, float]:
-    """One round of ``volumes``: binds/s from the first cycle to the last bind, CPU per bind."""
+async def ask_round(nodes: int, pods: int, ask: Ask) -> dict[str, float]:
+    """One round of ``volumes`` or ``claims``: binds/s from the first cycle to the last bind, CPU per bind."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.yaml"
         path.write_text(scenario(nodes, 0))
@@ -341,17 +366,22 @@ async def volume_round(nodes: int, pods: int, volumes: bool) -> dict[str, float]
                 while (await http.get("/api/v1/namespaces/usher-system/configmaps/usher-queues")).status_code != 200:
                     await asyncio.sleep(0.2)  # the sandbox's setup is done once the queues are there
                 slots = asyncio.Semaphore(16)
+                if ask == Ask.CLAIM:
+                    r = await http.post("/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates", json=ONE_GPU_TEMPLATE)
+                    r.raise_for_status()
 
                 async def create(i: int) -> None:
                     async with slots:
-                        r = await http.post("/api/v1/namespaces/default/pods", json=bench_pod(i, volumes))
+                        r = await http.post("/api/v1/namespaces/default/pods", json=bench_pod(i, ask))
                         r.raise_for_status()
 
                 await asyncio.gather(*(create(i) for i in range(pods)))
-            if volumes:
-                claims = "/api/v1/namespaces/default/persistentvolumeclaims"
-                while await count(url, claims, {}, verify) < pods:
-                    await asyncio.sleep(0.2)
+            # the claims made before the controller starts (the volume and resourceclaim controllers'):
+            # the round measures binding, not those controllers catching up
+            made = {Ask.VOLUME: "/api/v1/namespaces/default/persistentvolumeclaims",
+                    Ask.CLAIM: "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"}.get(ask)
+            while made is not None and await count(url, made, {}, verify) < pods:
+                await asyncio.sleep(0.2)
             client = await KubeClient.connect(str(kubeconfig))
             ctrl = KubeController(client, identity="bench", elect=False, status_interval=3600.0)
             task = asyncio.create_task(ctrl.run())
@@ -376,18 +406,19 @@ async def volume_round(nodes: int, pods: int, volumes: bool) -> dict[str, float]
             sandbox.wait(10)
 
 
-def measure_volumes(nodes: int, pods: int) -> None:
-    """``volumes``: the same pods without and with a claim each, back to back."""
+def measure_asks(nodes: int, pods: int, ask: Ask) -> None:
+    """``volumes`` or ``claims``: the same pods asking plainly and as ``ask`` says, back to back."""
     rounds = {}
-    for volumes in (False, True):
-        r = rounds[volumes] = asyncio.run(volume_round(nodes, pods, volumes))
-        print(f"{'with' if volumes else 'without'} volumes: {r['binds']:.0f} binds ({r['errors']:.0f} errors), "
-              f"{r['rate']:.0f} binds/s, controller CPU {r['cpu_ms']:.2f} ms per bind, sandbox {r['sandbox_ms']:.2f} ms")
-    plain, claims = rounds[False], rounds[True]
-    print("| benchmark | without volumes | with a claim per pod | with/without |\n|---|---:|---:|---:|")
-    print(f"| binds/s, first cycle to last bind | {plain['rate']:,.0f} | {claims['rate']:,.0f} | {claims['rate'] / plain['rate']:.2f} |")
-    print(f"| controller CPU per bind | {plain['cpu_ms']:.2f} ms | {claims['cpu_ms']:.2f} ms | {claims['cpu_ms'] / plain['cpu_ms']:.2f} |")
-    print(f"| sandbox CPU per bind | {plain['sandbox_ms']:.2f} ms | {claims['sandbox_ms']:.2f} ms | {claims['sandbox_ms'] / plain['sandbox_ms']:.2f} |")
+    for a in (Ask.PLAIN, ask):
+        r = rounds[a] = asyncio.run(ask_round(nodes, pods, a))
+        print(f"{a}: {r['binds']:.0f} binds ({r['errors']:.0f} errors), "
+              f"{r['rate']:.0f} binds/s, controller CPU {r['cpu_ms']:.2f} ms per bind, sandbox {r['sandbox_ms']:.2f} ms", flush=True)
+    plain, other = rounds[Ask.PLAIN], rounds[ask]
+    title = {Ask.VOLUME: "with a volume claim per pod", Ask.CLAIM: "GPU as a device claim"}[ask]
+    print(f"| benchmark | nvidia.com/gpu, no volume | {title} | ratio |\n|---|---:|---:|---:|")
+    print(f"| binds/s, first cycle to last bind | {plain['rate']:,.0f} | {other['rate']:,.0f} | {other['rate'] / plain['rate']:.2f} |")
+    print(f"| controller CPU per bind | {plain['cpu_ms']:.2f} ms | {other['cpu_ms']:.2f} ms | {other['cpu_ms'] / plain['cpu_ms']:.2f} |")
+    print(f"| sandbox CPU per bind | {plain['sandbox_ms']:.2f} ms | {other['sandbox_ms']:.2f} ms | {other['sandbox_ms'] / plain['sandbox_ms']:.2f} |")
 
 
 def main(argv: list[str]) -> None:
@@ -400,9 +431,11 @@ def main(argv: list[str]) -> None:
         elif name == "coldstart":
             asyncio.run(measure(1000, 20000, "coldstart"))
         elif name == "volumes":
-            measure_volumes(1000, int(os.environ.get("USHER_BENCH_PODS", "2000")))
+            measure_asks(1000, int(os.environ.get("USHER_BENCH_PODS", "2000")), Ask.VOLUME)
+        elif name == "claims":
+            measure_asks(int(os.environ.get("USHER_BENCH_NODES", "1000")), int(os.environ.get("USHER_BENCH_PODS", "2000")), Ask.CLAIM)
         else:
-            raise SystemExit(f"unknown benchmark {name!r} (binds, coldstart, volumes)")
+            raise SystemExit(f"unknown benchmark {name!r} (binds, coldstart, volumes, claims)")
 
 
 if __name__ == "__main__":

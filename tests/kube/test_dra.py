@@ -136,6 +136,33 @@ def test_a_selector_narrows_the_nodes_to_those_with_devices_enough_that_match():
     assert "only 1 node(s) publish gpu.nvidia.com devices enough that match its claims' requests gpus (4)" in ask.exclusions
 
 
+def test_a_node_whose_slice_is_published_again_with_other_devices_is_judged_on_them():
+    """Selector verdicts are kept per device between reads, and forgotten when a slice changes:
+    a node whose driver republishes its GPUs as A100s no longer serves a claim for H100s, and
+    a runtime error is said again on every read, not only the first."""
+    ix = index(eight("gpu-1"), eight("gpu-2"))
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", claim_spec(
+        4, selectors=("device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100')",))))
+    assert ix.ask(pod(claim_name="c")).nodes == frozenset({"gpu-1", "gpu-2"})
+    _, devices = eight("gpu-2", "NVIDIA A100-SXM4-40GB")
+    ix.object_changed(DraKind.SLICE, "gpu-2-gpu.nvidia.com", slice_of("gpu-2", devices))
+    assert ix.ask(pod(claim_name="c")).nodes == frozenset({"gpu-1"})
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", claim_spec(2, selectors=("device.attributes['gpu.nvidia.com'].nope == 1",))))
+    assert ix.ask(pod(claim_name="c")).problems == ix.ask(pod(claim_name="c")).problems != ()
+
+
+def test_a_claim_change_is_read_again_by_the_pods_that_use_it_only():
+    ix = index(eight("gpu-1"))
+    ix.object_changed(DraKind.TEMPLATE, "default/two", template("two", claim_spec(2)))
+    for p in (pod("w-0", made="w-0-gpus-a"), pod("w-1", made="w-1-gpus-b"), pod("s-0", claim_name="shared")):
+        ix.pod_changed(f"default/{p['metadata']['name']}", p)
+    made = claim("w-0-gpus-a", claim_spec(2))
+    made["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "w-0", "uid": "uid-w-0", "controller": True}]
+    assert set(ix.readers(DraKind.CLAIM, "default/w-0-gpus-a", made)) == {"default/w-0"}
+    assert set(ix.readers(DraKind.CLAIM, "default/shared", claim("shared", claim_spec(2)))) == {"default/s-0"}
+    assert set(ix.readers(DraKind.SLICE, "gpu-1-gpu.nvidia.com", slice_of("gpu-1", []))) == {"default/w-0", "default/w-1", "default/s-0"}
+
+
 def test_a_capacity_selector_compares_quantities():
     ix = index(eight("gpu-1"), ("gpu-2", [device(i, memory="40Gi") for i in range(8)]))
     ix.object_changed(DraKind.CLAIM, "default/c", claim("c", claim_spec(

@@ -255,7 +255,7 @@ class Intake:
             node_obj = self.node_object(node) if isinstance(node, str) else None
             if node_obj is not None:
                 mirror.node_changed(node_with_devices(node_obj, mirror.dra), node, now)
-        self._review(mirror.dra.pods, now)
+        self._review(mirror.dra.readers(kind, key_of(obj), obj), now)
 
     def _review(self, keys: Any, now: float) -> None:
         """Read again the usher pods ``keys`` whose claims' meaning may have changed."""

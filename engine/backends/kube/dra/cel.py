@@ -65,12 +65,26 @@ def _as_cel(device: Device) -> Any:
     return doc
 
 
+#: how many verdicts ``Selectors`` keeps before it starts afresh (a bound on its memory when
+#: many claims write selectors of their own)
+VERDICTS_KEPT = 200_000
+
+
 @dataclass(slots=True)
 class Selectors:
-    """Compiled CEL programs by expression (errors remembered too)."""
+    """Compiled CEL programs by expression (errors remembered too), and each device's verdict
+    under a request's selectors, kept until the devices' slices change (``forget``): a CEL
+    evaluation costs tens of microseconds, and every pod with claims is judged against every
+    device of every node whenever it is read again."""
 
     env: celpy.Environment = field(default_factory=celpy.Environment)
     _programs: dict[str, Any] = field(default_factory=dict)
+    #: (selectors, node, device) -> whether they select it, or the error's words
+    _verdicts: dict[tuple[tuple[Selector, ...], str, str], bool | str] = field(default_factory=dict)
+
+    def forget(self) -> None:
+        """The devices changed (a slice was published, replaced or withdrawn): judge them again."""
+        self._verdicts.clear()
 
     def _program(self, selector: Selector) -> Any:
         known = self._programs.get(selector.expression)
@@ -93,6 +107,21 @@ class Selectors:
         """Whether every selector selects ``device``; ``SelectorError`` when one cannot say."""
         if not selectors:
             return True
+        key = (selectors, device.node, device.name)
+        known = self._verdicts.get(key)
+        if known is None:
+            try:
+                known = self._judge(selectors, device)
+            except SelectorError as exc:
+                known = str(exc)
+            if len(self._verdicts) >= VERDICTS_KEPT:
+                self._verdicts.clear()
+            self._verdicts[key] = known
+        if isinstance(known, str):
+            raise SelectorError(known)
+        return known
+
+    def _judge(self, selectors: tuple[Selector, ...], device: Device) -> bool:
         activation = {"device": _as_cel(device)}
         for s in selectors:
             program = self._program(s)

@@ -120,6 +120,19 @@ class DraIndex:
             table[key] = obj
         if kind == DraKind.SLICE:
             self._slices_changed()
+            self.selectors.forget()
+
+    def readers(self, kind: DraKind, key: str, obj: dict[str, Any]) -> Iterable[str]:
+        """The usher pods whose ``ask`` may read differently after this object changed: for a
+        claim, the pods that name it and the pod it was made for (its owner); for a template,
+        class or slice, every pod with claims. (A pod's ask reads only its own claims, never
+        which devices other claims hold: usher's GPU accounting says that.)"""
+        if kind != DraKind.CLAIM:
+            return list(self.pods)
+        ns = key.split("/", 1)[0]
+        owners = {f"{ns}/{ref.get('name')}" for ref in (obj.get("metadata") or {}).get("ownerReferences") or []
+                  if isinstance(ref, dict) and ref.get("kind") == "Pod"}
+        return {k for k in self.users.get(key, set()) | owners if k in self.pods}
 
     def _slices_changed(self) -> None:
         """Each node's devices: of each pool, the slices of its newest generation only (older
