@@ -89,152 +89,35 @@ cluster serves one of the two); trainer.kubeflow.org/v1alpha1 TrainJob (Kubeflow
 ray.io/v1 RayCluster and RayJob (KubeRay 1.x); leaderworkerset.x-k8s.io/v1 LeaderWorkerSet;
 scheduling.volcano.sh/v1beta1 PodGroup; scheduling.x-k8s.io/v1alpha1 PodGroup (scheduler-plugins);
 scheduling.k8s.io/v1alpha1 Workload (Kubernetes 1.35).
-Owner references are matched on group and kind, not version.
+Owner references are matched on group and kind, not version. The kinds, versions and paths are
+in ``owner_resources``; how each kind counts its pods (the sizes above) in ``owner_sizes``; the
+Workload API's rules in ``owner_workload``. This module keeps the walk and the rules' order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from typing import Any
 
 from . import owner_workload
-from .names import Annotation, Label
-
-
-class Kind(StrEnum):
-    """What a ``GroupSpec`` groups by: a Kubernetes kind, or one of the label conventions."""
-
-    POD = "Pod"
-    #: usher's ``usher/gang`` label
-    GANG = "Gang"
-    #: Kueue's ``kueue.x-k8s.io/pod-group-name`` label (no object behind it)
-    KUEUE_POD_GROUP = "KueuePodGroup"
-    POD_GROUP = "PodGroup"
-    JOB = "Job"
-    STATEFUL_SET = "StatefulSet"
-    JOB_SET = "JobSet"
-    PYTORCH_JOB = "PyTorchJob"
-    MPI_JOB = "MPIJob"
-    TF_JOB = "TFJob"
-    TRAIN_JOB = "TrainJob"
-    RAY_CLUSTER = "RayCluster"
-    RAY_JOB = "RayJob"
-    LEADER_WORKER_SET = "LeaderWorkerSet"
-    #: Kubernetes' Workload API (``owner_workload``)
-    WORKLOAD = "Workload"
-    #: a runtime PodGroup of Kubernetes' Workload API, 1.36 on (``owner_workload``)
-    SCHEDULING_GROUP = owner_workload.SCHEDULING_GROUP_KIND
-
-
-class GroupLabel(StrEnum):
-    """Pod labels, besides usher's own, that say which group a pod is in."""
-
-    KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
-    LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
-    LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
-    JOBSET_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
-
-
-class GroupAnnotation(StrEnum):
-    """Pod annotations that say which group a pod is in, or how large it is."""
-
-    VOLCANO_GROUP = "scheduling.k8s.io/group-name"
-    KUEUE_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
-
-
-#: usher annotations a top owner sets for its whole gang (``usher/gpus`` is usher's per-pod bind
-#: record and ``usher/gpu-fraction`` a pod's own request: neither is taken from an owner)
-GANG_ANNOTATIONS: tuple[str, ...] = (
-    Annotation.ESTIMATE,
-    Annotation.CHECKPOINT_EVERY,
-    Annotation.TOPOLOGY_REQUIRED,
-    Annotation.TOPOLOGY_PREFERRED,
-    Annotation.PREEMPTIBLE,
-    Annotation.GPU_MODEL,
-    Annotation.APPROVED,
-    Annotation.HOLD,
+from .names import Label
+from .owner_resources import (
+    GANG_ANNOTATIONS, JOB, JOB_SET, KUBEFLOW_SPECS, LEADER_WORKER_SET, MPI_JOB, MPI_JOB_V2, OWNER_RESOURCES, POD_GROUP,
+    PYTORCH_JOB, RAY_CLUSTER, RAY_JOB, RESOURCE_OF, SCHEDULING_POD_GROUPS, TF_JOB, TRAIN_JOB, VOLCANO_POD_GROUP, WORKLOAD,
+    GroupAnnotation, GroupLabel, Kind, OwnerKey, OwnerLookup, OwnerResource,
+)
+from .owner_sizes import (
+    EVICTED_EXIT_CODES, INDEX_FAILURE_COUNT, InvalidOwner, int_at, job_pods, job_survives_eviction,
+    jobset_pods, jobset_stage, kubeflow_counts, ray_counts,
 )
 
-
-@dataclass(frozen=True, slots=True)
-class OwnerResource:
-    """One kind of object usher reads to size gangs, and where the API server serves it."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
-
-    @property
-    def key(self) -> str:
-        """The cache key for this kind (``batch/Job``): group and kind, whatever the version."""
-        return f"{self.group}/{self.kind}" if self.group else self.kind
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def path(self) -> str:
-        """The collection to list and watch: ``/apis/batch/v1/jobs``, ``/api/v1/...`` for core."""
-        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        return f"{prefix}/{self.plural}"
-
-
-JOB = OwnerResource("batch", "v1", "jobs", Kind.JOB)
-JOB_SET = OwnerResource("jobset.x-k8s.io", "v1alpha2", "jobsets", Kind.JOB_SET)
-PYTORCH_JOB = OwnerResource("kubeflow.org", "v1", "pytorchjobs", Kind.PYTORCH_JOB)
-MPI_JOB = OwnerResource("kubeflow.org", "v1", "mpijobs", Kind.MPI_JOB)
-#: the MPI Operator's MPIJob: the same objects (same cache key) as ``MPI_JOB``, one is served
-MPI_JOB_V2 = OwnerResource("kubeflow.org", "v2beta1", "mpijobs", Kind.MPI_JOB)
-TF_JOB = OwnerResource("kubeflow.org", "v1", "tfjobs", Kind.TF_JOB)
-TRAIN_JOB = OwnerResource("trainer.kubeflow.org", "v1alpha1", "trainjobs", Kind.TRAIN_JOB)
-RAY_CLUSTER = OwnerResource("ray.io", "v1", "rayclusters", Kind.RAY_CLUSTER)
-RAY_JOB = OwnerResource("ray.io", "v1", "rayjobs", Kind.RAY_JOB)
-LEADER_WORKER_SET = OwnerResource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", Kind.LEADER_WORKER_SET)
-VOLCANO_POD_GROUP = OwnerResource("scheduling.volcano.sh", "v1beta1", "podgroups", Kind.POD_GROUP)
-POD_GROUP = OwnerResource("scheduling.x-k8s.io", "v1alpha1", "podgroups", Kind.POD_GROUP)
-WORKLOAD = OwnerResource(owner_workload.GROUP, owner_workload.VERSION, owner_workload.PLURAL, Kind.WORKLOAD)
-#: the runtime PodGroups of 1.36 and 1.37: one resource (one cache), whichever version is served
-SCHEDULING_POD_GROUPS = tuple(
-    OwnerResource(owner_workload.GROUP, v, owner_workload.POD_GROUP_PLURAL, Kind.SCHEDULING_GROUP)
-    for v in owner_workload.POD_GROUP_VERSIONS
-)
-
-#: Every kind usher reads to size gangs: one optional read-only list+watch each (a CRD may be
-#: absent). Caches are keyed by ``OwnerResource.key``; both MPIJob versions feed one cache.
-OWNER_RESOURCES: tuple[OwnerResource, ...] = (
-    JOB,
-    JOB_SET,
-    PYTORCH_JOB,
-    MPI_JOB,
-    MPI_JOB_V2,
-    TF_JOB,
-    TRAIN_JOB,
-    RAY_CLUSTER,
-    RAY_JOB,
-    LEADER_WORKER_SET,
-    VOLCANO_POD_GROUP,
-    POD_GROUP,
-    WORKLOAD,
-    *SCHEDULING_POD_GROUPS,
-)
-
-#: (``OwnerResource.key``, namespace, name) -> the cached object, or None (not cached yet, or its
-#: kind is not served)
-OwnerLookup = Callable[[str, str, str], dict[str, Any] | None]
-#: (``OwnerResource.key``, namespace, name) of one object
-OwnerKey = tuple[str, str, str]
-
-_KUBEFLOW_SPECS: dict[str, str] = {
-    PYTORCH_JOB.key: "pytorchReplicaSpecs",
-    MPI_JOB.key: "mpiReplicaSpecs",
-    TF_JOB.key: "tfReplicaSpecs",
-}
-_RESOURCE_OF: dict[str, OwnerResource] = {r.key: r for r in OWNER_RESOURCES}
+__all__ = [  # the kinds and sizes live in owner_resources and owner_sizes; importers read them here
+    "EVICTED_EXIT_CODES", "GANG_ANNOTATIONS", "INDEX_FAILURE_COUNT", "JOB", "JOB_SET", "LEADER_WORKER_SET", "MPI_JOB",
+    "MPI_JOB_V2", "OWNER_RESOURCES", "POD_GROUP", "PYTORCH_JOB", "RAY_CLUSTER", "RAY_JOB", "SCHEDULING_POD_GROUPS",
+    "TF_JOB", "TRAIN_JOB", "VOLCANO_POD_GROUP", "WORKLOAD", "GroupAnnotation", "GroupLabel", "GroupSpec", "Kind",
+    "OwnerKey", "OwnerLookup", "OwnerResource", "controller_of", "infer_group", "job_survives_eviction", "resource_key",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,10 +152,6 @@ class GroupSpec:
     #: whether the owner makes the gang's pods anew once they are evicted (a batch Job: by its
     #: podFailurePolicy and backoffLimit, ``job_survives_eviction``); None: not known here
     survives_eviction: bool | None = None
-
-
-class _Invalid(Exception):
-    """An owner's spec does not say how many pods its gang has."""
 
 
 class _Missing(Exception):
@@ -370,8 +249,8 @@ def _with_eviction_outcome(spec: GroupSpec, pod: dict[str, Any], walk: _Walk) ->
     except _Missing:
         return replace(spec, depends=depends)  # decided again once the Job is known
     try:
-        pods = _job_pods(job, "", remaining=True)
-    except _Invalid:
+        pods = job_pods(job, "", remaining=True)
+    except InvalidOwner:
         pods = 1
     return replace(spec, survives_eviction=job_survives_eviction(job, pods, pod), depends=depends)
 
@@ -392,7 +271,7 @@ def resource_key(ref: Mapping[str, Any]) -> str:
 
 
 def _resource_of(ref: Mapping[str, Any]) -> OwnerResource | None:
-    return _RESOURCE_OF.get(resource_key(ref))
+    return RESOURCE_OF.get(resource_key(ref))
 
 
 def _single(ns: str, name: str) -> GroupSpec:
@@ -441,10 +320,10 @@ def _pod_group(resource: OwnerResource, key: str, name: str, walk: _Walk) -> Gro
             depends=(owner,),
         )
     try:
-        size = _int_at(obj, ("spec", "minMember"), f"PodGroup {where}")
+        size = int_at(obj, ("spec", "minMember"), f"PodGroup {where}")
         if size < 1:
-            raise _Invalid(f"PodGroup {where} has spec.minMember {size}; usher needs at least 1")
-    except _Invalid as exc:
+            raise InvalidOwner(f"PodGroup {where} has spec.minMember {size}; usher needs at least 1")
+    except InvalidOwner as exc:
         return GroupSpec(key=key, kind=Kind.POD_GROUP, name=name, size=None, problem=str(exc), owner=owner, depends=(owner,))
     return GroupSpec(key=key, kind=Kind.POD_GROUP, name=name, size=size, owner=owner, depends=(owner,))
 
@@ -533,11 +412,11 @@ def _from_owners(pod: dict[str, Any], walk: _Walk) -> GroupSpec | None:
             parent = walk.parent(cluster, RAY_JOB)
             gang = _Gang(*parent) if parent else _Gang(RAY_CLUSTER, cluster)
             # sized by the RayCluster, so a problem names the RayCluster's fields
-            return _sized(gang, walk, lambda _: _ray_counts(cluster, _what(RAY_CLUSTER, cluster, walk)), cluster)
-        if resource.key in _KUBEFLOW_SPECS:
+            return _sized(gang, walk, lambda _: ray_counts(cluster, _what(RAY_CLUSTER, cluster, walk)), cluster)
+        if resource.key in KUBEFLOW_SPECS:
             owner = walk.get(resource, ref["name"], ref.get("uid"))
             staged = resource.key == MPI_JOB.key and (owner.get("spec") or {}).get("launcherCreationPolicy") == "WaitForWorkersReady"
-            return _sized(_Gang(resource, owner), walk, lambda what: _kubeflow_counts(resource, owner, what), staged=staged)
+            return _sized(_Gang(resource, owner), walk, lambda what: kubeflow_counts(resource, owner, what), staged=staged)
         return None
     except _Missing as exc:
         owner = (exc.resource.key, walk.namespace, exc.name)
@@ -557,21 +436,21 @@ def _job_family(pod: dict[str, Any], job: dict[str, Any], walk: _Walk) -> GroupS
     """A Job's pods: the Job's gang, or its JobSet's, or the TrainJob's above that."""
     parent = walk.parent(job, JOB_SET)
     if parent is None:
-        return _sized(_Gang(JOB, job), walk, lambda what: (_job_pods(job, what, remaining=True), None))
+        return _sized(_Gang(JOB, job), walk, lambda what: (job_pods(job, what, remaining=True), None))
     _, jobset = parent
     top = walk.parent(jobset, TRAIN_JOB)
     gang = _Gang(*top) if top else _Gang(JOB_SET, jobset)
-    staged, rjob = _jobset_stage(jobset, job, pod)
+    staged, rjob = jobset_stage(jobset, job, pod)
     if staged:
         gang.suffix = rjob
 
     def counts(what: str) -> tuple[int, int | None]:
         if staged and rjob is None:
-            raise _Invalid(
+            raise InvalidOwner(
                 f"{what} starts its replicated jobs one after another, and the pod's Job has no label "
                 f"{GroupLabel.JOBSET_REPLICATED_JOB} to tell which one it belongs to"
             )
-        return _jobset_pods(jobset, _what(JOB_SET, jobset, walk), rjob if staged else None), None
+        return jobset_pods(jobset, _what(JOB_SET, jobset, walk), rjob if staged else None), None
 
     return _sized(gang, walk, counts, jobset)
 
@@ -602,9 +481,9 @@ def _leader_worker_set(labels: Mapping[str, str], walk: _Walk) -> GroupSpec:
     leader_first = (lws.get("spec") or {}).get("startupPolicy") == "LeaderReady"
 
     def counts(what: str) -> tuple[int, int | None]:
-        size = _int_at(lws, ("spec", "leaderWorkerTemplate", "size"), what, default=1)
+        size = int_at(lws, ("spec", "leaderWorkerTemplate", "size"), what, default=1)
         if size < 1:
-            raise _Invalid(f"{what} has spec.leaderWorkerTemplate.size {size}")
+            raise InvalidOwner(f"{what} has spec.leaderWorkerTemplate.size {size}")
         return size, 1 if leader_first else None
 
     return _sized(_Gang(LEADER_WORKER_SET, lws, index), walk, counts, staged=leader_first)
@@ -617,7 +496,7 @@ def _sized(
     *below: dict[str, Any],
     staged: bool = False,
 ) -> GroupSpec:
-    """The ``GroupSpec`` of ``gang``; ``counts`` gives (size, minimum) or raises ``_Invalid``.
+    """The ``GroupSpec`` of ``gang``; ``counts`` gives (size, minimum) or raises ``InvalidOwner``.
     Usher annotations come from ``below`` (objects under the top owner that stand for the whole
     gang, such as a RayJob's RayCluster), the top owner's winning. ``staged``: the owner makes
     the pods beyond the minimum only once those run (``GroupSpec.staged``)."""
@@ -628,7 +507,7 @@ def _sized(
     notes = _gang_annotations(*below, gang.top)
     try:
         size, minimum = counts(_what(gang.resource, gang.top, walk))
-    except _Invalid as exc:
+    except InvalidOwner as exc:
         return GroupSpec(
             key=key,
             kind=gang.resource.kind,
@@ -652,187 +531,6 @@ def _sized(
     )
 
 
-# -- sizes ----------------------------------------------------------------------------------
-
-
-#: what the containers of an evicted pod exit with: SIGTERM, or SIGKILL after the grace period
-EVICTED_EXIT_CODES = (143, 137)
-
-
-#: the annotation the Job controller keeps on a pod of an Indexed Job: failures of its index so far
-INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
-
-
-def job_survives_eviction(job: dict[str, Any], pods: int, pod: dict[str, Any] | None = None) -> bool:
-    """Whether a batch Job makes its pods anew after ``pods`` of them (``pod`` among them) are
-    evicted, or fails.
-
-    An evicted pod has the condition ``DisruptionTarget`` and exits 143 (or 137). The Job's
-    ``podFailurePolicy`` rules are read in order, as the Job controller does, the first match
-    deciding (``Ignore``: not a failure; ``FailJob``/``FailIndex``: the Job fails; ``Count``: a
-    failure). A rule on exit codes that may match one of those codes is taken as matching when
-    that is worse for the Job, and as not matching when it would ignore the pod. A failure counts
-    against ``backoffLimit`` (default 6): the Job fails once more pods have failed than that; with
-    ``backoffLimitPerIndex``, against the index's own limit (its failures so far are on the pod,
-    ``INDEX_FAILURE_COUNT``): an index over it fails for good."""
-    spec, status = job.get("spec") or {}, job.get("status") or {}
-    counted = True
-    for rule in ((spec.get("podFailurePolicy") or {}).get("rules") or []):
-        if not isinstance(rule, dict):
-            continue
-        action = rule.get("action")
-        disruption = any(
-            isinstance(c, dict) and c.get("type") == "DisruptionTarget" and c.get("status", "True") == "True"
-            for c in rule.get("onPodConditions") or []
-        )
-        codes = rule.get("onExitCodes")
-        may_match = isinstance(codes, dict) and _exit_codes_may_match(codes, EVICTED_EXIT_CODES)
-        if not (disruption or may_match):
-            continue
-        if action in ("FailJob", "FailIndex"):
-            return False
-        if action != "Ignore":
-            break  # Count: a failure
-        if disruption:
-            counted = False
-            break
-        # Ignore on exit codes the pod may not exit with: read on, as if it did not match
-    if not counted:
-        return True
-    try:
-        per_index = spec.get("backoffLimitPerIndex")
-        if per_index is not None:
-            notes = ((pod or {}).get("metadata") or {}).get("annotations") or {}
-            return int(notes.get(INDEX_FAILURE_COUNT) or 0) + 1 <= int(per_index)
-        failed, limit = int(status.get("failed") or 0), int(spec.get("backoffLimit", 6))
-    except (TypeError, ValueError):
-        return False
-    return failed + pods <= limit
-
-
-def _exit_codes_may_match(codes: dict[str, Any], exits: Sequence[int]) -> bool:
-    values = {v for v in codes.get("values") or [] if isinstance(v, int)}
-    if codes.get("operator") == "NotIn":
-        return any(code not in values for code in exits)
-    return any(code in values for code in exits)
-
-
-def _job_pods(job: dict[str, Any], what: str, remaining: bool = False, path: Sequence[str | int] = ("spec",)) -> int:
-    """Pods one run of a Job (or a Job template, at ``path``) has at once: its parallelism (default
-    1) capped by its completions; with ``remaining``, by the completions not yet succeeded."""
-    parallelism = _int_at(job, (*path, "parallelism"), what, default=1)
-    completions = _int_at(job, (*path, "completions"), what, default=None)
-    if parallelism < 1 or completions == 0:
-        zero = "parallelism" if parallelism < 1 else "completions"
-        raise _Invalid(f"{what} has {_path((*path, zero))} 0: it runs no pods")
-    if completions is None:
-        return parallelism
-    if remaining:
-        succeeded = _int_at(job, ("status", "succeeded"), what, default=0)
-        completions = max(1, completions - succeeded)
-    return min(parallelism, completions)
-
-
-def _jobset_stage(jobset: dict[str, Any], job: dict[str, Any], pod: dict[str, Any]) -> tuple[bool, str | None]:
-    """Whether the JobSet starts its replicated jobs one after another, and the pod's one."""
-    spec = jobset.get("spec") or {}
-    rjobs = spec.get("replicatedJobs")
-    if not isinstance(rjobs, list) or len(rjobs) < 2:
-        return False, None
-    in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
-    depends = any(isinstance(r, dict) and r.get("dependsOn") for r in rjobs)
-    if not (in_order or depends):
-        return False, None
-    for obj in (job, pod):
-        name = ((obj.get("metadata") or {}).get("labels") or {}).get(GroupLabel.JOBSET_REPLICATED_JOB)
-        if name:
-            return True, name
-    return True, None
-
-
-def _jobset_pods(jobset: dict[str, Any], what: str, only: str | None = None) -> int:
-    """Pods of all the JobSet's replicated jobs (or of the one named ``only``)."""
-    rjobs = (jobset.get("spec") or {}).get("replicatedJobs")
-    if not isinstance(rjobs, list) or not rjobs:
-        raise _Invalid(f"{what} has no spec.replicatedJobs")
-    total = 0
-    found = only is None
-    for i, rjob in enumerate(rjobs):
-        if not isinstance(rjob, dict):
-            raise _Invalid(f"{what} has spec.replicatedJobs[{i}] {rjob!r}, not an object")
-        if only is not None and rjob.get("name") != only:
-            continue
-        found = True
-        base: tuple[str | int, ...] = ("spec", "replicatedJobs", i)
-        replicas = _int_at(jobset, (*base, "replicas"), what, default=1)
-        if not isinstance(rjob.get("template"), dict):
-            raise _Invalid(f"{what} has no {_path((*base, 'template'))}")
-        total += replicas * _job_pods(jobset, what, path=(*base, "template", "spec"))
-    if not found:
-        raise _Invalid(f"{what} has no replicated job {only!r} in spec.replicatedJobs")
-    if total < 1:
-        raise _Invalid(f"{what} has spec.replicatedJobs that make no pods")
-    return total
-
-
-def _kubeflow_counts(resource: OwnerResource, obj: dict[str, Any], what: str) -> tuple[int, int | None]:
-    """(pods, minimum) of a Kubeflow PyTorchJob, MPIJob or TFJob."""
-    field_name = _KUBEFLOW_SPECS[resource.key]
-    spec = obj.get("spec") or {}
-    replica_specs = spec.get(field_name)
-    if not isinstance(replica_specs, dict) or not replica_specs:
-        raise _Invalid(f"{what} has no spec.{field_name}")
-    replicas: dict[str, int] = {}
-    for rtype, rspec in replica_specs.items():
-        if not isinstance(rspec, dict):
-            raise _Invalid(f"{what} has spec.{field_name}.{rtype} {rspec!r}, not an object")
-        replicas[rtype] = _int_at(obj, ("spec", field_name, rtype, "replicas"), what, default=1)
-    size = sum(replicas.values())
-    if size < 1:
-        raise _Invalid(f"{what} has spec.{field_name} that make no pods")
-    minimum: int | None = None
-    if resource.key == PYTORCH_JOB.key and "Worker" in replicas:
-        low = _int_at(obj, ("spec", "elasticPolicy", "minReplicas"), what, default=None)
-        if low is not None:
-            minimum = size - replicas["Worker"] + min(low, replicas["Worker"])
-    if resource.key == MPI_JOB.key and spec.get("launcherCreationPolicy") == "WaitForWorkersReady":
-        minimum = size - replicas.get("Launcher", 0)
-    available = _int_at(obj, ("spec", "runPolicy", "schedulingPolicy", "minAvailable"), what, default=None)
-    if available is not None:
-        minimum = available
-    return size, minimum
-
-
-def _ray_counts(cluster: dict[str, Any], what: str) -> tuple[int, int | None]:
-    """(pods, minimum) of a RayCluster, as KubeRay creates them (``GetWorkerGroupDesiredReplicas``)."""
-    spec = cluster.get("spec") or {}
-    groups = spec.get("workerGroupSpecs") or []
-    if not isinstance(groups, list):
-        raise _Invalid(f"{what} has spec.workerGroupSpecs {groups!r}, not a list")
-    size = low = 1  # the head
-    for i, group in enumerate(groups):
-        if not isinstance(group, dict):
-            raise _Invalid(f"{what} has spec.workerGroupSpecs[{i}] {group!r}, not an object")
-        if group.get("suspend") is True:
-            continue
-        base: tuple[str | int, ...] = ("spec", "workerGroupSpecs", i)
-        hosts = _int_at(cluster, (*base, "numOfHosts"), what, default=1)
-        least = _int_at(cluster, (*base, "minReplicas"), what, default=0)
-        most = _int_at(cluster, (*base, "maxReplicas"), what, default=None)
-        replicas = _int_at(cluster, (*base, "replicas"), what, default=None)
-        if most is not None and least > most:
-            desired = most
-        elif replicas is None or replicas < least:
-            desired = least
-        elif most is not None and replicas > most:
-            desired = most
-        else:
-            desired = replicas
-        size += desired * hosts
-        low += least * hosts
-    return size, low if spec.get("enableInTreeAutoscaling") is True else None
-
-
 # -- helpers --------------------------------------------------------------------------------
 
 
@@ -849,35 +547,6 @@ def _gang_annotations(*objs: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-_NO_DEFAULT = object()
-
-
-def _int_at(obj: dict[str, Any], path: Sequence[str | int], what: str, default: Any = _NO_DEFAULT) -> Any:
-    """The whole number at ``path`` in ``obj``; ``default`` when absent (``_Invalid`` without one,
-    or when the value there is not a whole number >= 0)."""
-    node: Any = obj
-    for step in path:
-        if isinstance(step, int):
-            node = node[step] if isinstance(node, list) and step < len(node) else None
-        else:
-            node = node.get(step) if isinstance(node, dict) else None
-        if node is None:
-            break
-    if node is None:
-        if default is _NO_DEFAULT:
-            raise _Invalid(f"{what} has no {_path(path)}")
-        return default
-    if isinstance(node, bool) or not isinstance(node, int) or node < 0:
-        raise _Invalid(f"{what} has {_path(path)} {node!r}, not a whole number")
-    return node
-
-
-def _path(path: Sequence[str | int]) -> str:
-    """``spec.replicatedJobs[1].replicas`` for ``("spec", "replicatedJobs", 1, "replicas")``."""
-    out = ""
-    for step in path:
-        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else step)
-    return out
 
 
 def _positive(text: str) -> int | None:
