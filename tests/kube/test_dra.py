@@ -151,6 +151,18 @@ def test_a_node_whose_slice_is_published_again_with_other_devices_is_judged_on_t
     assert ix.ask(pod(claim_name="c")).problems == ix.ask(pod(claim_name="c")).problems != ()
 
 
+def test_claims_that_share_a_broken_selector_are_each_told_at_their_own_path():
+    """Verdicts and fits are kept by what claims ask, so the pods of one template share them;
+    the error each pod is shown still names its own claim."""
+    ix = index(eight("gpu-1"))
+    for expression in ("device.attributes['gpu.nvidia.com'].nope == 1", "device.attributes["):
+        for name in ("a", "b"):
+            ix.object_changed(DraKind.CLAIM, f"default/{name}", claim(name, claim_spec(2, selectors=(expression,))))
+        for name in ("a", "b"):
+            (problem,) = ix.ask(pod(claim_name=name)).problems
+            assert problem.startswith(f"claim default/{name}, request gpus: ResourceClaim default/{name} spec.devices."), problem
+
+
 def test_a_claim_change_is_read_again_by_the_pods_that_use_it_only():
     ix = index(eight("gpu-1"))
     ix.object_changed(DraKind.TEMPLATE, "default/two", template("two", claim_spec(2)))

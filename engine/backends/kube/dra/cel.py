@@ -72,15 +72,15 @@ VERDICTS_KEPT = 200_000
 
 @dataclass(slots=True)
 class Selectors:
-    """Compiled CEL programs by expression (errors remembered too), and each device's verdict
+    """Compiled CEL programs by expression (a compile error's words remembered too), and each device's verdict
     under a request's selectors, kept until the devices' slices change (``forget``): a CEL
     evaluation costs tens of microseconds, and every pod with claims is judged against every
     device of every node whenever it is read again."""
 
     env: celpy.Environment = field(default_factory=celpy.Environment)
     _programs: dict[str, Any] = field(default_factory=dict)
-    #: (selectors, node, device) -> whether they select it, or the error's words
-    _verdicts: dict[tuple[tuple[Selector, ...], str, str], bool | str] = field(default_factory=dict)
+    #: (expressions, node, device) -> whether they select it, or (which failed, the error's words)
+    _verdicts: dict[tuple[tuple[str, ...], str, str], bool | tuple[int, str]] = field(default_factory=dict)
 
     def forget(self) -> None:
         """The devices changed (a slice was published, replaced or withdrawn): judge them again."""
@@ -92,10 +92,10 @@ class Selectors:
             try:
                 known = self.env.program(self.env.compile(selector.expression), functions=_FUNCTIONS)
             except Exception as exc:  # celpy raises CELParseError and others on a bad expression
-                known = SelectorError(f"{selector.path}: compilation failed: {_words(exc)}")
+                known = f"compilation failed: {_words(exc)}"
             self._programs[selector.expression] = known
-        if isinstance(known, SelectorError):
-            raise known
+        if isinstance(known, str):  # the words kept; the path is that of the selector asked now
+            raise SelectorError(f"{selector.path}: {known}")
         return known
 
     def check(self, selectors: tuple[Selector, ...]) -> None:
@@ -104,37 +104,37 @@ class Selectors:
             self._program(s)
 
     def matches(self, selectors: tuple[Selector, ...], device: Device) -> bool:
-        """Whether every selector selects ``device``; ``SelectorError`` when one cannot say."""
+        """Whether every selector selects ``device``; ``SelectorError`` when one cannot say.
+        Verdicts are kept by the expressions, not where they were written: the claims one
+        template made share them, and an error names the path of the selector asked now."""
         if not selectors:
             return True
-        key = (selectors, device.node, device.name)
+        key = (tuple(s.expression for s in selectors), device.node, device.name)
         known = self._verdicts.get(key)
         if known is None:
-            try:
-                known = self._judge(selectors, device)
-            except SelectorError as exc:
-                known = str(exc)
+            known = self._judge(selectors, device)
             if len(self._verdicts) >= VERDICTS_KEPT:
                 self._verdicts.clear()
             self._verdicts[key] = known
-        if isinstance(known, str):
-            raise SelectorError(known)
+        if isinstance(known, tuple):
+            which, words = known
+            raise SelectorError(f"{selectors[which].path}: {words}")
         return known
 
-    def _judge(self, selectors: tuple[Selector, ...], device: Device) -> bool:
+    def _judge(self, selectors: tuple[Selector, ...], device: Device) -> bool | tuple[int, str]:
+        """Whether the selectors select ``device``, or (which selector failed, the error's words)."""
+        self.check(selectors)  # a compile error is the selector's own, whatever the device
         activation = {"device": _as_cel(device)}
-        for s in selectors:
+        for i, s in enumerate(selectors):
             program = self._program(s)
             try:
                 result = program.evaluate(activation)
             except Exception as exc:  # noqa: BLE001 - celpy raises CELEvalError and Python errors alike
-                raise SelectorError(f"{s.path}: CEL runtime error on device {device.name} of node {device.node}: "
-                                    f"{_words(exc)}") from None
+                return i, f"CEL runtime error on device {device.name} of node {device.node}: {_words(exc)}"
             if isinstance(result, celpy.CELEvalError):
-                raise SelectorError(f"{s.path}: CEL runtime error on device {device.name} of node {device.node}: "
-                                    f"{_words(result)}")
+                return i, f"CEL runtime error on device {device.name} of node {device.node}: {_words(result)}"
             if not isinstance(result, celtypes.BoolType):
-                raise SelectorError(f"{s.path}: the expression must give a bool, not {type(result).__name__}")
+                return i, f"the expression must give a bool, not {type(result).__name__}"
             if not result:
                 return False
         return True

@@ -64,6 +64,8 @@ class PodAsk:
 NOTHING = PodAsk()
 #: how many ended pods' uids ``DraIndex.gone`` keeps
 GONE_REMEMBERED = 10_000
+#: how many answers of ``DraIndex._fit`` it keeps before it starts afresh
+FITS_KEPT = 10_000
 
 
 @dataclass(slots=True)
@@ -84,6 +86,8 @@ class DraIndex:
     gone: set[str] = field(default_factory=set)
     #: claim key -> the usher pods that name it (``resourceClaimName``): a claim named by two is shared
     users: dict[str, set[str]] = field(default_factory=dict)
+    #: what claims ask -> ``_fit``'s answer, until a slice or class changes
+    _fits: dict[tuple[Any, ...], tuple[int, frozenset[str] | None, str | None]] = field(default_factory=dict)
 
     def sharers(self, key: str, *pods: dict[str, Any] | None) -> set[str]:
         """The other usher pods that name a claim one of ``pods`` names (their views change with it)."""
@@ -121,6 +125,8 @@ class DraIndex:
         if kind == DraKind.SLICE:
             self._slices_changed()
             self.selectors.forget()
+        if kind in (DraKind.SLICE, DraKind.CLASS):
+            self._fits.clear()  # the devices, or what a class selects, changed
 
     def readers(self, kind: DraKind, key: str, obj: dict[str, Any]) -> Iterable[str]:
         """The usher pods whose ``ask`` may read differently after this object changed: for a
@@ -230,7 +236,21 @@ class DraIndex:
                         reserved)
 
     def _fit(self, claims: Sequence[PodClaim]) -> tuple[int, frozenset[str] | None, str | None]:
-        """The GPUs the claims ask, the nodes whose devices can give them, and why not the rest."""
+        """The GPUs the claims ask, the nodes whose devices can give them, and why not the rest.
+        Kept by what the claims ask (not their names or paths: the pods of one template share
+        it) until a slice or class changes; a selector error is never kept, so it names its path."""
+        key = tuple((c.allocated_on, len(c.allocated), c.spec.constraints,
+                     tuple((r.name, r.device_class, r.mode, r.count, tuple(x.expression for x in r.selectors))
+                           for r in c.spec.requests)) for c in claims)
+        known = self._fits.get(key)
+        if known is None:
+            known = self._fit_now(claims)
+            if len(self._fits) >= FITS_KEPT:
+                self._fits.clear()
+            self._fits[key] = known
+        return known
+
+    def _fit_now(self, claims: Sequence[PodClaim]) -> tuple[int, frozenset[str] | None, str | None]:
         requests = [r for c in claims if c.allocated_on is None for r in c.spec.requests]
         pinned = {c.allocated_on for c in claims if c.allocated_on is not None}
         gpus = sum(len(c.allocated) for c in claims if c.allocated_on is not None)
