@@ -151,6 +151,43 @@ def test_a_node_whose_slice_is_published_again_with_other_devices_is_judged_on_t
     assert ix.ask(pod(claim_name="c")).problems == ix.ask(pod(claim_name="c")).problems != ()
 
 
+def _devices_from_scratch(slices: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """Each node's GPUs read from every slice at once: the newest generation of each pool."""
+    newest: dict[str, int] = {}
+    for obj in slices.values():
+        pool = obj["spec"]["pool"]
+        newest[pool["name"]] = max(newest.get(pool["name"], 0), pool["generation"])
+    out: dict[str, list[str]] = {}
+    for obj in slices.values():
+        if obj["spec"]["pool"]["generation"] == newest[obj["spec"]["pool"]["name"]]:
+            names = out.setdefault(obj["spec"]["nodeName"], [])
+            names.extend(d["name"] for d in obj["spec"]["devices"] if d["name"] not in names)
+    return {n: sorted(names, key=lambda d: int(d.split("-")[1])) for n, names in out.items() if names}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["n1", "n2", "n3"]), st.sampled_from(["p1", "p2", "n1"]),
+                          st.integers(1, 3), st.lists(st.integers(0, 7), max_size=4, unique=True), st.booleans()),
+                max_size=25))
+def test_property_each_nodes_devices_follow_its_slices_event_by_event(events):
+    """Slices published, replaced in a new pool generation and withdrawn in any order: after each
+    event every node's GPUs are those of its pools' newest generation, as read from scratch."""
+    ix = index()
+    live: dict[str, dict[str, Any]] = {}
+    for n, node, pool, generation, gpus, deleted in events:
+        key = f"s{n}"
+        if deleted:
+            live.pop(key, None)
+            ix.object_changed(DraKind.SLICE, key, None)
+        else:
+            obj = slice_of(node, [device(i) for i in gpus])
+            obj["metadata"]["name"] = key
+            obj["spec"]["pool"] = {"name": pool, "generation": generation, "resourceSliceCount": 1}
+            live[key] = obj
+            ix.object_changed(DraKind.SLICE, key, obj)
+        assert {n: [d.name for d in ds] for n, ds in ix.devices.items()} == _devices_from_scratch(live)
+
+
 def test_claims_that_share_a_broken_selector_are_each_told_at_their_own_path():
     """Verdicts and fits are kept by what claims ask, so the pods of one template share them;
     the error each pod is shown still names its own claim."""

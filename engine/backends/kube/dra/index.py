@@ -61,6 +61,16 @@ class PodAsk:
     waiting: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class _SliceMeta:
+    """Where one ResourceSlice belongs: its pool (``driver/name``), the pool's generation it
+    was published in, and its node."""
+
+    pool: str
+    generation: int
+    node: str
+
+
 NOTHING = PodAsk()
 #: how many ended pods' uids ``DraIndex.gone`` keeps
 GONE_REMEMBERED = 10_000
@@ -86,6 +96,11 @@ class DraIndex:
     gone: set[str] = field(default_factory=set)
     #: claim key -> the usher pods that name it (``resourceClaimName``): a claim named by two is shared
     users: dict[str, set[str]] = field(default_factory=dict)
+    #: each slice's pool, generation and node, its GPUs, and the slices by pool and by node
+    _slice_meta: dict[str, _SliceMeta] = field(default_factory=dict)
+    _slice_devices: dict[str, list[Device]] = field(default_factory=dict)
+    _pool_slices: dict[str, dict[str, None]] = field(default_factory=dict)
+    _node_slices: dict[str, dict[str, None]] = field(default_factory=dict)
     #: what claims ask -> ``_fit``'s answer, until a slice or class changes
     _fits: dict[tuple[Any, ...], tuple[int, frozenset[str] | None, str | None]] = field(default_factory=dict)
 
@@ -123,7 +138,7 @@ class DraIndex:
         else:
             table[key] = obj
         if kind == DraKind.SLICE:
-            self._slices_changed()
+            self._slices_changed(key, obj)
             self.selectors.forget()
         if kind in (DraKind.SLICE, DraKind.CLASS):
             self._fits.clear()  # the devices, or what a class selects, changed
@@ -140,24 +155,45 @@ class DraIndex:
                   if isinstance(ref, dict) and ref.get("kind") == "Pod"}
         return {k for k in self.users.get(key, set()) | owners if k in self.pods}
 
-    def _slices_changed(self) -> None:
+    def _slices_changed(self, key: str, obj: dict[str, Any] | None) -> None:
         """Each node's devices: of each pool, the slices of its newest generation only (older
-        ones are being replaced, as kube-scheduler reads pools), one device per name."""
-        newest: dict[str, int] = {}
-        for s in self.slices.values():
-            pool = (s.get("spec") or {}).get("pool") or {}
-            name = f"{(s.get('spec') or {}).get('driver')}/{pool.get('name')}"
-            newest[name] = max(newest.get(name, 0), int(pool.get("generation") or 0))
-        by_node: dict[str, dict[str, Device]] = {}
-        for s in self.slices.values():
-            pool = (s.get("spec") or {}).get("pool") or {}
-            if int(pool.get("generation") or 0) < newest[f"{(s.get('spec') or {}).get('driver')}/{pool.get('name')}"]:
-                continue
-            for d in slice_devices(s):
-                if d.driver == GPU_DRIVER:
-                    by_node.setdefault(d.node, {}).setdefault(d.name, d)
-        self.devices = {node: sorted(found.values(), key=lambda d: (d.index if d.index is not None else 1 << 30, d.name))
-                        for node, found in by_node.items()}
+        ones are being replaced, as kube-scheduler reads pools), one device per name. Only the
+        nodes of the changed slice's pool are built again (a cluster's nodes publish a slice
+        each, and the informer's first list delivers them one by one)."""
+        touched: set[str] = set()
+        old = self._slice_meta.pop(key, None)
+        if old is not None:
+            self._pool_slices.get(old.pool, {}).pop(key, None)
+            self._node_slices.get(old.node, {}).pop(key, None)
+            self._slice_devices.pop(key, None)
+            touched.add(old.pool)
+        spec = (obj or {}).get("spec") or {}
+        node = spec.get("nodeName")
+        if obj is not None and isinstance(node, str) and isinstance(spec.get("driver"), str):
+            pool = spec.get("pool") or {}
+            meta = _SliceMeta(f"{spec.get('driver')}/{pool.get('name')}", int(pool.get("generation") or 0), node)
+            self._slice_meta[key] = meta
+            self._pool_slices.setdefault(meta.pool, {})[key] = None
+            self._node_slices.setdefault(node, {})[key] = None
+            self._slice_devices[key] = [d for d in slice_devices(obj) if d.driver == GPU_DRIVER]
+            touched.add(meta.pool)
+        nodes = {self._slice_meta[k].node for p in touched for k in self._pool_slices.get(p, {})}
+        if old is not None:
+            nodes.add(old.node)
+        newest = {p: max((self._slice_meta[k].generation for k in self._pool_slices.get(p, {})), default=0)
+                  for p in {self._slice_meta[k].pool for n in nodes for k in self._node_slices.get(n, {})}}
+        for n in nodes:
+            found: dict[str, Device] = {}
+            for k in self._node_slices.get(n, {}):
+                meta = self._slice_meta[k]
+                if meta.generation < newest[meta.pool]:
+                    continue
+                for d in self._slice_devices[k]:
+                    found.setdefault(d.name, d)
+            if found:
+                self.devices[n] = sorted(found.values(), key=lambda d: (d.index if d.index is not None else 1 << 30, d.name))
+            else:
+                self.devices.pop(n, None)
 
     # -- a pod ----------------------------------------------------------------------------------
 
