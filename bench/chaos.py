@@ -37,6 +37,9 @@ API cannot close: counted as a note, not a violation); the console's loop does n
 seed broke an invariant. Such a seed also prints its chaos trace, the violations and, for its
 first kubelet rejections, the node's pods and each replica's view of the node at the bind and at
 the rejection. Seeded, not replayable: the replicas run on real time. usher's logs are off.
+
+Longer than the house's 600 lines: a benchmark script, one command with its chaos steps, its
+invariant monitors and its report, run as a whole and read as a whole.
 """
 
 from __future__ import annotations

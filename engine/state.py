@@ -8,6 +8,9 @@ but in the cycle's memo (``memo``), so this class is the cluster, not one algori
 the schedulable nodes bucketed by how many *whole* GPUs they have free, the nodes with a partly
 used GPU, and per topology domain the whole GPUs free. Every change of capacity goes through
 ``ClusterState.allocate`` / ``ClusterState.release`` so the indexes can never drift.
+
+Longer than the house's 600 lines: ``ClusterState`` keeps its indexes and the only ways to
+change capacity in one class, so that nothing else can make them drift.
 """
 
 from __future__ import annotations

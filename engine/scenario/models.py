@@ -7,6 +7,9 @@ millicores, memory is int bytes, pod GPUs are a float that is either whole or a 
 
 Checks that need more than one object (names that must exist, capacity) live in `checks.py`;
 the loader (`loader.py`) turns both kinds of failure into `Problem`s with paths and lines.
+
+Longer than the house's 600 lines: one pydantic class per part of the contract, in the
+contract's order, so the module reads as the scenario file's schema.
 """
 
 from __future__ import annotations

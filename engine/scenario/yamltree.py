@@ -14,6 +14,9 @@ aliases work as usual.
 from the parser's events within the same bounds, faster and in a fraction of the memory
 (docs/benchmarks.md, "Loading"); it raises `NeedsLines` wherever `read_yaml` would report, and the loader then asks
 `read_yaml` for the report.
+
+Longer than the house's 600 lines: the two readers (with lines, and the fast path) are kept
+side by side so that their bounds and their refusals stay the same.
 """
 
 from __future__ import annotations

@@ -40,6 +40,10 @@ Conventions (documented for users in docs/operating.md):
   ``usher/nvlink`` (``0,1,2,3;4,5,6,7``) for NVLink islands, ``usher/gpu-health``
   (``{"3": "XID 79 ..."}``: the GPUs found unhealthy and why) for GPUs out of service; both are
   written by ``usher agent`` (``format_nvlink``, ``format_gpu_health``).
+
+Longer than the house's 600 lines on purpose: it is the one place where usher reads a pod's
+and a node's labels, annotations and requests (each rule once, as issue 30 asked), so a reader
+finds every honoured name and its parser here; the owners' rules are in ``owners``.
 """
 
 from __future__ import annotations
