@@ -12,9 +12,12 @@ What it does, as the real one does since structured parameters (1.32+; ``resourc
   second claim. A missing template makes nothing: the pod waits (the kubelet says so).
 - **reservedFor**: a pod that is gone (or replaced under its name: another UID) or done
   (Succeeded/Failed) is removed from every claim's ``status.reservedFor``.
-- **deallocation**: a claim that nobody reserves any more loses ``status.allocation`` (the
-  controller, not the scheduler, deallocates in 1.34), and the scheduler's
-  ``resource.kubernetes.io/delete-protection`` finalizer is removed with it.
+- **deallocation**: a claim whose last consumer went loses ``status.allocation`` (the
+  controller, not the scheduler, deallocates in 1.34), then the scheduler's
+  ``resource.kubernetes.io/delete-protection`` finalizer; one deleted while allocated and
+  unused too. A protected claim nobody has reserved
+  yet is left alone: the scheduler puts the finalizer on first, then writes the allocation and
+  the reservation.
 - **deleting claims made for a pod**: once its owning pod is gone, replaced or done, a claim the
   controller made for it is deleted (the garbage collector would too, once the pod object is
   removed; a finished pod may stay for a long time).
@@ -186,6 +189,11 @@ class ResourceClaimController(Part):
             return False
         return pod["metadata"].get("uid") == uid and not is_terminal(pod)
 
+    def _unprotect(self, stored: Any, ns: str) -> None:
+        new = stored.copy()
+        new["metadata"]["finalizers"] = [f for f in new["metadata"].get("finalizers") or [] if f != DELETE_PROTECTION]
+        self.store.update_stored(CLAIM_RT, new, ns)
+
     def _sync_claim(self, ns: str, name: str) -> None:
         try:
             stored = self.store.get_stored(CLAIM_RT, name, ns)
@@ -196,7 +204,11 @@ class ResourceClaimController(Part):
         valid = [r for r in reserved
                  if r.get("resource") != "pods" or r.get("apiGroup")
                  or self._pod_live(ns, r.get("name", ""), r.get("uid", ""))]
-        if valid != reserved or (not valid and allocation(claim) is not None):
+        protected = DELETE_PROTECTION in (claim["metadata"].get("finalizers") or [])
+        if len(valid) < len(reserved):
+            # the last consumer gone: the claim is deallocated, and then loses the scheduler's
+            # finalizer; a claim never reserved is left alone (a scheduler protects a claim,
+            # then writes its allocation and reservation together)
             new = stored.copy()
             status = new.setdefault("status", {})
             if valid:
@@ -205,11 +217,15 @@ class ResourceClaimController(Part):
                 status.pop("reservedFor", None)
                 status.pop("allocation", None)  # deallocated: nobody uses it any more
             stored = self.store.commit_update(CLAIM_RT, stored, new)
-        finalizers = stored.obj["metadata"].get("finalizers") or []
-        if not valid and DELETE_PROTECTION in finalizers:
-            new = stored.copy()
-            new["metadata"]["finalizers"] = [f for f in finalizers if f != DELETE_PROTECTION]
-            self.store.update_stored(CLAIM_RT, new, ns)
+            if protected and allocation(stored.obj) is None:
+                self._unprotect(stored, ns)
+        elif protected and not valid and claim["metadata"].get("deletionTimestamp"):
+            # deleted while allocated and unused: deallocated, and the finalizer goes so it can go
+            if allocation(claim) is not None:
+                new = stored.copy()
+                new.setdefault("status", {}).pop("allocation", None)
+                stored = self.store.commit_update(CLAIM_RT, stored, new)
+            self._unprotect(stored, ns)
         owner = _owner_pod(claim)
         if not valid and owner is not None and not self._pod_live(ns, *owner) \
                 and not claim["metadata"].get("deletionTimestamp"):

@@ -130,6 +130,41 @@ async def test_a_gangs_claims_are_all_allocated_before_any_pod_binds(sb: UsherOn
     assert len(used) == 16
 
 
+async def test_a_claim_deleted_while_its_pod_runs_stays_until_the_pod_is_done(sb: UsherOnSandbox) -> None:
+    """usher protects a claim it allocates as kube-scheduler does (the delete-protection
+    finalizer): a tenant's `kubectl delete resourceclaim` while the pod runs leaves the claim
+    terminating with its devices allocated, so they are never given to another pod under it;
+    once the pod is gone the resourceclaim controller deallocates it and it goes. A pod naming a
+    claim being deleted waits, saying so, rather than being given it."""
+    await setup(sb, "gpu-1")
+    await sb.start_usher(sb.tmp)
+    await make_claim(sb, "mine", claim_spec(8))
+    await sb.create(PODS, claim_pod("train", claim="mine"))
+    await sb.pod_where("train", lambda p: p["status"].get("phase") == "Running")
+    claim = await sb.get(f"{CLAIMS}/mine")
+    assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    kubectl = Kubectl(sb.kubeconfig)
+    await asyncio.to_thread(kubectl.ok, "delete", "resourceclaim", "mine", "-n", "default", "--wait=false")
+    claim = await sb.get(f"{CLAIMS}/mine")
+    assert claim["metadata"].get("deletionTimestamp") and claim["status"]["allocation"], "terminating, still allocated"
+    await sb.create(PODS, claim_pod("late", claim="mine"))
+
+    async def told() -> Any:
+        p = await sb.get(f"{PODS}/late")
+        reason, message = scheduled(p)
+        return (reason, message) if "ResourceClaim default/mine (spec.resourceClaims[0]) is being deleted" in message else None
+
+    reason, _ = await sb.until(told, "the later pod is told its claim is being deleted")
+    assert reason == "WaitingForResourceClaims"
+    await sb.req("DELETE", f"{PODS}/train")
+
+    async def gone() -> bool:
+        return await sb.get(f"{CLAIMS}/mine") is None
+
+    await sb.until(gone, "the claim goes once its pod is gone")
+    assert not (await sb.get(f"{PODS}/late"))["spec"].get("nodeName")
+
+
 async def test_a_refused_claim_write_leaves_no_pod_bound_and_no_claim_allocated(sb: UsherOnSandbox) -> None:
     """The API server refuses every write of claim w-2 (a conflict): the claims written before it
     for the gang are undone, no pod binds, the pods are told which claim; once the writes are
@@ -152,6 +187,8 @@ async def test_a_refused_claim_write_leaves_no_pod_bound_and_no_claim_allocated(
     allocated = [c["metadata"]["name"] for c in (await sb.req("GET", CLAIMS))["items"]
                  if (c.get("status") or {}).get("allocation") or (c.get("status") or {}).get("reservedFor")]
     assert allocated == [], "every claim written for the gang was undone"
+    protected = [c["metadata"]["name"] for c in (await sb.req("GET", CLAIMS))["items"] if c["metadata"].get("finalizers")]
+    assert protected == [], "no claim keeps the delete protection of an allocation that was undone"
     sb.server.faults.remove(fault)
     await sb.until(lambda: _all_running(sb, 4), "the gang runs once its claims can be written")
 

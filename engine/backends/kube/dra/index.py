@@ -135,6 +135,8 @@ class DraIndex:
                  DraKind.SLICE: self.slices}[kind]
         if obj is None:
             table.pop(key, None)
+        elif kind == DraKind.CLAIM and _older(obj, table.get(key)):
+            return  # the informer catching up with a claim our own write answered already
         else:
             table[key] = obj
         if kind == DraKind.SLICE:
@@ -258,6 +260,12 @@ class DraIndex:
             return None
         spec = parse_claim_spec(obj.get("spec"), f"ResourceClaim {key} spec")
         status = obj.get("status") or {}
+        users = {str(r.get("uid", "")) for r in status.get("reservedFor") or [] if isinstance(r, dict)}
+        if (obj.get("metadata") or {}).get("deletionTimestamp") and uid not in users:
+            # as kube-scheduler: a claim being deleted is given to no new pod (the pods it is
+            # reserved for keep it until they are done; a claim made again under its name is read then)
+            waiting.append(f"ResourceClaim {key} ({path}) is being deleted")
+            return PodClaim(entry["name"], key, spec)
         results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
         reserved = tuple(str(r.get("uid", "")) for r in status.get("reservedFor") or [] if isinstance(r, dict))
         others = [p for p in sorted(self.users.get(key, ())) if (self.pods.get(p, {}).get("metadata") or {}).get("uid") != uid]
@@ -351,6 +359,20 @@ class DraIndex:
                 if isinstance(r, dict) and r.get("driver") == GPU_DRIVER:
                     out.add(str(r.get("device")))
         return out
+
+
+def _older(obj: dict[str, Any], known: dict[str, Any] | None) -> bool:
+    """Whether ``obj`` is an older version of ``known`` (as kube-scheduler's assume cache reads
+    resourceVersions: as whole numbers, where both are; an object made anew has another uid)."""
+    if known is None:
+        return False
+    new_meta, old_meta = obj.get("metadata") or {}, known.get("metadata") or {}
+    if new_meta.get("uid") != old_meta.get("uid"):
+        return False
+    try:
+        return int(new_meta.get("resourceVersion", "")) < int(old_meta.get("resourceVersion", ""))
+    except ValueError:
+        return False
 
 
 def _named_claims(pod: dict[str, Any] | None) -> list[str]:
