@@ -305,14 +305,16 @@ class PersistentVolumeController(Part):
             pv = s.obj
             if pv["metadata"].get("deletionTimestamp") or _phase(pv) in (VolumePhase.RELEASED, VolumePhase.FAILED):
                 continue
-            if mismatch(claim, pv) is not None:
-                continue
+            # who the volume is for first (cheap), then whether it satisfies the claim (sizes parsed)
             ref = _spec(pv).get("claimRef")
             if ref:
-                if _refers_to(ref, claim):
-                    prebound.append(s)
-            elif not delayed and (selector is None or selector.matches(pv["metadata"].get("labels") or {})):
-                free.append(s)
+                if not _refers_to(ref, claim):
+                    continue
+            elif delayed or (selector is not None and not selector.matches(pv["metadata"].get("labels") or {})):
+                continue
+            if mismatch(claim, pv) is not None:
+                continue
+            (prebound if ref else free).append(s)
         chosen = prebound or free
         if not chosen:
             return None

@@ -30,6 +30,8 @@ are not field errors are :class:`Refusal`, which the store answers as ``403 Forb
 
 from __future__ import annotations
 
+import functools
+
 import json
 from collections.abc import Callable, Iterator, Mapping
 from enum import StrEnum
@@ -140,8 +142,21 @@ def storage_request(claim: Mapping[str, Any]) -> int:
 
 
 def to_bytes(raw: Any) -> int:
+    if raw is None:
+        return 0
+    return _text_bytes(raw) if isinstance(raw, str) else _bytes(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_bytes(raw: str) -> int:
+    """A quantity's bytes, kept by its text: the PV controller compares every claim with every
+    volume on each sync, and the same few sizes are written everywhere."""
+    return _bytes(raw)
+
+
+def _bytes(raw: Any) -> int:
     try:
-        return int(quantity.parse(raw).value) if raw is not None else 0
+        return int(quantity.parse(raw).value)
     except quantity.QuantityError:
         return 0
 

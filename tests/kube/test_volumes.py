@@ -489,3 +489,35 @@ def test_a_prebind_is_done_only_when_every_claim_of_the_gang_is_bound_where_its_
         assert set(left) == {k for (k, _), o in zip(p.provisions, outcomes) if o == "nothing"}
     if step.step == Step.WAIT:
         assert waited < 600 and "nothing" in outcomes
+
+
+_CAP_NODES = {f"gpu-{i:02d}": ("a" if i < 3 else "b") for i in range(6)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["host", "zone", "zone-expr", "none", "all"]), st.integers(0, 5),
+                          st.integers(0, 40), st.booleans()), max_size=12),
+       st.integers(1, 40))
+def test_property_capacity_by_label_lookup_answers_as_trying_every_capacity(caps, request):
+    """``Storage.room_on`` looks capacities up by the labels they select on; it must say what
+    trying each CSIStorageCapacity against the node says, for capacities per node, per zone, by
+    expression, with no topology or selecting every node, and with or without a maximum size."""
+    objs = []
+    for i, (kind, n, gib, with_max) in enumerate(caps):
+        node = f"gpu-{n:02d}"
+        topology = {"host": {"matchLabels": {HOST: node}}, "zone": {"matchLabels": {ZONE: _CAP_NODES[node]}},
+                    "zone-expr": {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [_CAP_NODES[node]]}]},
+                    "none": None, "all": {}}[kind]
+        obj = {"metadata": {"name": f"c{i}", "namespace": "kube-system"}, "storageClassName": "fast",
+               "capacity": f"{gib}Gi"}
+        if topology is not None:
+            obj["nodeTopology"] = topology
+        if with_max:
+            obj["maximumVolumeSize"] = f"{max(0, gib - 3)}Gi"
+        objs.append(obj)
+    s = storage(sc("fast"), capacities=objs, drivers=[csidriver(capacity=True)])
+    cls = s.classes["fast"]
+    for node, zone in _CAP_NODES.items():
+        labels = {HOST: node, ZONE: zone}
+        tried = any(c.serves(labels) and (c.room() or 0) >= request * 2**30 for c in s.tracks_capacity(cls))
+        assert (s.room_on(cls, labels) >= request * 2**30) == tried

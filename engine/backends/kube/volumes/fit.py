@@ -55,11 +55,13 @@ class Storage:
     version: int = 0
     _by_class: dict[str, list[Volume]] | None = None
     _attached: dict[str, dict[str, set[str]]] | None = None
+    _rooms: dict[str, _RoomIndex] | None = None
 
     def changed(self) -> None:
         self.version += 1
         self._by_class = None
         self._attached = None
+        self._rooms = None
 
     def set_use(self, pod: str, node: str | None, claims: Iterable[str]) -> None:
         """Record that live pod ``pod`` (on ``node``) uses ``claims``; no claims: it uses none."""
@@ -110,6 +112,57 @@ class Storage:
         if not self.drivers.get(cls.provisioner):
             return None
         return [c for c in self.capacities.values() if c.class_name == cls.name]
+
+    def room_on(self, cls: StorageClass, labels: Mapping[str, str]) -> int | None:
+        """The most room any CSIStorageCapacity of the class gives a node with ``labels`` (0: none
+        serves it); None when capacity is not checked for the class. Looked up by the labels the
+        capacities select on (a cluster publishes one per node or zone), not by trying each."""
+        if not self.drivers.get(cls.provisioner):
+            return None
+        if self._rooms is None:
+            self._rooms = {}
+        index = self._rooms.get(cls.name)
+        if index is None:
+            index = self._rooms[cls.name] = _RoomIndex.of(c for c in self.capacities.values() if c.class_name == cls.name)
+        return index.room(labels)
+
+
+@dataclass(slots=True)
+class _RoomIndex:
+    """One class's CSIStorageCapacities by what they select: those that select by labels alone
+    (``matchLabels``, the usual one per node or zone), the most room per label values, keyed by
+    their label keys; the rest (with expressions) tried one by one."""
+
+    by_keys: dict[tuple[str, ...], dict[tuple[str, ...], int]]
+    others: list[Capacity]
+
+    @classmethod
+    def of(cls, capacities: Iterable[Capacity]) -> _RoomIndex:
+        by_keys: dict[tuple[str, ...], dict[tuple[str, ...], int]] = {}
+        others: list[Capacity] = []
+        for c in capacities:
+            if c.topology is None:
+                continue  # selects no node
+            labels, expressions = c.topology
+            if expressions:
+                others.append(c)
+                continue
+            keys = tuple(sorted(k for k, _ in labels))
+            values = tuple(dict(labels)[k] for k in keys)
+            rooms = by_keys.setdefault(keys, {})
+            rooms[values] = max(rooms.get(values, 0), c.room() or 0)
+        return cls(by_keys, others)
+
+    def room(self, labels: Mapping[str, str]) -> int:
+        best = 0
+        for keys, rooms in self.by_keys.items():
+            values = tuple(labels.get(k) for k in keys)
+            if None not in values:
+                best = max(best, rooms.get(values, 0))  # type: ignore[arg-type]
+        for c in self.others:
+            if c.serves(labels):
+                best = max(best, c.room() or 0)
+        return best
 
 
 @dataclass(slots=True, frozen=True)
@@ -242,9 +295,8 @@ def choose(pods: PodClaims, node: str, labels: Mapping[str, str], storage: Stora
         cls = storage.classes[claim.class_name]
         if not cls.provisions or not cls.allows(labels):
             return Choice(VolumeReason.NO_VOLUME, claim.key)
-        capacities = storage.tracks_capacity(cls)
-        if capacities is not None and claim.request and not any(
-                c.serves(labels) and (c.room() or 0) >= claim.request for c in capacities):
+        room = storage.room_on(cls, labels) if claim.request else None
+        if room is not None and room < claim.request:
             return Choice(VolumeReason.NO_CAPACITY, claim.key)
         provisions.append(claim.key)
     over = _over_limit(pods, node, storage, bindings, provisions)
