@@ -120,10 +120,13 @@ def test_fields_usher_does_not_implement_are_refused_not_ignored():
         "ResourceClaim default/x spec.devices.requests[0].exactly.adminAccess: usher does not implement admin access yet",
         "ResourceClaim default/x spec.devices.constraints[0].distinctAttribute: usher does not implement distinctAttribute yet",
     )
-    first = {"devices": {"requests": [{"name": "g", "firstAvailable": [{"name": "a", "deviceClassName": "gpu.nvidia.com"}]}]}}
+    first = {"devices": {"requests": [{"name": "g", "firstAvailable": [
+        {"name": "a", "deviceClassName": "gpu.nvidia.com", "count": 8},
+        {"name": "b", "deviceClassName": "gpu.nvidia.com", "count": 4}]}]}}
     assert parse_claim_spec(first, "ResourceClaim default/y spec").problems == (
-        "ResourceClaim default/y spec.devices.requests[0].firstAvailable: usher does not implement alternatives "
-        "(firstAvailable) yet",)
+        "ResourceClaim default/y spec.devices.requests[0].firstAvailable: usher implements alternatives only when "
+        "each asks the same count of devices (here 8, 4): it counts a pod's GPUs in quota and placement once, "
+        "whatever node it lands on",)
 
 
 def test_a_selector_narrows_the_nodes_to_those_with_devices_enough_that_match():
@@ -210,6 +213,32 @@ def test_a_claim_change_is_read_again_by_the_pods_that_use_it_only():
     assert set(ix.readers(DraKind.CLAIM, "default/w-0-gpus-a", made)) == {"default/w-0"}
     assert set(ix.readers(DraKind.CLAIM, "default/shared", claim("shared", claim_spec(2)))) == {"default/s-0"}
     assert set(ix.readers(DraKind.SLICE, "gpu-1-gpu.nvidia.com", slice_of("gpu-1", []))) == {"default/w-0", "default/w-1", "default/s-0"}
+
+
+H100_FIRST = ("device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100')",
+              "device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA A100')")
+
+
+def first_available(count: int = 4) -> dict[str, Any]:
+    """A request for ``count`` H100s, or else as many A100s (firstAvailable)."""
+    return {"devices": {"requests": [{"name": "gpus", "firstAvailable": [
+        {"name": name, "deviceClassName": "gpu.nvidia.com", "count": count, "selectors": [{"cel": {"expression": e}}]}
+        for name, e in zip(("h100", "a100"), H100_FIRST)]}]}}
+
+
+def test_first_available_lets_any_alternative_serve_a_node_and_gives_the_first_it_can():
+    """firstAvailable: a node of either model may take the pod; on each, the first alternative
+    its devices can serve is given, and the allocation names the subrequest."""
+    ix = index(eight("gpu-1"), eight("gpu-2", "NVIDIA A100-SXM4-40GB"), eight("gpu-3", "NVIDIA L4"))
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", first_available(4)))
+    ask = ix.ask(pod(claim_name="c"))
+    assert ask.problems == ()
+    assert (ask.gpus, ask.nodes) == (4, frozenset({"gpu-1", "gpu-2"}))
+    for node, given in (("gpu-1", "gpus/h100"), ("gpu-2", "gpus/a100")):
+        chosen = choose(ix, ix.ask(pod(claim_name="c")).claims[0].spec.requests, ix.devices[node], [0, 1, 2, 3], set())
+        assert chosen is not None and list(chosen) == [given] and len(chosen[given]) == 4
+    # with 6 of gpu-1's H100s held, it has no 4 free: no alternative serves it there
+    assert choose(ix, ask.claims[0].spec.requests, ix.devices["gpu-1"], [], {f"gpu-{i}" for i in range(6)}) is None
 
 
 def test_a_capacity_selector_compares_quantities():

@@ -130,6 +130,32 @@ async def test_a_gangs_claims_are_all_allocated_before_any_pod_binds(sb: UsherOn
     assert len(used) == 16
 
 
+async def test_first_available_falls_back_to_the_alternative_the_cluster_has(sb: UsherOnSandbox) -> None:
+    """A claim asks 4 H100s, or else 4 A100s (firstAvailable): on a cluster of A100 nodes only,
+    usher places the pod there and allocates the second alternative, and the allocation result
+    names the subrequest (`gpus/a100`), as the API server requires and the kubelet reads."""
+    body = gpu_node("a100-1")
+    body["metadata"]["labels"].update({"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.memory": "81920"})
+    await sb.create("/api/v1/nodes", body)
+
+    async def published() -> bool:
+        return bool((await sb.req("GET", f"{DRA}/resourceslices"))["items"])
+
+    await sb.until(published, "the driver stand-in publishes the node's GPUs")
+    await sb.start_usher(sb.tmp)
+    await make_claim(sb, "either", {"devices": {"requests": [{"name": "gpus", "firstAvailable": [
+        {"name": "h100", "deviceClassName": "gpu.nvidia.com", "count": 4,
+         "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100')"}}]},
+        {"name": "a100", "deviceClassName": "gpu.nvidia.com", "count": 4,
+         "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA A100')"}}]},
+    ]}]}})
+    await sb.create(PODS, claim_pod("train", claim="either"))
+    p = await sb.pod_where("train", lambda p: p["status"].get("phase") == "Running")
+    results = (await sb.get(f"{CLAIMS}/either"))["status"]["allocation"]["devices"]["results"]
+    assert {r["request"] for r in results} == {"gpus/a100"} and len(results) == 4
+    assert p["spec"]["nodeName"] == "a100-1"
+
+
 async def test_a_claim_deleted_while_its_pod_runs_stays_until_the_pod_is_done(sb: UsherOnSandbox) -> None:
     """usher protects a claim it allocates as kube-scheduler does (the delete-protection
     finalizer): a tenant's `kubectl delete resourceclaim` while the pod runs leaves the claim

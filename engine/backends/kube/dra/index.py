@@ -284,7 +284,8 @@ class DraIndex:
         Kept by what the claims ask (not their names or paths: the pods of one template share
         it) until a slice or class changes; a selector error is never kept, so it names its path."""
         key = tuple((c.allocated_on, len(c.allocated), c.spec.constraints,
-                     tuple((r.name, r.device_class, r.mode, r.count, tuple(x.expression for x in r.selectors))
+                     tuple((r.name, r.device_class, r.mode, r.count, tuple(x.expression for x in r.selectors),
+                            tuple((a.name, a.device_class, tuple(x.expression for x in a.selectors)) for a in r.alternatives))
                            for r in c.spec.requests)) for c in claims)
         known = self._fits.get(key)
         if known is None:
@@ -299,7 +300,8 @@ class DraIndex:
         pinned = {c.allocated_on for c in claims if c.allocated_on is not None}
         gpus = sum(len(c.allocated) for c in claims if c.allocated_on is not None)
         for r in requests:
-            self.selectors.check(self.request_selectors(r))
+            for one in r.alternatives or (r,):
+                self.selectors.check(self.request_selectors(one))
         if not requests and not pinned:
             return 0, None, None
         allowed: set[str] = set()
@@ -419,7 +421,7 @@ def _split(index: DraIndex, requests: Sequence[Request], covered: set[str], devi
     more = choose(index, outside, devices, prefer, used, [c for c in rest if c.requests and not set(c.requests) <= covered])
     if more is None:
         return None
-    return {r.name: (got.get(r.name) or more.get(r.name) or []) for r in requests}
+    return {**got, **more}  # keyed by the name each result carries (a subrequest's, for firstAvailable)
 
 
 def _choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Device], prefer: Sequence[int],
@@ -429,6 +431,20 @@ def _choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Devi
     used = set(taken)
     out: dict[str, list[Device]] = {}
     for r in requests:
+        if r.alternatives:
+            # firstAvailable: the first subrequest the node's free devices can serve (its name,
+            # ``<request>/<subrequest>``, is the one the allocation result carries)
+            for alternative in r.alternatives:
+                selectors = index.request_selectors(alternative)
+                matching = [d for d in ordered if d.name not in used and d.tainted is None
+                            and index.selectors.matches(selectors, d)]
+                if len(matching) >= alternative.count:
+                    out[alternative.name] = matching[:alternative.count]
+                    used.update(d.name for d in out[alternative.name])
+                    break
+            else:
+                return None
+            continue
         selectors = index.request_selectors(r)
         matching = [d for d in ordered if d.name not in used and d.tainted is None and index.selectors.matches(selectors, d)]
         if r.mode == AllocationMode.ALL:

@@ -75,6 +75,9 @@ class Request:
     count: int
     selectors: tuple[Selector, ...]
     path: str
+    #: ``firstAvailable``: the subrequests tried in this order on a node, each named
+    #: ``<request>/<subrequest>`` (the name its allocation result carries); empty for ``exactly``
+    alternatives: tuple[Request, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +146,7 @@ def parse_claim_spec(spec: Any, path: str) -> ClaimSpec:
             requests.append(request)
     constraints = []
     names = {r.name for r in requests}
+    subrequests = {a.name for r in requests for a in r.alternatives}
     for i, raw in enumerate(devices.get("constraints") or []):
         where = f"{path}.devices.constraints[{i}]"
         if not isinstance(raw, dict) or raw.get("distinctAttribute"):
@@ -156,7 +160,10 @@ def parse_claim_spec(spec: Any, path: str) -> ClaimSpec:
             continue
         wanted = tuple(raw.get("requests") or ())
         for j, r in enumerate(wanted):
-            if r not in names:
+            if r in subrequests:
+                problems.append(f"{where}.requests[{j}]: usher does not implement a constraint on one subrequest "
+                                f"({r!r}) yet; name the request ({r.split('/')[0]!r}), whichever alternative serves it")
+            elif r not in names:
                 problems.append(f"{where}.requests[{j}]: {r!r} is not a request of the claim")
         constraints.append(MatchAttribute(wanted, domain, name))
     config = []
@@ -173,14 +180,41 @@ def _request(raw: Any, path: str, problems: list[str]) -> Request | None:
         problems.append(f"{path}.name: a request needs a name")
         return None
     if raw.get("firstAvailable"):
-        problems.append(f"{path}.firstAvailable: usher does not implement alternatives (firstAvailable) yet")
-        return None
+        return _alternatives(raw["name"], raw["firstAvailable"], f"{path}.firstAvailable", path, problems)
     exact = raw.get("exactly")
     if not isinstance(exact, dict):
         problems.append(f"{path}.exactly: required (usher reads requests of one device class)")
         return None
-    where = f"{path}.exactly"
-    for name in sorted(set(exact) - _EXACT_READ):
+    return _exact(raw["name"], exact, f"{path}.exactly", path, problems)
+
+
+def _alternatives(name: str, subs: Any, where: str, path: str, problems: list[str]) -> Request | None:
+    """``firstAvailable``: each subrequest read as an exact request; usher counts a pod's GPUs
+    once, whatever node it lands on, so every alternative must ask the same count."""
+    if not isinstance(subs, list):
+        problems.append(f"{where}: a list of subrequests is required")
+        return None
+    alternatives = []
+    for j, sub in enumerate(subs):
+        if not isinstance(sub, dict) or not isinstance(sub.get("name"), str):
+            problems.append(f"{where}[{j}].name: a subrequest needs a name")
+            return None
+        found = _exact(f"{name}/{sub['name']}", sub, f"{where}[{j}]", path, problems, read=_EXACT_READ | {"name"})
+        if found is None:
+            return None
+        alternatives.append(found)
+    if any(a.mode != AllocationMode.EXACT_COUNT for a in alternatives) or len({a.count for a in alternatives}) > 1:
+        counts = ", ".join("All" if a.mode == AllocationMode.ALL else str(a.count) for a in alternatives)
+        problems.append(f"{where}: usher implements alternatives only when each asks the same count of devices "
+                        f"(here {counts}): it counts a pod's GPUs in quota and placement once, whatever node it lands on")
+        return None
+    first = alternatives[0]
+    return Request(name, first.device_class, AllocationMode.EXACT_COUNT, first.count, (), path, tuple(alternatives))
+
+
+def _exact(request_name: str, exact: dict[str, Any], where: str, path: str, problems: list[str],
+           read: set[str] = _EXACT_READ) -> Request | None:
+    for name in sorted(set(exact) - read):
         if exact[name] in (None, False, [], {}):
             continue
         what = "admin access" if name == "adminAccess" else name
@@ -205,7 +239,7 @@ def _request(raw: Any, path: str, problems: list[str]) -> Request | None:
             problems.append(f"{where}.selectors[{j}].cel.expression: required")
             continue
         selectors.append(Selector(expression, f"{where}.selectors[{j}].cel.expression"))
-    return Request(raw["name"], klass, mode, count, tuple(selectors), path)
+    return Request(request_name, klass, mode, count, tuple(selectors), path)
 
 
 def class_selectors(obj: dict[str, Any] | None) -> tuple[Selector, ...]:
