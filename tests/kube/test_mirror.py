@@ -819,6 +819,20 @@ def test_a_running_elastic_gang_grows_onto_a_node_whose_storage_capacity_came_af
     assert [(p.pod, m.state.nodes[p.node_id].name) for p in grow.placements] == [("el-2", "n2")]
 
 
+def test_a_gang_whose_node_is_deleted_under_it_is_torn_down_before_its_pod_is_gone():
+    """`kubectl delete node` without a drain: the gang's pod there stays bound (PodGC deletes it
+    40 s later) but the engine's state has no such node. The run cannot count that member, so
+    the gang is broken now, not left running with one pod of two once the pod goes."""
+    m = mirror_with(nodes=3)
+    restart_with(m, pod("w-0", gang="train", size=2, node_name="n0", phase="Running"),
+                 pod("w-1", gang="train", size=2, node_name="n1", phase="Running"))
+    gang = m.gangs["ml/train"]
+    assert gang.teardown is None and len(gang.job.current_run.placements) == 2
+    m.node_changed(None, "n1", 5.0)
+    m.rebuild(5.0)
+    assert gang.teardown == "pod w-1 is bound to node n1, which is gone"
+
+
 def _half_bound(size: int) -> Mirror:
     """A gang of ``size`` pods that must share a rack, found with one pod on n2 (rack r1)."""
     m = mirror_with()  # n0, n1 in rack r0; n2, n3 in r1

@@ -208,6 +208,11 @@ class JobsOfGangs:
                 self.state.audit.append(AuditEntry(now, "scheduler", what[0], job.name, what[1]))
             if gang.teardown is None and (lost := self._lost_member(gang, placements, now)) is not None:
                 self.tear_down(gang, lost)
+            elif gang.teardown is None and len(placements) < job.min_count and (orphan := next(
+                    (p for p in bound if p.node not in self.state.node_by_name), None)) is not None:
+                # a member bound to a node that is gone (deleted without a drain; PodGC deletes
+                # the pod later): the run cannot count it, and is not whole without it
+                self.tear_down(gang, f"pod {orphan.name} is bound to node {orphan.node}, which is gone")
         self._explain_leftovers(gang)
 
     def _placement_of(

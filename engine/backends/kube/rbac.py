@@ -146,7 +146,8 @@ CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
     # A gang's PreBind: each claim's status.allocation and status.reservedFor; their undo reads
     # the claim afresh (get) so that it takes out only the gang's own pods.
     *_grants(_RESOURCE, "resourceclaims/status", (Verb.PATCH,), Scope.CLUSTER),
-    *_grants(_RESOURCE, "resourceclaims", (Verb.GET,), Scope.CLUSTER),
+    # and the delete-protection finalizer put on a claim before it is allocated (a merge patch)
+    *_grants(_RESOURCE, "resourceclaims", (Verb.GET, Verb.PATCH), Scope.CLUSTER),
     # The queue config, read only (an informer on the one object: list and watch by name);
     # operators change it, with their own credentials (OPERATOR_PERMISSIONS).
     *_grants("", "configmaps", _LIST_WATCH, Scope.NAMESPACE, (QUEUES_CONFIGMAP,)),
