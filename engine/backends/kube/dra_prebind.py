@@ -5,9 +5,9 @@ says what to write on each claim; this module writes it (a merge patch of the cl
 ``status``, made against the resourceVersion it was planned from, so a claim changed meanwhile
 is refused rather than overwritten). A claim it allocates first gets the
 ``resource.kubernetes.io/delete-protection`` finalizer, as kube-scheduler gives it: deleted
-while allocated, the claim stays (terminating) until the resourceclaim controller deallocates it,
-so its devices are never counted free while a pod may use them. On a refusal (a conflict, a webhook, a fault), every claim
-already written for the gang is undone (its pod taken out of ``reservedFor``, and the allocation
+while allocated, the claim stays (terminating) until the resourceclaim controller deallocates
+it, so its devices are never counted free while a pod may use them. On a refusal (a conflict,
+a webhook, a fault), every claim already written for the gang is undone (its pod taken out of ``reservedFor``, and the allocation
 cleared when no pod is left in it) and the gang goes back to its queue with the reason naming
 the claim. When binds fail after the claims were written, the binder undoes the claims of the
 pods that did not bind (``release``).
@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from .client import KubeClient, PatchType
 from .dra import API_VERSION, DraIndex, DraKind
@@ -99,7 +100,7 @@ class ClaimBinder:
         version = (done.get("metadata") or {}).get("resourceVersion") if isinstance(done, dict) else None
         return replace(write, version=str(version)) if version else write
 
-    async def _unprotect(self, key: str, claim: dict) -> None:
+    async def _unprotect(self, key: str, claim: dict[str, Any]) -> None:
         """Take ``DELETE_PROTECTION`` off a claim no pod is to use (as the resourceclaim
         controller does once it deallocates one)."""
         left = [f for f in _finalizers(claim) if f != DELETE_PROTECTION]

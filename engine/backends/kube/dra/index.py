@@ -260,14 +260,13 @@ class DraIndex:
             return None
         spec = parse_claim_spec(obj.get("spec"), f"ResourceClaim {key} spec")
         status = obj.get("status") or {}
-        users = {str(r.get("uid", "")) for r in status.get("reservedFor") or [] if isinstance(r, dict)}
-        if (obj.get("metadata") or {}).get("deletionTimestamp") and uid not in users:
+        reserved = tuple(str(r.get("uid", "")) for r in status.get("reservedFor") or [] if isinstance(r, dict))
+        if (obj.get("metadata") or {}).get("deletionTimestamp") and uid not in reserved:
             # as kube-scheduler: a claim being deleted is given to no new pod (the pods it is
             # reserved for keep it until they are done; a claim made again under its name is read then)
             waiting.append(f"ResourceClaim {key} ({path}) is being deleted")
             return PodClaim(entry["name"], key, spec)
         results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
-        reserved = tuple(str(r.get("uid", "")) for r in status.get("reservedFor") or [] if isinstance(r, dict))
         others = [p for p in sorted(self.users.get(key, ())) if (self.pods.get(p, {}).get("metadata") or {}).get("uid") != uid]
         if others:
             problems.append(f"{path}.resourceClaimName: ResourceClaim {key} is named by pod {others[0]} too; usher does "
