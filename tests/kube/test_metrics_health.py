@@ -595,14 +595,19 @@ async def test_failed_watches_are_counted_as_controller_errors(tmp_path) -> None
     try:
         refused = c.server.inject(FaultKind.ERROR, path="/api/v1/nodes", watch=True, status=500, times=2)
         ctrl = await c.controller()
+
+        def watch_errors() -> list[float]:
+            families = {f.name: f for f in text_string_to_metric_families(ctrl.metrics.render().decode())}
+            return [s.value for s in families["usher_controller_errors"].samples
+                    if s.name == "usher_controller_errors_total" and s.labels.get("kind") == "watch"]
+
+        # The fault fires when the server answers; the informer counts it a moment later, when it
+        # reads the answer, so wait for the count rather than for the fault.
         for _ in range(200):
-            if refused.fired == 2:
+            if refused.fired == 2 and watch_errors() == [2.0]:
                 break
             await asyncio.sleep(0.05)
-        families = {f.name: f for f in text_string_to_metric_families(ctrl.metrics.render().decode())}
-        watch = [s.value for s in families["usher_controller_errors"].samples
-                 if s.name == "usher_controller_errors_total" and s.labels.get("kind") == "watch"]
-        assert refused.fired == 2 and watch == [2.0]
+        assert refused.fired == 2 and watch_errors() == [2.0]
     finally:
         await c.stop()
 
