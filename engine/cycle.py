@@ -74,6 +74,7 @@ from .podcycle import run_pod_cycle
 from .reservations import BLOCKED_REASONS, CAPACITY_REASONS, held_back, most_urgent_blocked
 from .reservations import reserve as _reserve
 from .policy import quota
+from .policy.quota import HeldQuota
 from .policy.backfill import Reservation, quick_reject, reservation_now
 from .policy.consolidation import carry_out, consolidation_for, return_to_kept_rooms
 from .policy.ordering import AdmissionOrder
@@ -404,7 +405,7 @@ class _GangCycle(CellTails):
                 qkey = ~qkey
                 verdict_reason = failed_quota.get(qkey)
                 if verdict_reason is None and qkey not in passed_quota:
-                    if not quota.fits_beside(state, queue, request, policy.borrowing, *holder):
+                    if not quota.fits_at_start(state, queue, request, policy.borrowing, holder):
                         verdict_reason = PendingReason.RESERVED_FOR_HIGHER_PRIORITY
                     else:
                         passed_quota.add(qkey)
@@ -483,23 +484,23 @@ class _GangCycle(CellTails):
             del self.failed_quota[key]
         self.passed_quota.difference_update([k for k in self.passed_quota if k < 0])
 
-    def _holder_quota(self, queue: str) -> tuple[Queue, Vec] | None:
-        """For a job that would run past the reservation's start: the holder's queue and
-        request, when the job's queue draws on the same quota (it must leave the holder its
-        share, as the guard leaves it its nodes); None otherwise."""
+    def _holder_quota(self, queue: str) -> HeldQuota | None:
+        """For a job that would run past the reservation's start: the holder's queue, request
+        and start, when the job's queue draws on the same quota (it must leave the holder its
+        share then, as the guard leaves it its nodes); None otherwise."""
         reservation = self.reservation
         if reservation is None:
             return None
         holder = self.state.jobs[reservation.job_id]
         if holder.current_run is not None or not quota.shares_quota(self.state, queue, holder.queue):
             return None
-        return self.state.queues[holder.queue], plan_of(self.state, holder).attempts[0].request
+        return HeldQuota(self.state.queues[holder.queue], plan_of(self.state, holder).attempts[0].request, reservation.start)
 
     def _may_try_preemption(self, queue: str, preempt_key: int) -> bool:
         """As in Kueue, a queue's first blocked job tries preemption, once per kind of job."""
         return self.policy.preemption and queue not in self.tried_preempt and preempt_key not in self.failed_preempt
 
-    def _holder_limit(self, job: Job, holder_quota: tuple[Queue, Vec] | None) -> HolderLimit | None:
+    def _holder_limit(self, job: Job, holder_quota: HeldQuota | None) -> HolderLimit | None:
         """What ``job``, which would run past the reservation's start, must leave its holder when
         it preempts: nothing where it outranks the holder (a higher-priority job may move a
         reservation), else the guard and the holder's quota, as when it is placed without."""

@@ -135,4 +135,5 @@ def would_delay_quota(state: ClusterState, job: Job) -> bool:
         return False
     request = request_of(job, gang_counts(job, False))
     holder_request = request_of(holder, gang_counts(holder, False))
-    return not quota.fits_beside(state, state.queues[job.queue], request, True, state.queues[holder.queue], holder_request)
+    held = quota.HeldQuota(state.queues[holder.queue], holder_request, state.reservation[1])
+    return not quota.fits_at_start(state, state.queues[job.queue], request, True, held)

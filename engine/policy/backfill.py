@@ -313,13 +313,7 @@ def plan_reservation(state: ClusterState, job: Job, counts: list[int], now: floa
 def quota_by(state: ClusterState, job: Job, request: Vec, start: float) -> bool:
     """Whether ``request`` fits ``job``'s quota at ``start``, once the running jobs of every
     queue drawing on the same quota that end by then (by their estimates) have given theirs back."""
-    ending = [
-        v
-        for name, ids in state.running_by_queue.items()
-        if ids and quota.shares_quota(state, name, job.queue)
-        for jid in ids
-        if (v := state.jobs[jid]).est_end <= start
-    ]
+    ending = quota.ending_by(state, job.queue, start)
     for v in ending:
         _usage(state, v.queue, v.charged, -1)
     try:

@@ -54,8 +54,8 @@ class HolderLimit:
     guard: Guard
     #: the reservation (holder id, planned start): searches under other limits are other searches
     key: tuple[int, float]
-    #: the holder's queue and request, or None where the preemptor's quota is not the holder's
-    holder_quota: tuple[Queue, Vec] | None = None
+    #: the holder's queue, request and start, or None where the preemptor's quota is not the holder's
+    holder_quota: quota.HeldQuota | None = None
 
 
 class Rule(IntEnum):
@@ -294,7 +294,7 @@ def _fits(state: ClusterState, job: Job, counts: list[int], request: Vec, limit:
     queue = state.queues[job.queue]
     if not quota.check(state, queue, request).fits:
         return False
-    if limit is not None and limit.holder_quota is not None and not quota.fits_beside(state, queue, request, True, *limit.holder_quota):
+    if limit is not None and limit.holder_quota is not None and not quota.fits_at_start(state, queue, request, True, limit.holder_quota):
         return False
     if quick_reject(state, job, counts):
         return False

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..enums import PendingReason
 from ..memo import memo_of
-from ..state import INF, RESOURCE_NAMES, ClusterState, Queue, Vec
+from ..state import INF, RESOURCE_NAMES, ClusterState, Job, Queue, Vec
 
 
 @dataclass(slots=True, frozen=True)
@@ -127,19 +127,53 @@ def shares_quota(state: ClusterState, a: str, b: str) -> bool:
     return cohort is not None and cohort == state.queues[b].cohort
 
 
-def fits_beside(
-    state: ClusterState, queue: Queue, request: Vec, borrowing: bool, other: Queue, other_request: Vec
-) -> bool:
-    """Whether ``request`` fits ``queue``'s quota with ``other_request`` held by ``other`` too
-    (a backfill reservation's holder: a job that runs past its start must leave it its quota)."""
-    usage = other.usage
+@dataclass(slots=True, frozen=True)
+class HeldQuota:
+    """What a backfill reservation's holder needs of its quota: its queue, its request, and its
+    planned start (the quota is the holder's then, not now)."""
+
+    queue: Queue
+    request: Vec
+    start: float
+
+
+def ending_by(state: ClusterState, queue: str, start: float) -> list[Job]:
+    """The running jobs drawing on ``queue``'s quota (its own, or its cohort's) that end by
+    ``start`` by their estimates (a job past its estimate counts as ending now), in order of end."""
+    ending: list[Job] = []
+    for end, _, jid in state.ends:
+        if end > start:
+            break
+        job = state.jobs[jid]
+        if shares_quota(state, job.queue, queue):
+            ending.append(job)
+    return ending
+
+
+def fits_at_start(state: ClusterState, queue: Queue, request: Vec, borrowing: bool, held: HeldQuota) -> bool:
+    """Whether ``request``, started now and still running at ``held.start``, fits ``queue``'s
+    quota then beside the holder's request: the usage counted is what is left at the holder's
+    start, once the running jobs on the same quota that end by then (by their estimates, upper
+    bounds) have given theirs back. Reading usage now instead would hold back jobs whose quota the
+    holder never needs (a job that waits to borrow would keep every lender's spare quota)."""
+    ending = ending_by(state, held.queue.name, held.start)
+    queues = state.queues
+    for job in ending:
+        usage, charged = queues[job.queue].usage, job.charged  # a victim lifted for a search: ZERO
+        for r in range(3):
+            usage[r] -= charged[r]
+    usage = held.queue.usage
     for r in range(3):
-        usage[r] += other_request[r]
+        usage[r] += held.request[r]
     try:
         return check(state, queue, request, borrowing).reason is None
     finally:
         for r in range(3):
-            usage[r] -= other_request[r]
+            usage[r] -= held.request[r]
+        for job in ending:
+            usage, charged = queues[job.queue].usage, job.charged
+            for r in range(3):
+                usage[r] += charged[r]
 
 
 def is_borrowing(queue: Queue) -> bool:

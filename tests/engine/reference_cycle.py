@@ -32,7 +32,7 @@ from usher.engine.policy.preemption import (
     restore_victim,
 )
 from usher.engine.policy.registry import Backfill, Policy, ReserveFor
-from usher.engine.state import ClusterState, Job, Queue, Vec
+from usher.engine.state import ClusterState, Job, Vec
 
 
 def plain_order(state: ClusterState, fair_share: bool, blocked: set[str]) -> Iterator[Job]:
@@ -68,10 +68,10 @@ def full_search(
     request: Vec,
     now: float,
     guard: Guard | None = None,
-    beside: tuple[Queue, Vec] | None = None,
+    beside: quota.HeldQuota | None = None,
 ) -> list[Job] | None:
     """Victims for ``job``: every allowed running job sorted, the first 64 lifted one by one;
-    placed within ``guard`` and leaving ``beside`` (a queue and its request) its quota, if given."""
+    placed within ``guard`` and leaving ``beside`` (the holder's queue, request and start) its quota then, if given."""
     q = state.queues[job.queue]
     borrowing = quota.needs_borrowing(q, request)
     cands: list[Job] = []
@@ -93,7 +93,7 @@ def full_search(
     def fits() -> bool:
         if not quota.check(state, q, request).fits:
             return False
-        if beside is not None and not quota.fits_beside(state, q, request, True, *beside):
+        if beside is not None and not quota.fits_at_start(state, q, request, True, beside):
             return False
         placer = Placer(state, guard)
         if placer.place_gang(job, counts):
@@ -161,7 +161,7 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
         """The first blocked job of its queue, of a kind that has not tried yet."""
         return policy.preemption and job.queue not in tried_preempt and pkey not in failed_preempt
 
-    def preempt_for(job: Job, counts: list[int], request: Vec, pkey: tuple, guard: Guard | None, beside: tuple[Queue, Vec] | None) -> bool:
+    def preempt_for(job: Job, counts: list[int], request: Vec, pkey: tuple, guard: Guard | None, beside: quota.HeldQuota | None) -> bool:
         tried_preempt.add(job.queue)
         failed_preempt.add(pkey)
         if guard is not None and reservation is not None and job.priority > state.jobs[reservation.job_id].priority:
@@ -196,7 +196,11 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
         admitted = False
         holder = state.jobs[reservation.job_id] if guard is not None and reservation is not None else None
         beside = holder is not None and holder.current_run is None and quota.shares_quota(state, job.queue, holder.queue)
-        holder_quota = (state.queues[holder.queue], request_of(holder, gang_counts(holder, False))) if beside and holder is not None else None
+        holder_quota = (
+            quota.HeldQuota(state.queues[holder.queue], request_of(holder, gang_counts(holder, False)), reservation.start)
+            if beside and holder is not None and reservation is not None
+            else None
+        )
         for counts in attempts:
             request = request_of(job, counts)
             pkey = (job.queue, job.priority, request, job.groups)
@@ -205,9 +209,9 @@ def reference_cycle(state: ClusterState, now: float, policy: Policy, engine: Adm
             if verdict is None and beside:
                 assert holder is not None
                 qkey = (job.queue, request, True)
-                holder_request = request_of(holder, gang_counts(holder, False))
+                assert holder_quota is not None
                 verdict = failed_quota.get(qkey)
-                if verdict is None and not quota.fits_beside(state, queue, request, policy.borrowing, state.queues[holder.queue], holder_request):
+                if verdict is None and not quota.fits_at_start(state, queue, request, policy.borrowing, holder_quota):
                     verdict = PendingReason.RESERVED_FOR_HIGHER_PRIORITY
             if verdict is not None:
                 failed_quota[qkey] = verdict

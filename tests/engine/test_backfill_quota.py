@@ -77,6 +77,37 @@ def test_a_short_job_ending_before_the_planned_start_still_backfills(policy: str
     assert starts["big"] == 3 * 3600.0
 
 
+FREED_BY_THEN = """\
+name: freed-by-then
+nodes: [{name: n1, gpus: 8}, {name: n2, gpus: 8}, {name: n3, gpus: 8}, {name: n4, gpus: 8}]
+queues: [{name: team, quota: {gpu: 16}}]
+jobs:
+  - {name: short, queue: team, duration: 2h, pods: [{gpu: 8}]}
+  - {name: long, queue: team, duration: 3h, pods: [{gpu: 4}]}
+  - {name: big, queue: team, submit: 1m, duration: 1h, pods: [{gpu: 8}]}
+  - {name: eval, queue: team, submit: 2m, duration: 6h, pods: [{gpu: 4}]}
+"""
+
+
+@pytest.mark.parametrize("policy", BACKFILLING)
+def test_a_later_job_may_take_quota_the_holder_will_not_need_at_its_start(policy: str) -> None:
+    """``big`` (8 GPUs) waits for ``short`` to give back its 8 at 2 h. ``eval`` (4 GPUs, 6 h) would
+    run past that, but at 2 h the queue holds ``long``'s 4, ``big``'s 8 and its 4: 16, the quota.
+    It starts at once, and ``big`` still at 2 h (counting today's usage, ``eval`` waited 3 h)."""
+    starts = _starts(_replay(FREED_BY_THEN, policy))
+    assert starts["eval"] == 120.0
+    assert starts["big"] == 2 * 3600.0
+
+
+@pytest.mark.parametrize("policy", BACKFILLING)
+def test_a_later_job_that_would_leave_the_holder_short_at_its_start_waits(policy: str) -> None:
+    """The same with ``eval`` asking 5 GPUs: at 2 h the queue would hold 17 of its 16, so it
+    waits for ``big``."""
+    starts = _starts(_replay(FREED_BY_THEN.replace("6h, pods: [{gpu: 4}]", "6h, pods: [{gpu: 5}]"), policy))
+    assert starts["big"] == 2 * 3600.0
+    assert starts["eval"] is not None and starts["eval"] >= 2 * 3600.0
+
+
 COHORT = """\
 name: cohort-reservation
 nodes: [{name: n1, gpus: 8}, {name: n2, gpus: 8}, {name: n3, gpus: 8}, {name: n4, gpus: 8}]
