@@ -48,6 +48,9 @@ class CycleMemo:
     quota_version: int = 0
     #: ``most_whole_free``: (capacity_changes, most whole GPUs free in one domain) per level
     most_free: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: ``policy.quota.ending_by``'s last answer: (state epoch, running jobs, quota group, start)
+    #: and the jobs ending by then
+    ending: tuple[tuple, list] | None = None
     #: ``Placer._wide_hosts``: (fragmentation model, node count, node ids)
     wide_hosts: tuple[object, int, frozenset[int]] | None = None
 

@@ -139,7 +139,15 @@ class HeldQuota:
 
 def ending_by(state: ClusterState, queue: str, start: float) -> list[Job]:
     """The running jobs drawing on ``queue``'s quota (its own, or its cohort's) that end by
-    ``start`` by their estimates (a job past its estimate counts as ending now), in order of end."""
+    ``start`` by their estimates (a job past its estimate counts as ending now), in order of end.
+    Remembered until a job starts or stops: a cycle asks again for every kind of job it checks
+    beside a reservation's holder."""
+    memo = memo_of(state)
+    cohort = state.queues[queue].cohort
+    group = (cohort, None) if cohort is not None else (None, queue)
+    key = (state.epoch, len(state.ends), group, start)
+    if memo.ending is not None and memo.ending[0] == key:
+        return memo.ending[1]
     ending: list[Job] = []
     for end, _, jid in state.ends:
         if end > start:
@@ -147,6 +155,7 @@ def ending_by(state: ClusterState, queue: str, start: float) -> list[Job]:
         job = state.jobs[jid]
         if shares_quota(state, job.queue, queue):
             ending.append(job)
+    memo.ending = (key, ending)
     return ending
 
 
