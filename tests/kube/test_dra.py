@@ -386,16 +386,77 @@ def test_a_victims_claim_not_yet_freed_does_not_hold_its_devices_once_the_victim
     assert dict(plan(ix, placed).gpus)["default/w-0"] == tuple(range(8))
 
 
-def test_a_claim_two_pods_name_is_refused_as_shared_not_given_twice():
+def test_a_claim_the_pods_of_a_gang_share_counts_its_gpus_once():
+    """A launcher and a worker name one claim of 2 GPUs: the first by name counts them, the other
+    none; both are held to the nodes that can give them."""
     ix = index(eight("gpu-1"))
     ix.object_changed(DraKind.CLAIM, "default/shared", claim("shared", claim_spec(2)))
     for name in ("launcher", "worker"):
         ix.pod_changed(f"default/{name}", pod(name, claim_name="shared"))
-    assert ix.ask(pod("launcher", claim_name="shared")).problems == (
-        "spec.resourceClaims[0].resourceClaimName: ResourceClaim default/shared is named by pod default/worker too; "
-        "usher does not implement claims shared by several pods yet",)
-    ix.pod_changed("default/worker", None)
-    assert ix.ask(pod("launcher", claim_name="shared")).problems == ()
+    launcher, worker = ix.ask(pod("launcher", claim_name="shared")), ix.ask(pod("worker", claim_name="shared"))
+    assert (launcher.gpus, worker.gpus) == (2, 0)
+    assert launcher.problems == worker.problems == ()
+    assert launcher.nodes == worker.nodes == frozenset({"gpu-1"})
+    assert launcher.claims[0].sharers == ("default/worker",)
+    ix.pod_changed("default/launcher", None)  # gone: the worker counts them now
+    assert ix.ask(pod("worker", claim_name="shared")).gpus == 2
+
+
+def test_a_shared_claim_is_allocated_once_and_reserved_for_every_pod_of_the_gang():
+    ix = index(eight("gpu-1"))
+    ix.object_changed(DraKind.CLAIM, "default/shared", claim("shared", claim_spec(2)))
+    for name in ("launcher", "worker"):
+        ix.pod_changed(f"default/{name}", pod(name, claim_name="shared"))
+    placed = [Placed("default/worker", "worker", "default", "uid-worker", "gpu-1", ()),
+              Placed("default/launcher", "launcher", "default", "uid-launcher", "gpu-1", (3, 5))]
+    done = plan(ix, placed)
+    assert not isinstance(done, str)
+    (write,) = done.writes
+    assert [r["device"] for r in write.allocation["devices"]["results"]] == ["gpu-3", "gpu-5"]
+    assert [r["uid"] for r in write.reserved_for] == ["uid-launcher", "uid-worker"]
+    assert dict(done.gpus) == {"default/launcher": (3, 5), "default/worker": ()}
+    apart = [Placed("default/worker", "worker", "default", "uid-worker", "gpu-2", ()), placed[1]]
+    assert plan(ix, apart) == ("pods default/launcher and default/worker share claim default/shared but were placed "
+                               "on different nodes (gpu-1, gpu-2)")
+
+
+def test_a_pod_joining_an_allocated_shared_claim_is_held_to_its_node_and_counts_nothing():
+    ix = index(eight("gpu-1"), eight("gpu-2"))
+    ix.object_changed(DraKind.CLAIM, "default/shared", claim("shared", claim_spec(2), {"allocation": {
+        "devices": {"results": [{"request": "gpus", "driver": "gpu.nvidia.com", "pool": "gpu-2", "device": f"gpu-{i}"}
+                                for i in (0, 1)]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["gpu-2"]}]}]}},
+        "reservedFor": [{"resource": "pods", "name": "a-launcher", "uid": "uid-a-launcher"}]}))
+    for name in ("a-launcher", "worker"):
+        ix.pod_changed(f"default/{name}", pod(name, claim_name="shared"))
+    joining = ix.ask(pod("worker", claim_name="shared"))
+    assert (joining.gpus, joining.nodes, joining.problems) == (0, frozenset({"gpu-2"}), ())
+    # reserved for a pod usher does not place (another scheduler's): not shared with it
+    held = claim("held", claim_spec(2), {**ix.claims["default/shared"]["status"],
+                                         "reservedFor": [{"resource": "pods", "name": "theirs", "uid": "uid-theirs"}]})
+    ix.object_changed(DraKind.CLAIM, "default/held", held)
+    assert ix.ask(pod("worker", claim_name="held")).problems == (
+        "spec.resourceClaims[0]: ResourceClaim default/held is reserved for a pod usher does not place with this one "
+        "(uid uid-theirs); usher shares a claim only among the pods of one gang it schedules",)
+
+
+def test_pods_of_two_gangs_naming_one_claim_wait_saying_why():
+    from usher.engine.backends.kube.dra_pods import share_claims
+    ix = index(eight("gpu-1"))
+    ix.object_changed(DraKind.CLAIM, "default/shared", claim("shared", claim_spec(2)))
+    for name in ("a", "b"):
+        ix.pod_changed(f"default/{name}", pod(name, claim_name="shared"))
+    ask = ix.ask(pod("a", claim_name="shared"))
+    gangs = {"default/a": "default/a", "default/b": "default/b"}
+    view = share_claims(with_claims(pod_view(pod("a", claim_name="shared")), ask), ask, gangs.get)
+    assert view.problem == ("spec.resourceClaims[0]: ResourceClaim default/shared is named by pod default/b of another "
+                            "gang too; usher shares a claim only among the pods of one gang (each gang's quota pays "
+                            "for its own devices)")
+    gangs["default/b"] = "default/a"
+    same = share_claims(with_claims(pod_view(pod("a", claim_name="shared")), ask), ask, lambda k: "default/a")
+    assert same.problem is None
+    assert [t.topology_key for t in same.rules.affinity] == ["kubernetes.io/hostname"]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -289,20 +289,70 @@ async def test_a_new_leader_undoes_claims_a_leader_before_it_left_half_allocated
         assert {r["pool"] for r in allocated["devices"]["results"]} == {"gpu-2"}
 
 
-async def test_a_claim_shared_by_a_launcher_and_a_worker_is_refused_as_not_implemented(sb: UsherOnSandbox) -> None:
-    """usher does not share one claim between pods yet: both pods say so (neither is bound, the
-    claim is not given twice), the one that came first too."""
+async def test_a_claim_shared_by_a_launcher_and_its_workers_is_allocated_once_and_they_run_together(sb: UsherOnSandbox) -> None:
+    """A launcher and two workers of one gang name one claim of 4 GPUs, in queue ``small`` (4 GPUs
+    of quota): counted once, the gang fits its quota (counted per pod it would ask 12); the claim
+    is allocated once, on one node, and reserved for all three, which run there together."""
+    await setup(sb, "gpu-1", "gpu-2")
+    await sb.start_usher(sb.tmp)
+    await make_claim(sb, "shared", claim_spec(4))
+    names = ("launcher", "worker-0", "worker-1")
+    for name in names:
+        await sb.create(PODS, claim_pod(name, claim="shared", gang="mpi", size=3, queue="small"))
+    async def running() -> bool:
+        phases = [(await sb.get(f"{PODS}/{name}"))["status"].get("phase") for name in names]
+        return phases == ["Running"] * len(names)
+
+    await sb.until(running, "the gang runs")
+    pods = {name: await sb.get(f"{PODS}/{name}") for name in names}
+    assert len({p["spec"]["nodeName"] for p in pods.values()}) == 1, {n: p["spec"]["nodeName"] for n, p in pods.items()}
+    claim = await sb.get(f"{CLAIMS}/shared")
+    results = claim["status"]["allocation"]["devices"]["results"]
+    assert len(results) == 4 and {r["pool"] for r in results} == {pods["launcher"]["spec"]["nodeName"]}
+    assert sorted(r["uid"] for r in claim["status"]["reservedFor"]) == sorted(p["metadata"]["uid"] for p in pods.values())
+    allocations = [r for r in sb.server.requests if r.method == "PATCH" and r.path.endswith("/resourceclaims/shared/status")]
+    assert len(allocations) == 1, [r.path for r in allocations]
+
+
+async def test_the_pods_sharing_a_claim_are_placed_on_one_node_whatever_else_they_prefer(sb: UsherOnSandbox) -> None:
+    """The launcher must run on gpu-2; its workers would rather run on gpu-1. Their claim's devices
+    are one node's, so usher places them beside the launcher (else the claim could not be
+    allocated for all of them and the bind would be refused, again and again)."""
+    await setup(sb, "gpu-1", "gpu-2")
+    await sb.start_usher(sb.tmp)
+    await make_claim(sb, "shared", claim_spec(4))
+    names = ("launcher", "worker-0", "worker-1")
+    for name in names:
+        body = claim_pod(name, claim="shared", gang="mpi", size=3)
+        if name == "launcher":
+            body["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "gpu-2"}
+        else:
+            body["spec"]["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "preference": {"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-1"]}]}}]}}
+        await sb.create(PODS, body)
+
+    async def running() -> bool:
+        phases = [(await sb.get(f"{PODS}/{name}"))["status"].get("phase") for name in names]
+        return phases == ["Running"] * len(names)
+
+    await sb.until(running, "the gang runs")
+    assert {(await sb.get(f"{PODS}/{name}"))["spec"]["nodeName"] for name in names} == {"gpu-2"}
+
+
+async def test_pods_of_two_gangs_naming_one_claim_wait_saying_so(sb: UsherOnSandbox) -> None:
+    """Two pods alone (two gangs) name one claim: one gang's quota would pay for devices the
+    other uses, so neither is bound and both say why."""
     await setup(sb, "gpu-1")
     await sb.start_usher(sb.tmp)
     await make_claim(sb, "shared", claim_spec(2))
-    await sb.create(PODS, claim_pod("launcher", claim="shared", gang="mpi", size=2))
-    await sb.create(PODS, claim_pod("worker", claim="shared", gang="mpi", size=2))
-    for name in ("launcher", "worker"):
-        p = await sb.pod_where(name, lambda p: "shared by several pods" in scheduled(p)[1])
+    await sb.create(PODS, claim_pod("alone-a", claim="shared"))
+    await sb.create(PODS, claim_pod("alone-b", claim="shared"))
+    for name, other in (("alone-a", "alone-b"), ("alone-b", "alone-a")):
+        p = await sb.pod_where(name, lambda p: "of another gang" in scheduled(p)[1])
         assert scheduled(p)[0] == "InvalidRequest"
-        # the gang says it of its first pod: the launcher, read again when the worker came
-        assert ("Pod launcher cannot be scheduled as written: spec.resourceClaims[0].resourceClaimName: "
-                "ResourceClaim default/shared is named by pod default/worker too") in scheduled(p)[1]
+        assert (f"ResourceClaim default/shared is named by pod default/{other} of another gang too; usher shares a "
+                "claim only among the pods of one gang") in scheduled(p)[1]
     assert not [p for p in await sb.all_pods() if p["spec"].get("nodeName")]
 
 

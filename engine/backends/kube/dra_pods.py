@@ -8,14 +8,27 @@ problems usher found in them, each with its field path. A node whose kubelet adv
 publish GPUs has those GPUs, by index, as usher's own. A bound pod's GPUs are those its claims'
 allocations hold (the cluster's truth, read at every rebuild), not what ``usher/gpus`` says. Kept apart from ``objects`` so the
 parsing of pods and nodes stays free of the watched DRA objects.
+
+A claim several pods name (``resourceClaimName``) is shared: its devices are allocated once, on one
+node, and every pod that names it uses them (``share_claims``). usher shares a claim only among the
+pods of one gang: it places them together (all or none, like the rest of the gang) and counts the
+devices once, as the GPUs of the first pod by name (``PodClaim.counted``); a claim named by pods of
+two gangs would have one gang's quota pay for the other's devices, or a gang's end free devices the
+other still uses, so such a pod waits with the reason. While the claim is not allocated, its pods
+are kept to one node by a required pod affinity usher adds to them on
+``kubernetes.io/hostname`` (over a label of its own, ``usher/shares-claim.<claim>``, that only the
+pods' views carry); once it is, its allocation's node holds each of them, as it holds any pod.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from ...state import MILLI
+from ...podrules.model import AffinityTerm, LabelSelector
+from ...state import HOSTNAME_LEVEL, MILLI
 from .dra import Device, DraIndex, PodAsk
 from .names import GPU_RESOURCE, Annotation
 from .objects import Holding, NodeView, PodView, node_view
@@ -42,11 +55,46 @@ def with_claims(view: PodView, ask: PodAsk) -> PodView:
     return view
 
 
+#: the label (key prefix) of a pod's view that says which shared claim it names (never written
+#: to the API: the pods of one claim find each other by it in the affinity usher adds)
+SHARED_CLAIM_LABEL = "usher/shares-claim."
+
+
+def share_claims(view: PodView, ask: PodAsk, gang_of: Callable[[str], str | None]) -> PodView:
+    """``view`` with the claims it shares with other pods: a problem where one of them is of
+    another gang (``gang_of``: a pod's gang key, None while not known), and while a shared claim
+    is not allocated, the affinity that keeps its pods on one node."""
+    problems = [view.problem] if view.problem else []
+    terms: list[AffinityTerm] = []
+    labels = dict(view.labels)
+    for i, claim in enumerate(ask.claims):
+        if not claim.sharers or claim.key is None:
+            continue
+        strangers = [p for p in claim.sharers if (gang := gang_of(p)) is not None and gang != view.gang]
+        if strangers:
+            problems.append(f"spec.resourceClaims[{i}]: ResourceClaim {claim.key} is named by pod {strangers[0]} of "
+                            "another gang too; usher shares a claim only among the pods of one gang (each gang's "
+                            "quota pays for its own devices)")
+            continue
+        if claim.allocated_on is None:
+            key = f"{SHARED_CLAIM_LABEL}{claim.key.split('/', 1)[1]}"
+            labels[key] = "true"
+            terms.append(AffinityTerm(LabelSelector(((key, "true"),)), HOSTNAME_LEVEL))
+    if not terms and len(problems) == (1 if view.problem else 0):
+        return view
+    view.problem = "; ".join(problems) or None
+    if terms:
+        view.labels = labels
+        view.rules = replace(view.rules, affinity=(*view.rules.affinity, *terms))
+    return view
+
+
 def _given(ask: PodAsk) -> list[int]:
-    """The GPU indices the pod's claims hold (empty unless every claim is allocated)."""
+    """The GPU indices the pod's claims hold (empty unless every claim is allocated): those of
+    a shared claim only where this pod counts them (``PodClaim.counted``)."""
     if not ask.claims or any(c.allocated_on is None for c in ask.claims):
         return []
-    out = [device.index for c in ask.claims for _, name in c.allocated
+    out = [device.index for c in ask.claims if c.counted for _, name in c.allocated
            if (device := Device(name, "", "", "")).index is not None]
     return sorted(out)
 

@@ -71,7 +71,7 @@ class ClaimBinder:
         written: list[str] = []
         for write in the_plan.writes:
             if not self.may_write():
-                await self.undo(written, {w.pod.uid for w in the_plan.writes})
+                await self.undo(written, {p.uid for w in the_plan.writes for p in w.pods})
                 return "this replica stopped leading while the gang's claims were being allocated"
             try:
                 if write.allocation is not None:
@@ -81,7 +81,7 @@ class ClaimBinder:
                 self._seen(write.claim, done)
             except Exception as exc:  # noqa: BLE001 - any refusal fails the step, whole
                 # (the claim refused too: it may have been protected before its write was refused)
-                await self.undo([*written, write.claim], {w.pod.uid for w in the_plan.writes})
+                await self.undo([*written, write.claim], {p.uid for w in the_plan.writes for p in w.pods})
                 what = "allocated" if write.allocation is not None else "reserved"
                 return f"claim {write.claim} could not be {what} for pod {write.pod.key}: {exc}"
             written.append(write.claim)
@@ -118,8 +118,8 @@ class ClaimBinder:
     async def release(self, the_plan: ClaimPlan, pods: Iterable[str]) -> None:
         """Undo the claims the plan gave the pods ``pods`` (keys): they did not bind."""
         keys = set(pods)
-        claims = [w.claim for w in the_plan.writes if w.pod.key in keys]
-        await self.undo(claims, {w.pod.uid for w in the_plan.writes if w.pod.key in keys})
+        claims = [w.claim for w in the_plan.writes if any(p.key in keys for p in w.pods)]
+        await self.undo(claims, {p.uid for w in the_plan.writes for p in w.pods if p.key in keys})
 
     async def undo(self, claims: Sequence[str], uids: set[str]) -> list[str]:
         """Take ``uids`` out of each claim's reservation (and free a claim none is left in), read

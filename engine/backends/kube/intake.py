@@ -24,7 +24,7 @@ from .context import ASSIGNED_PODS, Context, EventReason, Source
 from .decisions import DecisionsError, parse_decisions
 from .dra import PATHS as DRA_PATHS
 from .dra import DraKind
-from .dra_pods import holding_with_claims, node_with_devices, with_claims
+from .dra_pods import holding_with_claims, node_with_devices, share_claims, with_claims
 from .evictor import Evictor
 from .informer import DeltaType, Informer
 from .kubelet import KubeletRefusals
@@ -255,8 +255,14 @@ class Intake:
 
     def _view(self, pod: dict[str, Any], group: GroupSpec) -> Any:
         """An usher pod's view: its labels, owners and device claims (``dra_pods``)."""
-        view = with_claims(pod_view(pod, group), self.ctx.mirror.dra.ask(pod))
+        ask = self.ctx.mirror.dra.ask(pod)
+        view = share_claims(with_claims(pod_view(pod, group), ask), ask, self._gang_of)
         return as_the_kubelet_counts(view, pod.get("spec") or {})
+
+    def _gang_of(self, key: str) -> str | None:
+        """The gang key of an usher pod seen (None: not yet)."""
+        group = self._groups.get(key)
+        return None if group is None else group.key
 
     def _dra_changed(self, kind: DraKind, obj: dict[str, Any], deleted: bool, now: float) -> None:
         """A claim, template, class or slice changed: the pods with claims are read again (their
@@ -284,8 +290,8 @@ class Intake:
             gang = mirror.gangs.get(mirror.pod_gang.get(key, ""))
             old = gang.pods.get(key.split("/", 1)[1]) if gang is not None else None
             view = self._view(pod, self._groups.get(key) or self._group_of(key, pod))
-            if old is None or (old.gpu_milli, old.claim_nodes, old.problem, old.claims_waiting) != \
-                    (view.gpu_milli, view.claim_nodes, view.problem, view.claims_waiting):
+            if old is None or (old.gpu_milli, old.claim_nodes, old.problem, old.claims_waiting, old.rules) != \
+                    (view.gpu_milli, view.claim_nodes, view.problem, view.claims_waiting, view.rules):
                 mirror.pod_changed(view, key, now)
 
     def _uses_claims(self, key: str, obj: dict[str, Any], deleted: bool) -> None:

@@ -43,6 +43,12 @@ class PodClaim:
     allocated: tuple[tuple[str, str], ...] = ()
     #: the uids its ``status.reservedFor`` names
     reserved_for: tuple[str, ...] = ()
+    #: the other usher pods that name the claim (``ns/name``): a shared claim, whose devices all
+    #: of them use (on one node) and one of them counts
+    sharers: tuple[str, ...] = ()
+    #: whether this pod counts the claim's devices as its GPUs (the first of the pods naming it,
+    #: by key): a shared claim's devices are counted once, in quota and on the node
+    counted: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,13 +212,14 @@ class DraIndex:
             return NOTHING
         meta = pod.get("metadata") or {}
         ns, uid = meta.get("namespace", "default"), meta.get("uid", "")
+        own = f"{ns}/{meta.get('name', '')}"
         made = {s.get("name"): s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
                 if isinstance(s, dict)}
         problems: list[str] = []
         waiting: list[str] = []
         claims: list[PodClaim] = []
         for i, entry in enumerate(entries):
-            claim = self._resolve(entry, f"spec.resourceClaims[{i}]", ns, uid, made, problems, waiting)
+            claim = self._resolve(entry, f"spec.resourceClaims[{i}]", ns, uid, own, made, problems, waiting)
             if claim is not None:
                 claims.append(claim)
         for c in claims:
@@ -229,7 +236,7 @@ class DraIndex:
         # with problems, the GPUs still count (what the pod would hold is shown where it waits)
         return PodAsk(tuple(claims), gpus, nodes, why, tuple(problems), tuple(waiting))
 
-    def _resolve(self, entry: Any, path: str, ns: str, uid: str, made: dict[str, Any],
+    def _resolve(self, entry: Any, path: str, ns: str, uid: str, own: str, made: dict[str, Any],
                  problems: list[str], waiting: list[str]) -> PodClaim | None:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             problems.append(f"{path}.name: required")
@@ -267,22 +274,24 @@ class DraIndex:
             waiting.append(f"ResourceClaim {key} ({path}) is being deleted")
             return PodClaim(entry["name"], key, spec)
         results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
-        others = [p for p in sorted(self.users.get(key, ())) if (self.pods.get(p, {}).get("metadata") or {}).get("uid") != uid]
-        if others:
-            problems.append(f"{path}.resourceClaimName: ResourceClaim {key} is named by pod {others[0]} too; usher does "
-                            "not implement claims shared by several pods yet")
-        elif reserved and uid not in reserved:
-            problems.append(f"{path}: ResourceClaim {key} is reserved for another pod; usher does not implement "
-                            "claims shared by several pods yet")
+        # usher's other pods that name it (whether they may share it, being of one gang, is the
+        # intake's to say: ``dra_pods.share_claims``); the first by key counts its devices
+        others = tuple(sorted(p for p in self.users.get(key, ()) if p != own
+                              and (self.pods.get(p, {}).get("metadata") or {}).get("uid") != uid))
+        ours = {uid} | {str((self.pods.get(p, {}).get("metadata") or {}).get("uid", "")) for p in others}
+        strangers = [u for u in reserved if u not in ours and u not in self.gone]
+        if strangers:
+            problems.append(f"{path}: ResourceClaim {key} is reserved for a pod usher does not place with this one "
+                            f"(uid {strangers[0]}); usher shares a claim only among the pods of one gang it schedules")
         return PodClaim(entry["name"], key, spec, allocated_node(obj) if status.get("allocation") else None,
                         tuple((str(r.get("request")), str(r.get("device"))) for r in results if isinstance(r, dict)),
-                        reserved)
+                        reserved, others, not others or own < others[0])
 
     def _fit(self, claims: Sequence[PodClaim]) -> tuple[int, frozenset[str] | None, str | None]:
         """The GPUs the claims ask, the nodes whose devices can give them, and why not the rest.
         Kept by what the claims ask (not their names or paths: the pods of one template share
         it) until a slice or class changes; a selector error is never kept, so it names its path."""
-        key = tuple((c.allocated_on, len(c.allocated), c.spec.constraints,
+        key = tuple((c.allocated_on, len(c.allocated), c.counted, c.spec.constraints,
                      tuple((r.name, r.device_class, r.mode, r.count, tuple(x.expression for x in r.selectors),
                             tuple((a.name, a.device_class, tuple(x.expression for x in a.selectors)) for a in r.alternatives))
                            for r in c.spec.requests)) for c in claims)
@@ -296,8 +305,10 @@ class DraIndex:
 
     def _fit_now(self, claims: Sequence[PodClaim]) -> tuple[int, frozenset[str] | None, str | None]:
         requests = [r for c in claims if c.allocated_on is None for r in c.spec.requests]
+        counted = [r for c in claims if c.allocated_on is None and c.counted for r in c.spec.requests]
         pinned = {c.allocated_on for c in claims if c.allocated_on is not None}
-        gpus = sum(len(c.allocated) for c in claims if c.allocated_on is not None)
+        # a shared claim's devices are the GPUs of the one pod that counts them (``PodClaim.counted``)
+        gpus = sum(len(c.allocated) for c in claims if c.allocated_on is not None and c.counted)
         for r in requests:
             for one in r.alternatives or (r,):
                 self.selectors.check(self.request_selectors(one))
@@ -307,6 +318,7 @@ class DraIndex:
         counts: dict[str, int] = {}
         for node, devices in self.devices.items():
             used: set[str] = set()
+            mine = 0
             for c in claims:
                 if c.allocated_on is not None:
                     continue
@@ -314,9 +326,11 @@ class DraIndex:
                 if chosen is None:
                     break
                 used.update(d.name for found in chosen.values() for d in found)
+                if c.counted:
+                    mine += sum(len(found) for found in chosen.values())
             else:
                 allowed.add(node)
-                counts[node] = len(used)
+                counts[node] = mine
         why = []
         if pinned:
             if len(pinned) > 1:
@@ -327,13 +341,13 @@ class DraIndex:
                 why.append(f"its allocated claims hold it to node {node}, whose devices cannot give its other requests")
             allowed &= pinned
             why.append(f"its allocated claims hold it to node {node}")
-        if any(r.mode == AllocationMode.ALL for r in requests):
+        if any(r.mode == AllocationMode.ALL for r in counted):
             # All: every matching device of the node; usher places such a pod on nodes of the most
             most = max(counts.values(), default=0)
             allowed = {n for n in allowed if counts[n] == most}
             gpus += most
         else:
-            gpus += sum(r.count for r in requests)
+            gpus += sum(r.count for r in counted)
         if len(allowed) < len(self.devices) or not self.devices:
             names = ", ".join(f"{r.name} ({r.count if r.mode == AllocationMode.EXACT_COUNT else 'All'})" for r in requests)
             if requests:

@@ -8,7 +8,9 @@ placement chose for the pod (``gpu-<i>`` for GPU ``i``), another free matching d
 in place of one a selector excludes (``index.choose``), one usher holds free first: the binder
 then moves usher's placement onto the devices given (``Engine.regpu``), so its view of the
 node's free GPUs stays the cluster's. A claim already allocated (by someone
-else, or by a leader before this one) is only reserved, on its node and devices.
+else, or by a leader before this one) is only reserved, on its node and devices. A claim the
+gang's pods share is allocated once, for the pod that counts its devices (the first by key, so
+the pods are planned in that order), and reserved for all of them in the same write.
 
 ``plan`` says all of it, or why the gang cannot be given its devices; the writer
 (``dra_prebind``) sends it and, on any refusal, undoes what it wrote (``undo_patch``). Pure: no
@@ -18,7 +20,7 @@ client, no clock.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .cel import SelectorError
@@ -53,6 +55,12 @@ class ClaimWrite:
     reserved_for: tuple[dict[str, str], ...]
     #: the resourceVersion the write is made against (optimistic concurrency)
     version: str
+    #: the gang's other pods that share the claim (reserved in the same write)
+    also: tuple[Placed, ...] = ()
+
+    @property
+    def pods(self) -> tuple[Placed, ...]:
+        return (self.pod, *self.also)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +80,11 @@ NO_CLAIMS = ClaimPlan()
 def plan(index: DraIndex, pods: Sequence[Placed]) -> ClaimPlan | str:
     """The writes that give every pod of the gang its devices, or why they cannot be given."""
     writes: list[ClaimWrite] = []
+    by_claim: dict[str, int] = {}  # claim -> its write in ``writes``
     given: dict[str, set[str]] = {}
     gpus: list[tuple[str, tuple[int, ...]]] = []
     keys = {c.key for p in pods for c in _claims(index, p) if c.key}
-    for p in pods:
+    for p in sorted(pods, key=lambda p: p.key):  # a shared claim's counting pod first
         claims = _claims(index, p)
         if not claims:
             continue
@@ -88,14 +97,30 @@ def plan(index: DraIndex, pods: Sequence[Placed]) -> ClaimPlan | str:
             assert claim.key is not None  # ask has no problem: every claim is made
             obj = index.claims[claim.key]
             ref = {"resource": "pods", "name": p.name, "uid": p.uid}
+            shared = by_claim.get(claim.key)
+            if shared is not None:
+                # planned already for another pod of the gang that shares it: reserved for this one too
+                first = writes[shared]
+                if first.pod.node != p.node:
+                    return (f"pods {first.pod.key} and {p.key} share claim {claim.key} but were placed on "
+                            f"different nodes ({first.pod.node}, {p.node})")
+                reserved = tuple(r for r in first.reserved_for if r.get("uid") != p.uid)
+                writes[shared] = replace(first, reserved_for=(*reserved, ref), also=(*first.also, p))
+                continue
+            by_claim[claim.key] = len(writes)
             reserved = tuple(r for r in (obj.get("status") or {}).get("reservedFor") or [] if r.get("uid") != p.uid)
             version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
             if claim.allocated_on is not None:
                 if claim.allocated_on != p.node:
                     return f"claim {claim.key} is allocated on node {claim.allocated_on}, not {p.node} where pod {p.key} was placed"
-                mine.extend(_indices(d for _, d in claim.allocated))
+                if claim.counted:
+                    mine.extend(_indices(d for _, d in claim.allocated))
                 writes.append(ClaimWrite(claim.key, p, None, (*reserved, ref), version))
                 continue
+            if not claim.counted:
+                # its devices are the GPUs of the pod that counts them, which is not being placed
+                return (f"claim {claim.key} is shared with pod {claim.sharers[0]}, whose GPUs its devices are: "
+                        f"it is allocated when that pod is placed")
             devices = index.devices.get(p.node) or []
             try:
                 chosen = choose(index, claim.spec.requests, devices, [*p.gpus[len(mine):], *p.gpus[:len(mine)], *p.free], taken,
