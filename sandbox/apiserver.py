@@ -82,6 +82,7 @@ from usher.sandbox.authn import ANONYMOUS_USER, UserInfo, parse_service_account,
 from usher.sandbox.controllers import Controllers
 from usher.sandbox.discovery import KUBERNETES_VERSION, discovery_document
 from usher.sandbox.disruption import DisruptionController, pod_healthy
+from usher.sandbox.dra_admin_access import AdminAccessAdmission
 from usher.sandbox.faults import Fault, FaultKind, RequestRecord, fault_error
 from usher.sandbox.impersonation import ImpersonationError, acting_user
 from usher.sandbox.routing import _ACCESS_REVIEWS, Route, Sub, Verb, not_found, route
@@ -173,6 +174,8 @@ class FakeApiServer:
         self.disruption = DisruptionController(self.store)
         self.policies = PolicyEvaluator(self.store)
         """ValidatingAdmissionPolicies, evaluated on every write (:mod:`usher.sandbox.admission_policy`)."""
+        self.admin_access = AdminAccessAdmission(self.store)
+        """DRA admin access only in namespaces labelled for it (:mod:`usher.sandbox.dra_admin_access`)."""
         self._seed = seed
         self._http = HttpServer(self.handle)
         self._host = "127.0.0.1"

@@ -177,7 +177,10 @@ class ResourceClaimController(Part):
         }
         if not claim["metadata"]["labels"]:
             del claim["metadata"]["labels"]
-        return str(self.store.create_stored(CLAIM_RT, claim, ns).obj["metadata"]["name"])
+        try:
+            return str(self.store.create_stored(CLAIM_RT, claim, ns).obj["metadata"]["name"])
+        except ApiError:
+            return None  # refused (admin access in a namespace no longer labelled for it): the pod waits
 
     # ------------------------------------------------------------------ claims: reservedFor, deallocation
 

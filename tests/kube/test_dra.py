@@ -117,9 +117,9 @@ def test_fields_usher_does_not_implement_are_refused_not_ignored():
     spec["devices"]["constraints"] = [{"requests": ["gpus"], "distinctAttribute": "gpu.nvidia.com/nvlinkIsland"}]
     parsed = parse_claim_spec(spec, "ResourceClaim default/x spec")
     assert parsed.problems == (
-        "ResourceClaim default/x spec.devices.requests[0].exactly.adminAccess: usher does not implement admin access yet",
         "ResourceClaim default/x spec.devices.constraints[0].distinctAttribute: usher does not implement distinctAttribute yet",
     )
+    assert parsed.requests[0].admin
     first = {"devices": {"requests": [{"name": "g", "firstAvailable": [
         {"name": "a", "deviceClassName": "gpu.nvidia.com", "count": 8},
         {"name": "b", "deviceClassName": "gpu.nvidia.com", "count": 4}]}]}}
@@ -384,6 +384,47 @@ def test_a_victims_claim_not_yet_freed_does_not_hold_its_devices_once_the_victim
     assert isinstance(plan(ix, placed), str)
     ix.pod_changed("default/victim", None)  # evicted and gone; the resourceclaim controller frees its claim later
     assert dict(plan(ix, placed).gpus)["default/w-0"] == tuple(range(8))
+
+
+def _held_by_another(ix: DraIndex, devices: range) -> None:
+    ix.object_changed(DraKind.CLAIM, "default/theirs", claim("theirs", claim_spec(len(devices)), {"allocation": {
+        "devices": {"results": [{"request": "gpus", "driver": "gpu.nvidia.com", "pool": "gpu-1", "device": f"gpu-{i}"}
+                                for i in devices]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}]}]}},
+        "reservedFor": [{"resource": "pods", "name": "theirs", "uid": "uid-theirs"}]}))
+
+
+def test_admin_access_is_given_devices_others_hold_and_counts_no_gpus():
+    """A monitoring pod asks admin access to 2 GPUs of a node whose 8 another claim holds: it is
+    given two of them, flagged so, and they stay that claim's (not its GPUs, nothing taken)."""
+    ix = index(eight("gpu-1"))
+    _held_by_another(ix, range(8))
+    ix.object_changed(DraKind.CLAIM, "default/watch", claim("watch", claim_spec(2, adminAccess=True)))
+    ix.pod_changed("default/dcgm", pod("dcgm", claim_name="watch"))
+    ask = ix.ask(pod("dcgm", claim_name="watch"))
+    assert (ask.gpus, ask.nodes, ask.problems) == (0, frozenset({"gpu-1"}), ())
+    done = plan(ix, [Placed("default/dcgm", "dcgm", "default", "uid-dcgm", "gpu-1", ())])
+    assert not isinstance(done, str)
+    results = done.writes[0].allocation["devices"]["results"]
+    assert [(r["device"], r.get("adminAccess")) for r in results] == [("gpu-0", True), ("gpu-1", True)]
+    assert dict(done.gpus) == {"default/dcgm": ()}
+    ix.object_changed(DraKind.CLAIM, "default/watch", claim("watch", claim_spec(2, adminAccess=True), {
+        "allocation": done.writes[0].allocation, "reservedFor": list(done.writes[0].reserved_for)}))
+    assert ix.taken_on("gpu-1", but=["default/theirs"]) == set()  # the admin claim takes nothing
+
+
+def test_admin_access_in_a_namespace_not_labelled_for_it_waits_saying_so():
+    from usher.engine.backends.kube.dra_pods import check_admin_access
+    ix = index(eight("gpu-1"))
+    ix.object_changed(DraKind.CLAIM, "default/watch", claim("watch", claim_spec(2, adminAccess=True)))
+    ask = ix.ask(pod("dcgm", claim_name="watch"))
+    view = check_admin_access(with_claims(pod_view(pod("dcgm", claim_name="watch")), ask), ask, {"team": "a"})
+    assert view.problem == ("spec.resourceClaims[0]: claim default/watch, request gpus asks adminAccess, which needs "
+                            "the label resource.kubernetes.io/admin-access=true on namespace default (cluster operators "
+                            "set it)")
+    labelled = {"resource.kubernetes.io/admin-access": "true"}
+    assert check_admin_access(with_claims(pod_view(pod("dcgm", claim_name="watch")), ask), ask, labelled).problem is None
 
 
 def test_a_claim_the_pods_of_a_gang_share_counts_its_gpus_once():

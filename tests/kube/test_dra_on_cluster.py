@@ -356,6 +356,52 @@ async def test_pods_of_two_gangs_naming_one_claim_wait_saying_so(sb: UsherOnSand
     assert not [p for p in await sb.all_pods() if p["spec"].get("nodeName")]
 
 
+ADMIN_LABEL = "resource.kubernetes.io/admin-access"
+
+
+def admin_claim(namespace: str) -> dict[str, Any]:
+    spec = claim_spec(2)
+    spec["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "watch", "namespace": namespace}, "spec": spec}
+
+
+async def test_admin_access_is_refused_in_a_namespace_operators_did_not_label_for_it(sb: UsherOnSandbox) -> None:
+    """As kube-apiserver: a tenant's claim asking admin access (every tenant's GPUs) is refused,
+    naming the field, unless the namespace carries the label only operators can set."""
+    await setup(sb, "gpu-1")
+    await sb.start_usher(sb.tmp)
+    kubectl = Kubectl(sb.kubeconfig)
+    done = await asyncio.to_thread(kubectl.run, "apply", "-f", "-", stdin=yaml.safe_dump(admin_claim("default")))
+    assert done.returncode != 0
+    assert ("spec.devices.requests[0].exactly.adminAccess: Forbidden: admin access to devices requires the "
+            f"`{ADMIN_LABEL}: true` label on the containing namespace") in done.stderr, done.stderr
+    await sb.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": "monitoring", "labels": {ADMIN_LABEL: "true"}}})
+    await asyncio.to_thread(kubectl.ok, "apply", "-f", "-", stdin=yaml.safe_dump(admin_claim("monitoring")))
+
+
+async def test_a_monitoring_pod_with_admin_access_runs_beside_the_pod_that_holds_the_gpus(sb: UsherOnSandbox) -> None:
+    """``train`` holds all 8 GPUs of gpu-1 through its claim. A DCGM-like pod in the operators'
+    labelled namespace asks admin access to 2: it runs on gpu-1 too, its devices flagged
+    ``adminAccess``, counting no GPUs (queue ``small`` has 4 and is not charged)."""
+    await setup(sb, "gpu-1")
+    await sb.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": "monitoring", "labels": {ADMIN_LABEL: "true"}}})
+    await sb.start_usher(sb.tmp)
+    await make_claim(sb, "eight", claim_spec(8))
+    await sb.create(PODS, claim_pod("train", claim="eight"))
+    await sb.pod_where("train", lambda p: p["status"].get("phase") == "Running")
+    await sb.create(f"{DRA}/namespaces/monitoring/resourceclaims", admin_claim("monitoring"))
+    await sb.create("/api/v1/namespaces/monitoring/pods", claim_pod("dcgm", claim="watch", queue="small"))
+    p = await sb.pod_where("dcgm", lambda p: p["status"].get("phase") == "Running", ns="monitoring")
+    assert p["spec"]["nodeName"] == "gpu-1"
+    results = (await sb.get(f"{DRA}/namespaces/monitoring/resourceclaims/watch"))["status"]["allocation"]["devices"]["results"]
+    assert len(results) == 2 and all(r.get("adminAccess") is True for r in results), results
+    train = (await sb.get(f"{CLAIMS}/eight"))["status"]["allocation"]["devices"]["results"]
+    assert len(train) == 8  # still train's, all of them
+
+
 def claim_job(name: str, gpus: int, priority_class: str | None = None) -> dict[str, Any]:
     """A batch Job of one pod whose GPUs come from a claim template (``<name>-gpus``)."""
     spec: dict[str, Any] = {

@@ -350,3 +350,25 @@ async def test_a_tenant_cannot_keep_another_teams_pods_out_of_a_zone(cluster: Te
     assert (await c.tenants["team-a"].post("/api/v1/namespaces/team-a/pods", json=body("serve", own))).status_code == 201
     per_node = {**everyone, "topologyKey": "kubernetes.io/hostname"}
     assert (await c.tenants["team-a"].post("/api/v1/namespaces/team-a/pods", json=body("alone", per_node))).status_code == 201
+
+
+async def test_a_tenant_cannot_give_itself_admin_access_to_every_teams_gpus(cluster: Tenancy) -> None:
+    """A claim with ``adminAccess`` is given devices other claims hold (a monitoring tool's view of
+    every team's GPUs). The API server grants it only in a namespace labelled for it by the
+    operators: the tenant's claim is refused, naming the field. (Who may label a namespace is the
+    cluster's RBAC: this harness's tenant holds ``*`` on its namespace, which in Kubernetes covers
+    the namespace object too, as the built-in ``admin`` ClusterRole does not; docs/tenancy.md.)"""
+    c = cluster
+    tenant = c.tenants["team-a"]
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "peek"},
+             "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+                 "deviceClassName": "gpu.nvidia.com", "count": 8, "adminAccess": True}}]}}}
+    r = await tenant.post("/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims", json=claim)
+    assert r.status_code == 422, r.text
+    assert ("spec.devices.requests[0].exactly.adminAccess: Forbidden: admin access to devices requires the "
+            "`resource.kubernetes.io/admin-access: true` label on the containing namespace") in r.json()["message"]
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "peek"},
+                "spec": {"spec": claim["spec"]}}
+    r = await tenant.post("/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaimtemplates", json=template)
+    assert r.status_code == 422, r.text
+    assert "spec.spec.devices.requests[0].exactly.adminAccess: Forbidden" in r.json()["message"]

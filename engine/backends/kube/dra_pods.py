@@ -18,6 +18,13 @@ other still uses, so such a pod waits with the reason. While the claim is not al
 are kept to one node by a required pod affinity usher adds to them on
 ``kubernetes.io/hostname`` (over a label of its own, ``usher/shares-claim.<claim>``, that only the
 pods' views carry); once it is, its allocation's node holds each of them, as it holds any pod.
+
+A request with ``adminAccess`` (a monitoring or diagnostic pod's) is given matching devices
+whether or not others hold them, and they are not the pod's GPUs: it counts none in quota or on
+the node. The API server grants it only in a namespace labelled
+``resource.kubernetes.io/admin-access: "true"``, which only cluster operators may label; usher
+checks the label too, at every read, so a claim made before the label was taken off, or on a
+server that does not check, is given nothing (``check_admin_access``).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from typing import Any
 from ...podrules.model import AffinityTerm, LabelSelector
 from ...state import HOSTNAME_LEVEL, MILLI
 from .dra import Device, DraIndex, PodAsk
+from .dra.model import ADMIN_ACCESS_LABEL
 from .names import GPU_RESOURCE, Annotation
 from .objects import Holding, NodeView, PodView, node_view
 
@@ -86,6 +94,21 @@ def share_claims(view: PodView, ask: PodAsk, gang_of: Callable[[str], str | None
     if terms:
         view.labels = labels
         view.rules = replace(view.rules, affinity=(*view.rules.affinity, *terms))
+    return view
+
+
+def check_admin_access(view: PodView, ask: PodAsk, namespace_labels: dict[str, str] | None) -> PodView:
+    """``view`` with a problem when a claim asks admin access in a namespace not labelled for it."""
+    if (namespace_labels or {}).get(ADMIN_ACCESS_LABEL) == "true":
+        return view
+    for i, claim in enumerate(ask.claims):
+        request = next((r for r in claim.spec.requests if r.admin), None)
+        if request is not None:
+            said = (f"spec.resourceClaims[{i}]: claim {claim.key or claim.name}, request {request.name} asks adminAccess, "
+                    f"which needs the label {ADMIN_ACCESS_LABEL}=true on namespace {view.namespace} (cluster operators "
+                    "set it)")
+            view.problem = f"{view.problem}; {said}" if view.problem else said
+            return view
     return view
 
 

@@ -24,7 +24,7 @@ from .context import ASSIGNED_PODS, Context, EventReason, Source
 from .decisions import DecisionsError, parse_decisions
 from .dra import PATHS as DRA_PATHS
 from .dra import DraKind
-from .dra_pods import holding_with_claims, node_with_devices, share_claims, with_claims
+from .dra_pods import check_admin_access, holding_with_claims, node_with_devices, share_claims, with_claims
 from .evictor import Evictor
 from .informer import DeltaType, Informer
 from .kubelet import KubeletRefusals
@@ -234,7 +234,10 @@ class Intake:
             if not deleted and shown_to_operators(obj):
                 self._decision(obj)
         elif source == Source.NAMESPACES:
-            mirror.namespace_changed(obj["metadata"]["name"], None if deleted else (obj["metadata"].get("labels") or {}))
+            name = obj["metadata"]["name"]
+            mirror.namespace_changed(name, None if deleted else (obj["metadata"].get("labels") or {}))
+            # its pods' claims may ask admin access, which its labels grant
+            self._review([k for k in mirror.dra.pods if k.startswith(f"{name}/")], now)
         elif source == Source.OPERATOR_DECISIONS:
             self._load_decisions(None if deleted else obj)
         elif source == Source.BUDGETS:
@@ -255,8 +258,10 @@ class Intake:
 
     def _view(self, pod: dict[str, Any], group: GroupSpec) -> Any:
         """An usher pod's view: its labels, owners and device claims (``dra_pods``)."""
-        ask = self.ctx.mirror.dra.ask(pod)
+        mirror = self.ctx.mirror
+        ask = mirror.dra.ask(pod)
         view = share_claims(with_claims(pod_view(pod, group), ask), ask, self._gang_of)
+        view = check_admin_access(view, ask, mirror.namespace_labels.get(view.namespace))
         return as_the_kubelet_counts(view, pod.get("spec") or {})
 
     def _gang_of(self, key: str) -> str | None:

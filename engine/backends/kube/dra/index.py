@@ -283,8 +283,10 @@ class DraIndex:
         if strangers:
             problems.append(f"{path}: ResourceClaim {key} is reserved for a pod usher does not place with this one "
                             f"(uid {strangers[0]}); usher shares a claim only among the pods of one gang it schedules")
+        # a device given with admin access is not the pod's: others hold it (or may)
         return PodClaim(entry["name"], key, spec, allocated_node(obj) if status.get("allocation") else None,
-                        tuple((str(r.get("request")), str(r.get("device"))) for r in results if isinstance(r, dict)),
+                        tuple((str(r.get("request")), str(r.get("device"))) for r in results
+                              if isinstance(r, dict) and not r.get("adminAccess")),
                         reserved, others, not others or own < others[0])
 
     def _fit(self, claims: Sequence[PodClaim]) -> tuple[int, frozenset[str] | None, str | None]:
@@ -292,7 +294,7 @@ class DraIndex:
         Kept by what the claims ask (not their names or paths: the pods of one template share
         it) until a slice or class changes; a selector error is never kept, so it names its path."""
         key = tuple((c.allocated_on, len(c.allocated), c.counted, c.spec.constraints,
-                     tuple((r.name, r.device_class, r.mode, r.count, tuple(x.expression for x in r.selectors),
+                     tuple((r.name, r.device_class, r.mode, r.count, r.admin, tuple(x.expression for x in r.selectors),
                             tuple((a.name, a.device_class, tuple(x.expression for x in a.selectors)) for a in r.alternatives))
                            for r in c.spec.requests)) for c in claims)
         known = self._fits.get(key)
@@ -305,7 +307,7 @@ class DraIndex:
 
     def _fit_now(self, claims: Sequence[PodClaim]) -> tuple[int, frozenset[str] | None, str | None]:
         requests = [r for c in claims if c.allocated_on is None for r in c.spec.requests]
-        counted = [r for c in claims if c.allocated_on is None and c.counted for r in c.spec.requests]
+        counted = [r for c in claims if c.allocated_on is None and c.counted for r in c.spec.requests if not r.admin]
         pinned = {c.allocated_on for c in claims if c.allocated_on is not None}
         # a shared claim's devices are the GPUs of the one pod that counts them (``PodClaim.counted``)
         gpus = sum(len(c.allocated) for c in claims if c.allocated_on is not None and c.counted)
@@ -325,9 +327,10 @@ class DraIndex:
                 chosen = choose(self, c.spec.requests, devices, (), used, c.spec.constraints)
                 if chosen is None:
                     break
-                used.update(d.name for found in chosen.values() for d in found)
+                admin = {r.name for r in c.spec.requests if r.admin}
+                used.update(d.name for name, found in chosen.items() if name not in admin for d in found)
                 if c.counted:
-                    mine += sum(len(found) for found in chosen.values())
+                    mine += sum(len(found) for name, found in chosen.items() if name not in admin)
             else:
                 allowed.add(node)
                 counts[node] = mine
@@ -371,7 +374,7 @@ class DraIndex:
             if reserved and reserved <= self.gone:
                 continue  # reserved only for pods that ended: being freed
             for r in (((obj.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []:
-                if isinstance(r, dict) and r.get("driver") == GPU_DRIVER:
+                if isinstance(r, dict) and r.get("driver") == GPU_DRIVER and not r.get("adminAccess"):
                     out.add(str(r.get("device")))
         return out
 
@@ -459,9 +462,11 @@ def _choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Devi
                 return None
             continue
         selectors = index.request_selectors(r)
-        matching = [d for d in ordered if d.name not in used and d.tainted is None and index.selectors.matches(selectors, d)]
+        # admin access: any matching device, whoever holds it, and it stays free for the others
+        matching = [d for d in ordered if (r.admin or d.name not in used) and d.tainted is None
+                    and index.selectors.matches(selectors, d)]
         if r.mode == AllocationMode.ALL:
-            if not matching or any(d.name in taken and index.selectors.matches(selectors, d) for d in devices):
+            if not matching or (not r.admin and any(d.name in taken and index.selectors.matches(selectors, d) for d in devices)):
                 return None
             got = matching
         else:
@@ -469,5 +474,6 @@ def _choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Devi
                 return None
             got = matching[:r.count]
         out[r.name] = got
-        used.update(d.name for d in got)
+        if not r.admin:
+            used.update(d.name for d in got)
     return out

@@ -55,6 +55,9 @@ class AllocationMode(StrEnum):
 
 #: the fields of ``exactly`` usher reads; any other set field is refused
 _EXACT_READ = {"deviceClassName", "selectors", "allocationMode", "count"}
+#: the namespace label without which the API server refuses a claim that asks admin access (and
+#: usher gives it none: ``dra_pods.check_admin_access``)
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,9 @@ class Request:
     #: ``firstAvailable``: the subrequests tried in this order on a node, each named
     #: ``<request>/<subrequest>`` (the name its allocation result carries); empty for ``exactly``
     alternatives: tuple[Request, ...] = ()
+    #: ``exactly.adminAccess``: access to devices whether or not others hold them (monitoring,
+    #: diagnostics), in a namespace its operators labelled for it; not the pod's GPUs
+    admin: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +191,7 @@ def _request(raw: Any, path: str, problems: list[str]) -> Request | None:
     if not isinstance(exact, dict):
         problems.append(f"{path}.exactly: required (usher reads requests of one device class)")
         return None
-    return _exact(raw["name"], exact, f"{path}.exactly", path, problems)
+    return _exact(raw["name"], exact, f"{path}.exactly", path, problems, read=_EXACT_READ | {"adminAccess"})
 
 
 def _alternatives(name: str, subs: Any, where: str, path: str, problems: list[str]) -> Request | None:
@@ -217,8 +223,7 @@ def _exact(request_name: str, exact: dict[str, Any], where: str, path: str, prob
     for name in sorted(set(exact) - read):
         if exact[name] in (None, False, [], {}):
             continue
-        what = "admin access" if name == "adminAccess" else name
-        problems.append(f"{where}.{name}: usher does not implement {what} yet")
+        problems.append(f"{where}.{name}: usher does not implement {name} yet")
     klass = exact.get("deviceClassName")
     if klass != GPU_CLASS:
         problems.append(f"{where}.deviceClassName: usher allocates only devices of DeviceClass {GPU_CLASS}, not {klass!r}")
@@ -239,7 +244,7 @@ def _exact(request_name: str, exact: dict[str, Any], where: str, path: str, prob
             problems.append(f"{where}.selectors[{j}].cel.expression: required")
             continue
         selectors.append(Selector(expression, f"{where}.selectors[{j}].cel.expression"))
-    return Request(request_name, klass, mode, count, tuple(selectors), path)
+    return Request(request_name, klass, mode, count, tuple(selectors), path, admin=exact.get("adminAccess") is True)
 
 
 def class_selectors(obj: dict[str, Any] | None) -> tuple[Selector, ...]:

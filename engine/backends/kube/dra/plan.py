@@ -129,9 +129,13 @@ def plan(index: DraIndex, pods: Sequence[Placed]) -> ClaimPlan | str:
                 return f"claim {claim.key}: {exc}"
             if chosen is None:
                 return f"claim {claim.key}: node {p.node} has not devices enough free that match its requests"
-            results = [{"request": r, "driver": d.driver, "pool": d.pool, "device": d.name}
+            admin = {r.name for r in claim.spec.requests if r.admin}
+            results = [{"request": r, "driver": d.driver, "pool": d.pool, "device": d.name,
+                        **({"adminAccess": True} if r in admin else {})}
                        for r, found in chosen.items() for d in found]
-            for found in chosen.values():
+            for name, found in chosen.items():
+                if name in admin:
+                    continue  # not the pod's GPUs, and free for others still
                 taken.update(d.name for d in found)
                 given[p.node].update(d.name for d in found)
                 mine.extend(_indices(d.name for d in found))
