@@ -138,6 +138,9 @@ def _exact_defaults(exact: Any) -> None:
     exact.setdefault("allocationMode", AllocationMode.EXACT_COUNT.value)
     if exact["allocationMode"] == AllocationMode.EXACT_COUNT and not exact.get("count"):
         exact["count"] = 1  # 0 is Go's unset
+    for toleration in exact.get("tolerations") or []:
+        if isinstance(toleration, dict) and not toleration.get("operator"):
+            toleration["operator"] = "Equal"  # SetDefaults_DeviceToleration
 
 
 def _claim_spec_defaults(spec: Any) -> None:
@@ -260,6 +263,8 @@ def _exact(exact: JsonObject, path: str) -> Iterator[FieldError]:
     """``validateExactDeviceRequest`` (and a subrequest's, which has the same fields)."""
     yield from _dns_subdomain(exact.get("deviceClassName"), f"{path}.deviceClassName")
     yield from _selectors(exact.get("selectors"), f"{path}.selectors")
+    for i, toleration in enumerate(_list(exact.get("tolerations"))):
+        yield from _toleration(toleration if isinstance(toleration, dict) else {}, f"{path}.tolerations[{i}]")
     mode = exact.get("allocationMode", AllocationMode.EXACT_COUNT.value)
     count = exact.get("count")
     if mode == AllocationMode.ALL:
@@ -271,6 +276,26 @@ def _exact(exact: JsonObject, path: str) -> Iterator[FieldError]:
     else:
         shown = ", ".join(go_quote(m.value) for m in sorted(AllocationMode, key=str))
         yield FieldError(ErrorType.NOT_SUPPORTED, f"{path}.allocationMode", f"supported values: {shown}", go_quote(str(mode)))
+
+
+TOLERATION_OPERATORS = ("Equal", "Exists")
+
+
+def _toleration(toleration: JsonObject, path: str) -> Iterator[FieldError]:
+    """``validateDeviceToleration``: a known operator (``Exists`` with no value), a known effect
+    or none (a toleration of every effect)."""
+    operator, value, effect = toleration.get("operator"), toleration.get("value") or "", toleration.get("effect") or ""
+    if operator == "Exists":
+        if value:
+            yield _invalid(f"{path}.value", value, "must be empty for operator `Exists`")
+    elif not operator:
+        yield _required(f"{path}.operator")
+    elif operator != "Equal":
+        shown = ", ".join(go_quote(o) for o in TOLERATION_OPERATORS)
+        yield FieldError(ErrorType.NOT_SUPPORTED, f"{path}.operator", f"supported values: {shown}", go_quote(str(operator)))
+    if effect and effect not in TAINT_EFFECTS:
+        shown = ", ".join(go_quote(e) for e in TAINT_EFFECTS)
+        yield FieldError(ErrorType.NOT_SUPPORTED, f"{path}.effect", f"supported values: {shown}", go_quote(str(effect)))
 
 
 def _request(request: JsonObject, path: str) -> Iterator[FieldError]:

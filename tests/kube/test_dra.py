@@ -353,6 +353,29 @@ def test_a_tainted_device_is_never_given():
     assert ix.ask(pod(claim_name="c")).nodes == frozenset()
 
 
+def test_a_request_that_tolerates_a_devices_taint_may_be_given_it():
+    """A burn-in test after an XID: its request tolerates the health monitor's taint (by key, or
+    every taint), so the tainted GPU may be given; a toleration of another key or value does not."""
+    devices = [device(i) for i in range(8)]
+    devices[0]["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]
+    devices[1]["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "48", "effect": "None"}]  # says, keeps nobody off
+    ix = index(("gpu-1", devices))
+    first = "device.attributes['gpu.nvidia.com'].index == 0"
+    for tolerations, given in (
+        ([{"key": "gpu.nvidia.com/xid", "operator": "Exists"}], True),
+        ([{"operator": "Exists"}], True),
+        ([{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}], True),
+        ([{"key": "gpu.nvidia.com/xid", "value": "48"}], False),
+        ([{"key": "gpu.nvidia.com/xid", "operator": "Exists", "effect": "NoExecute"}], False),
+    ):
+        spec = parse_claim_spec(claim_spec(1, selectors=(first,), tolerations=tolerations), "c")
+        assert spec.problems == ()
+        got = choose(ix, spec.requests, ix.devices["gpu-1"], [0], set())
+        assert (got is not None and [d.name for d in got["gpus"]] == ["gpu-0"]) == given, tolerations
+    bad = parse_claim_spec(claim_spec(1, tolerations=[{"operator": "Maybe"}]), "c")
+    assert bad.problems == ("c.devices.requests[0].exactly.tolerations[0].operator: 'Maybe' is not Equal or Exists",)
+
+
 def test_match_attribute_keeps_a_claims_devices_in_one_island():
     ix = index(eight("gpu-1"))
     spec = claim_spec(3)

@@ -10,6 +10,7 @@ claim asks what no node has or what usher does not implement.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from typing import Any
 
@@ -354,6 +355,35 @@ async def test_pods_of_two_gangs_naming_one_claim_wait_saying_so(sb: UsherOnSand
         assert (f"ResourceClaim default/shared is named by pod default/{other} of another gang too; usher shares a "
                 "claim only among the pods of one gang") in scheduled(p)[1]
     assert not [p for p in await sb.all_pods() if p["spec"].get("nodeName")]
+
+
+async def test_a_burn_in_pod_that_tolerates_the_health_taint_gets_the_failed_gpu(sb: UsherOnSandbox) -> None:
+    """GPU 0 of gpu-1 had an XID: NVIDIA's driver (the stand-in) taints it NoSchedule. A pod asking
+    for that GPU waits; a burn-in pod whose request tolerates the taint is given it and runs."""
+    node = gpu_node("gpu-1")
+    node["metadata"]["annotations"]["usher/gpu-health"] = json.dumps({"0": "XID 79: fallen off the bus"})
+    await sb.create("/api/v1/nodes", node)
+
+    async def tainted() -> bool:
+        slices = (await sb.req("GET", f"{DRA}/resourceslices"))["items"]
+        return any(d.get("taints") for s in slices for d in s["spec"].get("devices") or [])
+
+    await sb.until(tainted, "the driver stand-in taints GPU 0")
+    await sb.start_usher(sb.tmp)
+    gpu0 = "device.attributes['resource.kubernetes.io'].pciBusID == '0000:18:00.0'"  # GPU 0's
+    await make_claim(sb, "plain", claim_spec(1, (gpu0,)))
+    await sb.create(PODS, claim_pod("plain", claim="plain"))
+    tolerating = claim_spec(1, (gpu0,))
+    tolerating["devices"]["requests"][0]["exactly"]["tolerations"] = [{"key": "gpu.nvidia.com/xid", "operator": "Exists"}]
+    await make_claim(sb, "burn-in", tolerating)
+    await sb.create(PODS, claim_pod("burn-in", claim="burn-in"))
+    await sb.pod_where("burn-in", lambda p: p["status"].get("phase") == "Running")
+    results = (await sb.get(f"{CLAIMS}/burn-in"))["status"]["allocation"]["devices"]["results"]
+    assert [r["device"] for r in results] == ["gpu-0"]
+    stored = (await sb.get(f"{CLAIMS}/burn-in"))["spec"]["devices"]["requests"][0]["exactly"]["tolerations"]
+    assert stored == [{"key": "gpu.nvidia.com/xid", "operator": "Exists"}]
+    plain = await sb.get(f"{PODS}/plain")
+    assert not plain["spec"].get("nodeName") and scheduled(plain)[0] == "Unschedulable", scheduled(plain)
 
 
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"

@@ -291,6 +291,28 @@ def test_bad_claims_are_refused_with_the_field_paths(cluster: Cluster) -> None:
         assert line in out.stderr, (line, out.stderr)
 
 
+def test_device_tolerations_are_defaulted_and_validated_with_the_field_paths(cluster: Cluster) -> None:
+    bad = ("apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: tolerant}\nspec:\n  devices:\n"
+           "    requests:\n    - name: a\n      exactly:\n        deviceClassName: gpu.nvidia.com\n        tolerations:\n"
+           "        - {key: gpu.nvidia.com/xid, operator: Maybe}\n"
+           "        - {key: gpu.nvidia.com/xid, operator: Exists, value: '79'}\n"
+           "        - {key: gpu.nvidia.com/xid, effect: PreferNoSchedule}\n")
+    out = cluster.kubectl.run("apply", "-f", "-", stdin=bad)
+    assert out.returncode != 0
+    for line in (
+        'spec.devices.requests[0].exactly.tolerations[0].operator: Unsupported value: "Maybe": supported values: "Equal", "Exists"',
+        'spec.devices.requests[0].exactly.tolerations[1].value: Invalid value: "79": must be empty for operator `Exists`',
+        'spec.devices.requests[0].exactly.tolerations[2].effect: Unsupported value: "PreferNoSchedule": supported values: '
+        '"NoExecute", "NoSchedule", "None"',
+    ):
+        assert line in out.stderr, (line, out.stderr)
+    good = bad.split("        - {key: gpu.nvidia.com/xid, operator: Maybe}")[0] + "        - {key: gpu.nvidia.com/xid, value: '79'}\n"
+    cluster.kubectl.ok("apply", "-f", "-", stdin=good)
+    stored = json.loads(cluster.kubectl.ok("get", "resourceclaim", "tolerant", "-o", "json"))
+    assert stored["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] == [
+        {"key": "gpu.nvidia.com/xid", "operator": "Equal", "value": "79"}]
+
+
 def test_status_writes_are_validated_reserved_for_limit_and_allocation_set_once(cluster: Cluster) -> None:
     cluster.apply("apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c}\nspec:\n  devices:\n"
                   "    requests: [{name: gpus, exactly: {deviceClassName: gpu.nvidia.com}}]\n")

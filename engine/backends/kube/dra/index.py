@@ -294,8 +294,10 @@ class DraIndex:
         Kept by what the claims ask (not their names or paths: the pods of one template share
         it) until a slice or class changes; a selector error is never kept, so it names its path."""
         key = tuple((c.allocated_on, len(c.allocated), c.counted, c.spec.constraints,
-                     tuple((r.name, r.device_class, r.mode, r.count, r.admin, tuple(x.expression for x in r.selectors),
-                            tuple((a.name, a.device_class, tuple(x.expression for x in a.selectors)) for a in r.alternatives))
+                     tuple((r.name, r.device_class, r.mode, r.count, r.admin, r.tolerations,
+                            tuple(x.expression for x in r.selectors),
+                            tuple((a.name, a.device_class, a.tolerations, tuple(x.expression for x in a.selectors))
+                                  for a in r.alternatives))
                            for r in c.spec.requests)) for c in claims)
         known = self._fits.get(key)
         if known is None:
@@ -452,7 +454,7 @@ def _choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Devi
             # ``<request>/<subrequest>``, is the one the allocation result carries)
             for alternative in r.alternatives:
                 selectors = index.request_selectors(alternative)
-                matching = [d for d in ordered if d.name not in used and d.tainted is None
+                matching = [d for d in ordered if d.name not in used and alternative.may_use(d)
                             and index.selectors.matches(selectors, d)]
                 if len(matching) >= alternative.count:
                     out[alternative.name] = matching[:alternative.count]
@@ -463,7 +465,7 @@ def _choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Devi
             continue
         selectors = index.request_selectors(r)
         # admin access: any matching device, whoever holds it, and it stays free for the others
-        matching = [d for d in ordered if (r.admin or d.name not in used) and d.tainted is None
+        matching = [d for d in ordered if (r.admin or d.name not in used) and r.may_use(d)
                     and index.selectors.matches(selectors, d)]
         if r.mode == AllocationMode.ALL:
             if not matching or (not r.admin and any(d.name in taken and index.selectors.matches(selectors, d) for d in devices)):

@@ -54,7 +54,7 @@ class AllocationMode(StrEnum):
 
 
 #: the fields of ``exactly`` usher reads; any other set field is refused
-_EXACT_READ = {"deviceClassName", "selectors", "allocationMode", "count"}
+_EXACT_READ = {"deviceClassName", "selectors", "allocationMode", "count", "tolerations"}
 #: the namespace label without which the API server refuses a claim that asks admin access (and
 #: usher gives it none: ``dra_pods.check_admin_access``)
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
@@ -66,6 +66,51 @@ class Selector:
 
     expression: str
     path: str
+
+
+class TaintEffect(StrEnum):
+    """A device taint's effect: ``NoSchedule`` and ``NoExecute`` keep claims that do not tolerate
+    it off the device (``NoExecute`` also has the cluster evict pods using it); ``None`` only says."""
+
+    NO_SCHEDULE = "NoSchedule"
+    NO_EXECUTE = "NoExecute"
+    NONE = "None"
+
+
+class TolerationOperator(StrEnum):
+    EQUAL = "Equal"
+    EXISTS = "Exists"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    """One taint a ResourceSlice puts on a device (an unhealthy GPU's, by NVIDIA's health monitor)."""
+
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceToleration:
+    """One ``tolerations`` entry of a request: a device with the taint it matches may be given."""
+
+    key: str = ""
+    operator: TolerationOperator = TolerationOperator.EQUAL
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        """As a node toleration matches a node taint: an empty key (with ``Exists``) matches every
+        key, an empty effect every effect; ``Equal`` wants the same value."""
+        if self.key and self.key != taint.key:
+            return False
+        if self.effect and self.effect != taint.effect:
+            return False
+        return self.operator == TolerationOperator.EXISTS or self.value == taint.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +129,12 @@ class Request:
     #: ``exactly.adminAccess``: access to devices whether or not others hold them (monitoring,
     #: diagnostics), in a namespace its operators labelled for it; not the pod's GPUs
     admin: bool = False
+    #: the device taints it tolerates (a burn-in test on a GPU its health monitor tainted)
+    tolerations: tuple[DeviceToleration, ...] = ()
+
+    def may_use(self, device: Device) -> bool:
+        """Whether every taint that keeps claims off ``device`` is one this request tolerates."""
+        return all(any(t.tolerates(taint) for t in self.tolerations) for taint in device.taints)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +173,9 @@ class Device:
     attributes: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False, compare=False)
     #: ``domain -> name -> quantity text``
     capacity: dict[str, dict[str, str]] = field(default_factory=dict, hash=False, compare=False)
-    #: a ``NoSchedule`` or ``NoExecute`` device taint (an unhealthy GPU): never given, since
-    #: usher implements no request tolerations (those are refused)
-    tainted: str | None = None
+    #: its ``NoSchedule`` and ``NoExecute`` taints (an unhealthy GPU's): given only to a request
+    #: that tolerates each (``Request.may_use``); ``None`` effects keep nobody off
+    taints: tuple[DeviceTaint, ...] = ()
 
     @property
     def index(self) -> int | None:
@@ -244,7 +295,29 @@ def _exact(request_name: str, exact: dict[str, Any], where: str, path: str, prob
             problems.append(f"{where}.selectors[{j}].cel.expression: required")
             continue
         selectors.append(Selector(expression, f"{where}.selectors[{j}].cel.expression"))
-    return Request(request_name, klass, mode, count, tuple(selectors), path, admin=exact.get("adminAccess") is True)
+    tolerations = _tolerations(exact.get("tolerations"), f"{where}.tolerations", problems)
+    return Request(request_name, klass, mode, count, tuple(selectors), path, admin=exact.get("adminAccess") is True,
+                   tolerations=tolerations)
+
+
+def _tolerations(raw: Any, where: str, problems: list[str]) -> tuple[DeviceToleration, ...]:
+    """A request's device tolerations; one usher cannot read is a problem with its path (the API
+    server refuses such values, so only a server that does not validate lets one through)."""
+    out = []
+    for i, t in enumerate(raw or []):
+        if not isinstance(t, dict):
+            problems.append(f"{where}[{i}]: a toleration is an object")
+            continue
+        operator = t.get("operator") or TolerationOperator.EQUAL
+        effect = t.get("effect") or ""
+        if operator not in set(TolerationOperator):
+            problems.append(f"{where}[{i}].operator: {operator!r} is not Equal or Exists")
+            continue
+        if effect and effect not in set(TaintEffect):
+            problems.append(f"{where}[{i}].effect: {effect!r} is not NoSchedule, NoExecute or None")
+            continue
+        out.append(DeviceToleration(str(t.get("key") or ""), TolerationOperator(operator), str(t.get("value") or ""), effect))
+    return tuple(out)
 
 
 def class_selectors(obj: dict[str, Any] | None) -> tuple[Selector, ...]:
@@ -278,9 +351,10 @@ def slice_devices(obj: dict[str, Any]) -> list[Device]:
         for key, value in (raw.get("capacity") or {}).items():
             domain, _, name = key.rpartition("/")
             capacity.setdefault(domain or driver, {})[name] = str((value or {}).get("value", "0"))
-        taint = next((t for t in raw.get("taints") or [] if isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute")), None)
-        tainted = f"{taint.get('key')}={taint.get('value', '')}:{taint.get('effect')}" if taint is not None else None
-        out.append(Device(raw["name"], driver, pool, node, attributes, capacity, tainted))
+        taints = tuple(DeviceTaint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect")))
+                       for t in raw.get("taints") or []
+                       if isinstance(t, dict) and t.get("effect") in (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE))
+        out.append(Device(raw["name"], driver, pool, node, attributes, capacity, taints))
     return out
 
 
