@@ -9,6 +9,9 @@ Which toleration counts, when several match one taint, follows the taint evictio
 ever; zero or less: not at all) is how long the pod may stay on a node with that ``NoExecute``
 taint. Tolerations are therefore kept in the order written (duplicates dropped), never sorted.
 
+A DRA request's device tolerations match a device's taints by the same rule (``dra.model``
+reads them into ``Toleration`` and ``Taint``).
+
 ``node_taints`` reads a node's taints as the engine's plain ``(key, value, effect)`` tuples,
 leaving out those the control plane mirrors from a node's state (``unschedulable``,
 ``not-ready``, ``unreachable``): usher reads that state itself. ``constraints.py`` builds a pod's

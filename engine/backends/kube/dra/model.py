@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ..taints import Taint, TaintEffect, Toleration, TolerationOperator
+
 #: the API group and version usher reads and writes
 GROUP = "resource.k8s.io"
 VERSION = "v1"
@@ -68,49 +70,11 @@ class Selector:
     path: str
 
 
-class TaintEffect(StrEnum):
-    """A device taint's effect: ``NoSchedule`` and ``NoExecute`` keep claims that do not tolerate
-    it off the device (``NoExecute`` also has the cluster evict pods using it); ``None`` only says."""
-
-    NO_SCHEDULE = "NoSchedule"
-    NO_EXECUTE = "NoExecute"
-    NONE = "None"
-
-
-class TolerationOperator(StrEnum):
-    EQUAL = "Equal"
-    EXISTS = "Exists"
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceTaint:
-    """One taint a ResourceSlice puts on a device (an unhealthy GPU's, by NVIDIA's health monitor)."""
-
-    key: str
-    value: str
-    effect: str
-
-    def __str__(self) -> str:
-        return f"{self.key}={self.value}:{self.effect}"
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceToleration:
-    """One ``tolerations`` entry of a request: a device with the taint it matches may be given."""
-
-    key: str = ""
-    operator: TolerationOperator = TolerationOperator.EQUAL
-    value: str = ""
-    effect: str = ""
-
-    def tolerates(self, taint: DeviceTaint) -> bool:
-        """As a node toleration matches a node taint: an empty key (with ``Exists``) matches every
-        key, an empty effect every effect; ``Equal`` wants the same value."""
-        if self.key and self.key != taint.key:
-            return False
-        if self.effect and self.effect != taint.effect:
-            return False
-        return self.operator == TolerationOperator.EXISTS or self.value == taint.value
+#: the device taint effects that keep a claim that does not tolerate them off a device (a taint with
+#: effect ``None`` only says something: nobody is kept off)
+KEEPING_OFF = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
+#: the effects a device toleration may name (``None`` too, which matches only ``None`` taints)
+DEVICE_EFFECTS = (*KEEPING_OFF, "None")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,12 +93,13 @@ class Request:
     #: ``exactly.adminAccess``: access to devices whether or not others hold them (monitoring,
     #: diagnostics), in a namespace its operators labelled for it; not the pod's GPUs
     admin: bool = False
-    #: the device taints it tolerates (a burn-in test on a GPU its health monitor tainted)
-    tolerations: tuple[DeviceToleration, ...] = ()
+    #: the device taints it tolerates (a burn-in test on a GPU its health monitor tainted); a
+    #: device toleration matches a device taint as a pod's matches a node's (``taints``)
+    tolerations: tuple[Toleration, ...] = ()
 
     def may_use(self, device: Device) -> bool:
         """Whether every taint that keeps claims off ``device`` is one this request tolerates."""
-        return all(any(t.tolerates(taint) for t in self.tolerations) for taint in device.taints)
+        return all(any(t.matches(taint) for t in self.tolerations) for taint in device.taints)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +140,7 @@ class Device:
     capacity: dict[str, dict[str, str]] = field(default_factory=dict, hash=False, compare=False)
     #: its ``NoSchedule`` and ``NoExecute`` taints (an unhealthy GPU's): given only to a request
     #: that tolerates each (``Request.may_use``); ``None`` effects keep nobody off
-    taints: tuple[DeviceTaint, ...] = ()
+    taints: tuple[Taint, ...] = ()
 
     @property
     def index(self) -> int | None:
@@ -300,23 +265,27 @@ def _exact(request_name: str, exact: dict[str, Any], where: str, path: str, prob
                    tolerations=tolerations)
 
 
-def _tolerations(raw: Any, where: str, problems: list[str]) -> tuple[DeviceToleration, ...]:
+def _tolerations(raw: Any, where: str, problems: list[str]) -> tuple[Toleration, ...]:
     """A request's device tolerations; one usher cannot read is a problem with its path (the API
-    server refuses such values, so only a server that does not validate lets one through)."""
+    server refuses such values, so only a server that does not validate lets one through). One of
+    effect ``None`` is left out: it matches only taints that keep nobody off."""
     out = []
     for i, t in enumerate(raw or []):
         if not isinstance(t, dict):
             problems.append(f"{where}[{i}]: a toleration is an object")
             continue
         operator = t.get("operator") or TolerationOperator.EQUAL
-        effect = t.get("effect") or ""
+        effect = t.get("effect") or None
         if operator not in set(TolerationOperator):
             problems.append(f"{where}[{i}].operator: {operator!r} is not Equal or Exists")
             continue
-        if effect and effect not in set(TaintEffect):
+        if effect is not None and effect not in DEVICE_EFFECTS:
             problems.append(f"{where}[{i}].effect: {effect!r} is not NoSchedule, NoExecute or None")
             continue
-        out.append(DeviceToleration(str(t.get("key") or ""), TolerationOperator(operator), str(t.get("value") or ""), effect))
+        if effect == "None":
+            continue
+        out.append(Toleration(str(t.get("key") or ""), TolerationOperator(operator), str(t.get("value") or ""),
+                              TaintEffect(effect) if effect is not None else None))
     return tuple(out)
 
 
@@ -351,9 +320,8 @@ def slice_devices(obj: dict[str, Any]) -> list[Device]:
         for key, value in (raw.get("capacity") or {}).items():
             domain, _, name = key.rpartition("/")
             capacity.setdefault(domain or driver, {})[name] = str((value or {}).get("value", "0"))
-        taints = tuple(DeviceTaint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect")))
-                       for t in raw.get("taints") or []
-                       if isinstance(t, dict) and t.get("effect") in (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE))
+        taints = tuple(Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect")))
+                       for t in raw.get("taints") or [] if isinstance(t, dict) and t.get("effect") in KEEPING_OFF)
         out.append(Device(raw["name"], driver, pool, node, attributes, capacity, taints))
     return out
 
