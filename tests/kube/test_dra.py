@@ -496,6 +496,11 @@ def test_a_pod_joining_an_allocated_shared_claim_is_held_to_its_node_and_counts_
         ix.pod_changed(f"default/{name}", pod(name, claim_name="shared"))
     joining = ix.ask(pod("worker", claim_name="shared"))
     assert (joining.gpus, joining.nodes, joining.problems) == (0, frozenset({"gpu-2"}), ())
+    # a pod that joins later and comes first by name takes nothing over from the one it is reserved for
+    ix.pod_changed("default/0-launcher", pod("0-launcher", claim_name="shared"))
+    assert ix.ask(pod("0-launcher", claim_name="shared")).gpus == 0
+    assert ix.ask(pod("a-launcher", claim_name="shared")).gpus == 2
+    ix.pod_changed("default/0-launcher", None)
     # reserved for a pod usher does not place (another scheduler's): not shared with it
     held = claim("held", claim_spec(2), {**ix.claims["default/shared"]["status"],
                                          "reservedFor": [{"resource": "pods", "name": "theirs", "uid": "uid-theirs"}]})

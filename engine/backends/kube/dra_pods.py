@@ -12,7 +12,8 @@ parsing of pods and nodes stays free of the watched DRA objects.
 A claim several pods name (``resourceClaimName``) is shared: its devices are allocated once, on one
 node, and every pod that names it uses them (``share_claims``). usher shares a claim only among the
 pods of one gang: it places them together (all or none, like the rest of the gang) and counts the
-devices once, as the GPUs of the first pod by name (``PodClaim.counted``); a claim named by pods of
+devices once, as the GPUs of one pod (``PodClaim.counted``: the first by name of those it is
+reserved for, else the first by name); a claim named by pods of
 two gangs would have one gang's quota pay for the other's devices, or a gang's end free devices the
 other still uses, so such a pod waits with the reason. While the claim is not allocated, its pods
 are kept to one node by a required pod affinity usher adds to them on

@@ -46,8 +46,9 @@ class PodClaim:
     #: the other usher pods that name the claim (``ns/name``): a shared claim, whose devices all
     #: of them use (on one node) and one of them counts
     sharers: tuple[str, ...] = ()
-    #: whether this pod counts the claim's devices as its GPUs (the first of the pods naming it,
-    #: by key): a shared claim's devices are counted once, in quota and on the node
+    #: whether this pod counts the claim's devices as its GPUs (the first of the pods naming it
+    #: that it is reserved for, by key; else the first by key): a shared claim's devices are
+    #: counted once, in quota and on the node
     counted: bool = True
 
 
@@ -275,10 +276,16 @@ class DraIndex:
             return PodClaim(entry["name"], key, spec)
         results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
         # usher's other pods that name it (whether they may share it, being of one gang, is the
-        # intake's to say: ``dra_pods.share_claims``); the first by key counts its devices
+        # intake's to say: ``dra_pods.share_claims``); one of them counts its devices: the first
+        # by key of those it is reserved for (so a pod that joins later takes nothing over), else
+        # the first by key
         others = tuple(sorted(p for p in self.users.get(key, ()) if p != own
                               and (self.pods.get(p, {}).get("metadata") or {}).get("uid") != uid))
-        ours = {uid} | {str((self.pods.get(p, {}).get("metadata") or {}).get("uid", "")) for p in others}
+        uids = {p: str((self.pods.get(p, {}).get("metadata") or {}).get("uid", "")) for p in others}
+        uids[own] = uid
+        ours = set(uids.values())
+        holding = sorted(p for p, u in uids.items() if u in reserved)
+        counter = holding[0] if holding else min(uids)
         strangers = [u for u in reserved if u not in ours and u not in self.gone]
         if strangers:
             problems.append(f"{path}: ResourceClaim {key} is reserved for a pod usher does not place with this one "
@@ -287,7 +294,7 @@ class DraIndex:
         return PodClaim(entry["name"], key, spec, allocated_node(obj) if status.get("allocation") else None,
                         tuple((str(r.get("request")), str(r.get("device"))) for r in results
                               if isinstance(r, dict) and not r.get("adminAccess")),
-                        reserved, others, not others or own < others[0])
+                        reserved, others, counter == own)
 
     def _fit(self, claims: Sequence[PodClaim]) -> tuple[int, frozenset[str] | None, str | None]:
         """The GPUs the claims ask, the nodes whose devices can give them, and why not the rest.
