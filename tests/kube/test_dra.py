@@ -114,10 +114,11 @@ def test_another_device_class_is_refused_with_its_field_path():
 
 def test_fields_usher_does_not_implement_are_refused_not_ignored():
     spec = claim_spec(2, adminAccess=True)
-    spec["devices"]["constraints"] = [{"requests": ["gpus"], "distinctAttribute": "gpu.nvidia.com/nvlinkIsland"}]
+    spec["devices"]["constraints"] = [{"requests": ["gpus"], "distinctAttribute": "gpu.nvidia.com/nvlinkIsland",
+                                       "matchAttribute": "gpu.nvidia.com/nvlinkIsland"}]
     parsed = parse_claim_spec(spec, "ResourceClaim default/x spec")
     assert parsed.problems == (
-        "ResourceClaim default/x spec.devices.constraints[0].distinctAttribute: usher does not implement distinctAttribute yet",
+        "ResourceClaim default/x spec.devices.constraints[0]: exactly one of matchAttribute and distinctAttribute, not both",
     )
     assert parsed.requests[0].admin
     first = {"devices": {"requests": [{"name": "g", "firstAvailable": [
@@ -374,6 +375,35 @@ def test_a_request_that_tolerates_a_devices_taint_may_be_given_it():
         assert (got is not None and [d.name for d in got["gpus"]] == ["gpu-0"]) == given, tolerations
     bad = parse_claim_spec(claim_spec(1, tolerations=[{"operator": "Maybe"}]), "c")
     assert bad.problems == ("c.devices.requests[0].exactly.tolerations[0].operator: 'Maybe' is not Equal or Exists",)
+
+
+def test_distinct_attribute_gives_each_device_its_own_value():
+    """Two GPUs behind two PCIe roots (``distinctAttribute``): usher placed the pod on GPUs 0 and
+    1, which share one root, so another GPU on another root is given instead; two requests bound
+    together keep distinct values between them too, and an island of four cannot give five."""
+    devices = [device(i, island=i // 4) for i in range(8)]
+    for i, d in enumerate(devices):
+        d["attributes"]["resource.kubernetes.io/pcieRoot"] = {"string": f"pci{i // 2}"}
+    ix = index(("gpu-1", devices))
+    spec = claim_spec(2)
+    spec["devices"]["constraints"] = [{"distinctAttribute": "resource.kubernetes.io/pcieRoot"}]
+    parsed = parse_claim_spec(spec, "c")
+    assert parsed.problems == ()
+    got = choose(ix, parsed.requests, ix.devices["gpu-1"], [0, 1], set(), parsed.constraints)
+    assert [d.name for d in got["gpus"]] == ["gpu-0", "gpu-2"]
+    two = {"devices": {"requests": [{"name": "a", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2}},
+                                    {"name": "b", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2}}],
+                       "constraints": [{"distinctAttribute": "resource.kubernetes.io/pcieRoot"}]}}
+    parsed = parse_claim_spec(two, "c")
+    got = choose(ix, parsed.requests, ix.devices["gpu-1"], [], set(), parsed.constraints)
+    roots = [d.attributes["resource.kubernetes.io"]["pcieRoot"] for found in got.values() for d in found]
+    assert len(set(roots)) == 4
+    islands = claim_spec(3)
+    islands["devices"]["constraints"] = [{"distinctAttribute": "gpu.nvidia.com/nvlinkIsland"}]
+    parsed = parse_claim_spec(islands, "c")
+    assert choose(ix, parsed.requests, ix.devices["gpu-1"], [], set(), parsed.constraints) is None  # two islands only
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", islands))
+    assert ix.ask(pod(claim_name="c")).nodes == frozenset()
 
 
 def test_match_attribute_keeps_a_claims_devices_in_one_island():

@@ -386,6 +386,23 @@ async def test_a_burn_in_pod_that_tolerates_the_health_taint_gets_the_failed_gpu
     assert not plain["spec"].get("nodeName") and scheduled(plain)[0] == "Unschedulable", scheduled(plain)
 
 
+async def test_distinct_attribute_gives_two_gpus_behind_two_pcie_roots(sb: UsherOnSandbox) -> None:
+    """The driver stand-in puts GPUs two by two behind one PCIe root; a claim for 2 GPUs with
+    ``distinctAttribute: resource.kubernetes.io/pcieRoot`` is given two behind two roots."""
+    await setup(sb, "gpu-1")
+    await sb.start_usher(sb.tmp)
+    spec = claim_spec(2)
+    spec["devices"]["constraints"] = [{"distinctAttribute": "resource.kubernetes.io/pcieRoot"}]
+    await make_claim(sb, "apart", spec)
+    await sb.create(PODS, claim_pod("apart", claim="apart"))
+    await sb.pod_where("apart", lambda p: p["status"].get("phase") == "Running")
+    results = (await sb.get(f"{CLAIMS}/apart"))["status"]["allocation"]["devices"]["results"]
+    slices = (await sb.req("GET", f"{DRA}/resourceslices"))["items"]
+    root = {d["name"]: d["attributes"]["resource.kubernetes.io/pcieRoot"]["string"]
+            for s in slices for d in s["spec"]["devices"]}
+    assert len(results) == 2 and len({root[r["device"]] for r in results}) == 2, results
+
+
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"
 
 

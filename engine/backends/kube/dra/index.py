@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cel import SelectorError, Selectors
-from .model import (GPU_CLASS, GPU_DRIVER, AllocationMode, ClaimSpec, Device, DraKind, MatchAttribute, Request,
-                    allocated_node, class_selectors, parse_claim_spec, slice_devices)
+from .model import (GPU_CLASS, GPU_DRIVER, AllocationMode, ClaimSpec, Device, DistinctAttribute, DraKind, MatchAttribute,
+                    Request, allocated_node, class_selectors, parse_claim_spec, slice_devices)
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,14 +412,34 @@ def _named_claims(pod: dict[str, Any] | None) -> list[str]:
 
 
 def choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Device], prefer: Sequence[int],
-           taken: set[str], constraints: Sequence[MatchAttribute] = ()) -> dict[str, list[Device]] | None:
+           taken: set[str], constraints: Sequence[MatchAttribute | DistinctAttribute] = ()) -> dict[str, list[Device]] | None:
     """Devices for each request (by name) from ``devices``, none in ``taken``, the GPUs in
     ``prefer`` first (in that order), then by index; None when a request cannot be met. With
     ``matchAttribute`` constraints, each value of the attribute is tried (the one holding the
-    most preferred GPUs first) with the constrained requests' devices limited to it. Raises
+    most preferred GPUs first) with the constrained requests' devices limited to it. With
+    ``distinctAttribute`` constraints, devices are taken in that order skipping one whose value
+    a device already taken for them has (greedy: a claim whose requests could be met only by
+    another choice among them waits), and the whole answer is checked against them. Raises
     ``SelectorError`` for a selector that cannot say."""
+    distinct = tuple(c for c in constraints if isinstance(c, DistinctAttribute))
+    if distinct:
+        got = _choose_matching(index, requests, devices, prefer, taken,
+                               [c for c in constraints if isinstance(c, MatchAttribute)], distinct)
+        return got if got is not None and all(_distinct(got, c) for c in distinct) else None
+    return _choose_matching(index, requests, devices, prefer, taken, list(constraints), ())
+
+
+def _distinct(got: dict[str, list[Device]], constraint: DistinctAttribute) -> bool:
+    values = [constraint.value(d) for name, found in got.items() if constraint.covers(name) for d in found]
+    return None not in values and len(values) == len(set(map(repr, values)))
+
+
+def _choose_matching(index: DraIndex, requests: Sequence[Request], devices: Sequence[Device], prefer: Sequence[int],
+                     taken: set[str], constraints: Sequence[MatchAttribute],
+                     distinct: tuple[DistinctAttribute, ...]) -> dict[str, list[Device]] | None:
+    """``choose``, its ``matchAttribute`` constraints one after another."""
     if not constraints:
-        return _choose(index, requests, devices, prefer, taken)
+        return _choose(index, requests, devices, prefer, taken, distinct)
     first, rest = constraints[0], constraints[1:]
     covered = set(first.requests) or {r.name for r in requests}
     values = {first.value(d) for d in devices if first.value(d) is not None}
@@ -427,7 +447,7 @@ def choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Devic
     for value in sorted(values, key=lambda v: (-sum(1 for d in devices if first.value(d) == v and d.index in wanted), str(v))):
         # a device without the attribute, or with another value, cannot serve a covered request
         allowed = [d for d in devices if first.value(d) == value]
-        got = _split(index, requests, covered, devices, allowed, prefer, taken, rest)
+        got = _split(index, requests, covered, devices, allowed, prefer, taken, rest, distinct)
         if got is not None:
             return got
     return None
@@ -435,26 +455,50 @@ def choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Devic
 
 def _split(index: DraIndex, requests: Sequence[Request], covered: set[str], devices: Sequence[Device],
            allowed: Sequence[Device], prefer: Sequence[int], taken: set[str],
-           rest: Sequence[MatchAttribute]) -> dict[str, list[Device]] | None:
+           rest: Sequence[MatchAttribute], distinct: tuple[DistinctAttribute, ...]) -> dict[str, list[Device]] | None:
     """``choose`` with the covered requests on ``allowed`` and the others on every device."""
     inside = [r for r in requests if r.name in covered]
     outside = [r for r in requests if r.name not in covered]
-    got = choose(index, inside, allowed, prefer, taken, [c for c in rest if not c.requests or set(c.requests) <= covered])
+    got = _choose_matching(index, inside, allowed, prefer, taken,
+                           [c for c in rest if not c.requests or set(c.requests) <= covered], distinct)
     if got is None:
         return None
     used = taken | {d.name for found in got.values() for d in found}
-    more = choose(index, outside, devices, prefer, used, [c for c in rest if c.requests and not set(c.requests) <= covered])
+    more = _choose_matching(index, outside, devices, prefer, used,
+                            [c for c in rest if c.requests and not set(c.requests) <= covered], distinct)
     if more is None:
         return None
     return {**got, **more}  # keyed by the name each result carries (a subrequest's, for firstAvailable)
 
 
 def _choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Device], prefer: Sequence[int],
-            taken: set[str]) -> dict[str, list[Device]] | None:
+            taken: set[str], distinct: tuple[DistinctAttribute, ...] = ()) -> dict[str, list[Device]] | None:
     rank = {i: n for n, i in enumerate(prefer)}
     ordered = sorted(devices, key=lambda d: (rank.get(d.index, len(rank)) if d.index is not None else 1 << 30, d.index or 0))
     used = set(taken)
+    seen: list[set[str]] = [set() for _ in distinct]  # per distinctAttribute, the values taken
     out: dict[str, list[Device]] = {}
+
+    def pick(name: str, matching: list[Device], count: int | None) -> list[Device] | None:
+        """``count`` devices of ``matching`` in order (None: all of them), each with values of
+        the distinct attributes that bind ``name`` that no device taken for them has."""
+        binding = [n for n, c in enumerate(distinct) if c.covers(name)]
+        if not binding:
+            return matching if count is None else (matching[:count] if len(matching) >= count else None)
+        got: list[Device] = []
+        for d in matching:
+            values = [repr(distinct[n].value(d)) if distinct[n].value(d) is not None else None for n in binding]
+            if None in values or any(v in seen[n] for n, v in zip(binding, values)):
+                if count is None:
+                    return None  # All: every matching device, so each must be distinct
+                continue
+            got.append(d)
+            for n, v in zip(binding, values):
+                seen[n].add(v)
+            if count is not None and len(got) == count:
+                return got
+        return got if count is None and got else None
+
     for r in requests:
         if r.alternatives:
             # firstAvailable: the first subrequest the node's free devices can serve (its name,
@@ -463,10 +507,13 @@ def _choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Devi
                 selectors = index.request_selectors(alternative)
                 matching = [d for d in ordered if d.name not in used and alternative.may_use(d)
                             and index.selectors.matches(selectors, d)]
-                if len(matching) >= alternative.count:
-                    out[alternative.name] = matching[:alternative.count]
-                    used.update(d.name for d in out[alternative.name])
+                before = [set(s) for s in seen]
+                found = pick(alternative.name, matching, alternative.count)
+                if found is not None:
+                    out[alternative.name] = found
+                    used.update(d.name for d in found)
                     break
+                seen = before  # what the alternative tried is not taken
             else:
                 return None
             continue
@@ -477,12 +524,12 @@ def _choose(index: DraIndex, requests: Sequence[Request], devices: Sequence[Devi
         if r.mode == AllocationMode.ALL:
             if not matching or (not r.admin and any(d.name in taken and index.selectors.matches(selectors, d) for d in devices)):
                 return None
-            got = matching
+            found = pick(r.name, matching, None)
         else:
-            if len(matching) < r.count:
-                return None
-            got = matching[:r.count]
-        out[r.name] = got
+            found = pick(r.name, matching, r.count)
+        if found is None:
+            return None
+        out[r.name] = found
         if not r.admin:
-            used.update(d.name for d in got)
+            used.update(d.name for d in found)
     return out

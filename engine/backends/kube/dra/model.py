@@ -116,6 +116,24 @@ class MatchAttribute:
 
 
 @dataclass(frozen=True, slots=True)
+class DistinctAttribute:
+    """``constraints[].distinctAttribute``: each device of ``requests`` (empty: all the claim's)
+    has a value of ``domain/name`` no other of them has (two GPUs behind two PCIe roots); a
+    device without the attribute serves none of them."""
+
+    requests: tuple[str, ...]
+    domain: str
+    name: str
+
+    def value(self, device: "Device") -> Any:
+        return (device.attributes.get(self.domain) or {}).get(self.name)
+
+    def covers(self, request: str) -> bool:
+        """Whether the devices given for ``request`` (``req`` or ``req/sub``) are bound by it."""
+        return not self.requests or request.split("/", 1)[0] in self.requests
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimSpec:
     """A claim's (or a template's) device requests, and what usher cannot honour in it."""
 
@@ -123,7 +141,7 @@ class ClaimSpec:
     #: ``devices.config`` entries, copied into the allocation as the scheduler does (FromClaim)
     config: tuple[dict[str, Any], ...] = ()
     problems: tuple[str, ...] = ()
-    constraints: tuple[MatchAttribute, ...] = ()
+    constraints: tuple[MatchAttribute | DistinctAttribute, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,13 +189,17 @@ def parse_claim_spec(spec: Any, path: str) -> ClaimSpec:
     subrequests = {a.name for r in requests for a in r.alternatives}
     for i, raw in enumerate(devices.get("constraints") or []):
         where = f"{path}.devices.constraints[{i}]"
-        if not isinstance(raw, dict) or raw.get("distinctAttribute"):
-            problems.append(f"{where}.distinctAttribute: usher does not implement distinctAttribute yet")
+        if not isinstance(raw, dict):
+            problems.append(f"{where}: a constraint is an object")
             continue
-        attribute = raw.get("matchAttribute")
+        field_name = "distinctAttribute" if raw.get("distinctAttribute") is not None else "matchAttribute"
+        if raw.get("distinctAttribute") is not None and raw.get("matchAttribute") is not None:
+            problems.append(f"{where}: exactly one of matchAttribute and distinctAttribute, not both")
+            continue
+        attribute = raw.get(field_name)
         domain, _, name = str(attribute or "").rpartition("/")
         if not isinstance(attribute, str) or not domain or not name:
-            problems.append(f"{where}.matchAttribute: a fully qualified attribute name (domain/name) is required, "
+            problems.append(f"{where}.{field_name}: a fully qualified attribute name (domain/name) is required, "
                             f"not {attribute!r}")
             continue
         wanted = tuple(raw.get("requests") or ())
@@ -187,7 +209,8 @@ def parse_claim_spec(spec: Any, path: str) -> ClaimSpec:
                                 f"({r!r}) yet; name the request ({r.split('/')[0]!r}), whichever alternative serves it")
             elif r not in names:
                 problems.append(f"{where}.requests[{j}]: {r!r} is not a request of the claim")
-        constraints.append(MatchAttribute(wanted, domain, name))
+        kind = DistinctAttribute if field_name == "distinctAttribute" else MatchAttribute
+        constraints.append(kind(wanted, domain, name))
     config = []
     for i, raw in enumerate(devices.get("config") or []):
         if not isinstance(raw, dict) or not isinstance(raw.get("opaque"), dict):
