@@ -426,9 +426,8 @@ class Cluster:
         """A bind about to be sent: the sender's own mirror must not show its gang held or its node cordoned."""
         mirror = ctrl.mirror
         gang = next((g for g in mirror.gangs.values() if any(v.namespace == namespace and v.name == pod for v in g.pods.values())), None)
-        if gang is not None and any(v.held for v in gang.live()):
-            held = [v.name for v in gang.live() if v.held]
-            self.violate(f"{ctrl.identity} sends bind {pod}->{node} while its mirror shows gang {gang.key} held ({held}); "
+        if gang is not None and mirror.held(gang):  # the operators' decisions (usher-decisions) hold it
+            self.violate(f"{ctrl.identity} sends bind {pod}->{node} while its mirror shows gang {gang.key} held; "
                          f"binding={gang.binding} teardown={gang.teardown}")
         view = mirror.nodes.get(node)
         if view is not None and view.unschedulable:
