@@ -373,8 +373,20 @@ def test_a_request_that_tolerates_a_devices_taint_may_be_given_it():
         assert spec.problems == ()
         got = choose(ix, spec.requests, ix.devices["gpu-1"], [0], set())
         assert (got is not None and [d.name for d in got["gpus"]] == ["gpu-0"]) == given, tolerations
-    bad = parse_claim_spec(claim_spec(1, tolerations=[{"operator": "Maybe"}]), "c")
-    assert bad.problems == ("c.devices.requests[0].exactly.tolerations[0].operator: 'Maybe' is not Equal or Exists",)
+    bad = parse_claim_spec(claim_spec(1, tolerations=[{"operator": "Maybe"}, {"operator": {"a": 1}},
+                                                      {"operator": "Exists", "tolerationSeconds": "soon"}]), "c")
+    assert bad.problems == ("c.devices.requests[0].exactly.tolerations[0].operator: 'Maybe' is not Equal or Exists",
+                            "c.devices.requests[0].exactly.tolerations[1].operator: {'a': 1} is not Equal or Exists",
+                            "c.devices.requests[0].exactly.tolerations[2].tolerationSeconds: 'soon' is not a whole "
+                            "number of seconds")
+    # a NoExecute taint tolerated only for a while is not tolerated: the pod would be evicted then
+    devices[0]["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoExecute"}]
+    ix = index(("gpu-1", devices))
+    for seconds, given in ((None, True), (60, False)):
+        toleration = {"key": "gpu.nvidia.com/xid", "operator": "Exists",
+                      **({"tolerationSeconds": seconds} if seconds is not None else {})}
+        spec = parse_claim_spec(claim_spec(1, selectors=(first,), tolerations=[toleration]), "c")
+        assert (choose(ix, spec.requests, ix.devices["gpu-1"], [0], set()) is not None) == given, seconds
 
 
 def test_distinct_attribute_gives_each_device_its_own_value():
@@ -531,6 +543,15 @@ def test_a_pod_joining_an_allocated_shared_claim_is_held_to_its_node_and_counts_
     assert ix.ask(pod("0-launcher", claim_name="shared")).gpus == 0
     assert ix.ask(pod("a-launcher", claim_name="shared")).gpus == 2
     ix.pod_changed("default/0-launcher", None)
+    # a worker joining it with a claim of its own too is not given the shared claim's devices for it
+    ix.object_changed(DraKind.CLAIM, "default/own", claim("own", claim_spec(1, selectors=(
+        "device.attributes['gpu.nvidia.com'].index < 2",))))
+    both = pod("worker", claim_name="shared")
+    both["spec"]["resourceClaims"].append({"name": "own", "resourceClaimName": "own"})
+    ix.pod_changed("default/worker", both)
+    done = plan(ix, [Placed("default/worker", "worker", "default", "uid-worker", "gpu-2", (5,))])
+    assert done == "claim default/own: node gpu-2 has not devices enough free that match its requests"
+    ix.pod_changed("default/worker", pod("worker", claim_name="shared"))
     # reserved for a pod usher does not place (another scheduler's): not shared with it
     held = claim("held", claim_spec(2), {**ix.claims["default/shared"]["status"],
                                          "reservedFor": [{"resource": "pods", "name": "theirs", "uid": "uid-theirs"}]})

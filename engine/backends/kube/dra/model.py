@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..taints import Taint, TaintEffect, Toleration, TolerationOperator
+from ..taints import Taint, TaintEffect, Toleration, TolerationOperator, untolerated
 
 #: the API group and version usher reads and writes
 GROUP = "resource.k8s.io"
@@ -98,8 +98,9 @@ class Request:
     tolerations: tuple[Toleration, ...] = ()
 
     def may_use(self, device: Device) -> bool:
-        """Whether every taint that keeps claims off ``device`` is one this request tolerates."""
-        return all(any(t.matches(taint) for t in self.tolerations) for taint in device.taints)
+        """Whether every taint that keeps claims off ``device`` is one this request tolerates for
+        ever (one tolerated for ``tolerationSeconds`` only evicts the pod then: as for nodes)."""
+        return untolerated(self.tolerations, device.taints) is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +285,8 @@ def _exact(request_name: str, exact: dict[str, Any], where: str, path: str, prob
             continue
         selectors.append(Selector(expression, f"{where}.selectors[{j}].cel.expression"))
     tolerations = _tolerations(exact.get("tolerations"), f"{where}.tolerations", problems)
+    if exact.get("adminAccess") is not None and not isinstance(exact.get("adminAccess"), bool):
+        problems.append(f"{where}.adminAccess: {exact['adminAccess']!r} is not true or false")
     return Request(request_name, klass, mode, count, tuple(selectors), path, admin=exact.get("adminAccess") is True,
                    tolerations=tolerations)
 
@@ -299,16 +302,20 @@ def _tolerations(raw: Any, where: str, problems: list[str]) -> tuple[Toleration,
             continue
         operator = t.get("operator") or TolerationOperator.EQUAL
         effect = t.get("effect") or None
-        if operator not in set(TolerationOperator):
+        seconds = t.get("tolerationSeconds")
+        if not isinstance(operator, str) or operator not in set(TolerationOperator):
             problems.append(f"{where}[{i}].operator: {operator!r} is not Equal or Exists")
             continue
-        if effect is not None and effect not in DEVICE_EFFECTS:
+        if seconds is not None and (not isinstance(seconds, int) or isinstance(seconds, bool)):
+            problems.append(f"{where}[{i}].tolerationSeconds: {seconds!r} is not a whole number of seconds")
+            continue
+        if effect is not None and (not isinstance(effect, str) or effect not in DEVICE_EFFECTS):
             problems.append(f"{where}[{i}].effect: {effect!r} is not NoSchedule, NoExecute or None")
             continue
         if effect == "None":
             continue
         out.append(Toleration(str(t.get("key") or ""), TolerationOperator(operator), str(t.get("value") or ""),
-                              TaintEffect(effect) if effect is not None else None))
+                              TaintEffect(effect) if effect is not None else None, seconds))
     return tuple(out)
 
 

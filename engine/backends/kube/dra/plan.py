@@ -115,6 +115,9 @@ def plan(index: DraIndex, pods: Sequence[Placed]) -> ClaimPlan | str:
                     return f"claim {claim.key} is allocated on node {claim.allocated_on}, not {p.node} where pod {p.key} was placed"
                 if claim.counted:
                     mine.extend(_indices(d for _, d in claim.allocated))
+                # its devices are held (by this pod or, shared, by another): not for the pod's other claims
+                taken.update(d for _, d in claim.allocated)
+                given[p.node].update(d for _, d in claim.allocated)
                 writes.append(ClaimWrite(claim.key, p, None, (*reserved, ref), version))
                 continue
             if not claim.counted:
