@@ -315,6 +315,34 @@ async def test_a_claim_shared_by_a_launcher_and_its_workers_is_allocated_once_an
     assert len(allocations) == 1, [r.path for r in allocations]
 
 
+async def test_when_the_pod_that_counts_a_shared_claim_ends_another_counts_it_and_quota_stays_charged(sb: UsherOnSandbox) -> None:
+    """The launcher (first by name: it counts the claim's 4 GPUs) ends after a minute; the workers
+    run on with the claim. Queue ``small`` (4 GPUs) stays full: a later pod asking one GPU waits
+    for quota rather than starting over devices the workers still use."""
+    await setup(sb, "gpu-1")
+    await sb.start_usher(sb.tmp)
+    await make_claim(sb, "shared", claim_spec(4))
+    names = ("a-launcher", "worker-0", "worker-1")
+    for name in names:
+        body = claim_pod(name, claim="shared", gang="mpi", size=3, queue="small")
+        if name == "a-launcher":
+            body["metadata"]["annotations"] = {"usher/duration": "60s"}
+        await sb.create(PODS, body)
+
+    async def running() -> bool:
+        phases = [(await sb.get(f"{PODS}/{name}"))["status"].get("phase") for name in names]
+        return phases == ["Running"] * len(names)
+
+    await sb.until(running, "the gang runs")
+    sb.advance(61)
+    await sb.pod_where("a-launcher", lambda p: p["status"].get("phase") == "Succeeded")
+    await make_claim(sb, "late", claim_spec(1))
+    await sb.create(PODS, claim_pod("late", claim="late", queue="small"))
+    late = await sb.pod_where("late", lambda p: p["spec"].get("nodeName") or scheduled(p)[0])
+    assert not late["spec"].get("nodeName"), "started over the workers' devices, past the queue's quota"
+    assert scheduled(late)[0] == "WaitingForQuota", scheduled(late)
+
+
 async def test_the_pods_sharing_a_claim_are_placed_on_one_node_whatever_else_they_prefer(sb: UsherOnSandbox) -> None:
     """The launcher must run on gpu-2; its workers would rather run on gpu-1. Their claim's devices
     are one node's, so usher places them beside the launcher (else the claim could not be

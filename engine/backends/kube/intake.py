@@ -298,6 +298,10 @@ class Intake:
             if old is None or (old.gpu_milli, old.claim_nodes, old.problem, old.claims_waiting, old.rules) != \
                     (view.gpu_milli, view.claim_nodes, view.problem, view.claims_waiting, view.rules):
                 mirror.pod_changed(view, key, now)
+                if old is not None and old.node and view.node and (old.gpu_milli, old.gpus) != (view.gpu_milli, view.gpus):
+                    # a running pod now counts a shared claim's devices (the one that did ended): the
+                    # engine is built again, so its job is charged for them and they stay taken
+                    mirror.dirty = True
 
     def _uses_claims(self, key: str, obj: dict[str, Any], deleted: bool) -> None:
         """Which claims a pod uses, and where (``volumes``): ReadWriteOncePod, Multi-Attach and
