@@ -253,6 +253,8 @@ class Intake:
                 group = self._group_of(pod_key, pod)
                 if group != before:  # its gang is another now, or its size, or its owner's annotations
                     mirror.pod_changed(self._view(pod, group), pod_key, now)
+                    # the pods it shares a claim with judge that sharing by its gang
+                    self._review(mirror.dra.sharers(pod_key, pod), now)
         else:
             self.pending_config = (None if deleted else obj, obj)
 
