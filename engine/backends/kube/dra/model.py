@@ -103,6 +103,11 @@ class Request:
         return untolerated(self.tolerations, device.taints) is None
 
 
+def attribute_value(device: "Device", domain: str, name: str) -> Any:
+    """A device's value of the attribute ``domain/name`` (None: it has none)."""
+    return (device.attributes.get(domain) or {}).get(name)
+
+
 @dataclass(frozen=True, slots=True)
 class MatchAttribute:
     """``constraints[].matchAttribute``: the devices of ``requests`` (empty: all the claim's)
@@ -113,7 +118,7 @@ class MatchAttribute:
     name: str
 
     def value(self, device: "Device") -> Any:
-        return (device.attributes.get(self.domain) or {}).get(self.name)
+        return attribute_value(device, self.domain, self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +132,7 @@ class DistinctAttribute:
     name: str
 
     def value(self, device: "Device") -> Any:
-        return (device.attributes.get(self.domain) or {}).get(self.name)
+        return attribute_value(device, self.domain, self.name)
 
     def covers(self, request: str) -> bool:
         """Whether the devices given for ``request`` (``req`` or ``req/sub``) are bound by it."""
