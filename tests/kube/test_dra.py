@@ -375,8 +375,8 @@ def test_a_request_that_tolerates_a_devices_taint_may_be_given_it():
         assert (got is not None and [d.name for d in got["gpus"]] == ["gpu-0"]) == given, tolerations
     bad = parse_claim_spec(claim_spec(1, tolerations=[{"operator": "Maybe"}, {"operator": {"a": 1}},
                                                       {"operator": "Exists", "tolerationSeconds": "soon"}]), "c")
-    assert bad.problems == ("c.devices.requests[0].exactly.tolerations[0].operator: 'Maybe' is not Equal or Exists",
-                            "c.devices.requests[0].exactly.tolerations[1].operator: {'a': 1} is not Equal or Exists",
+    assert bad.problems == ("c.devices.requests[0].exactly.tolerations[0].operator: 'Maybe' is not one of Exists, Equal",
+                            "c.devices.requests[0].exactly.tolerations[1].operator: {'a': 1} is not one of Exists, Equal",
                             "c.devices.requests[0].exactly.tolerations[2].tolerationSeconds: 'soon' is not a whole "
                             "number of seconds")
     # a NoExecute taint tolerated only for a while is not tolerated: the pod would be evicted then
@@ -387,6 +387,34 @@ def test_a_request_that_tolerates_a_devices_taint_may_be_given_it():
                       **({"tolerationSeconds": seconds} if seconds is not None else {})}
         spec = parse_claim_spec(claim_spec(1, selectors=(first,), tolerations=[toleration]), "c")
         assert (choose(ix, spec.requests, ix.devices["gpu-1"], [0], set()) is not None) == given, seconds
+
+
+def test_device_tolerations_are_read_by_the_pods_rules():
+    """A request's tolerations are read as a pod's are (``taints``), with a device's effects: an
+    ``Exists`` toleration with a value, or an ``Equal`` one with no key, is refused as the API
+    server refuses it (before, a device toleration was read more loosely than a pod's: the first
+    tolerated every ``k`` taint, whatever its value); ``PreferNoSchedule`` is not a device effect;
+    ``None`` matches only taints that keep nobody off; ``tolerationSeconds`` counts only for
+    ``NoExecute``, so a ``NoSchedule`` toleration with seconds still tolerates."""
+    bad = parse_claim_spec(claim_spec(1, tolerations=[
+        {"key": "k", "operator": "Exists", "value": "v"}, {"operator": "Equal", "value": "v"},
+        {"key": "k", "operator": "Exists", "effect": "PreferNoSchedule"}]), "c")
+    where = "c.devices.requests[0].exactly.tolerations"
+    assert bad.problems == (
+        f"{where}[0].value: must be empty when the operator is Exists (got 'v')",
+        f"{where}[1].key: an empty key (every taint) needs the operator Exists",
+        f"{where}[2].effect: 'PreferNoSchedule' is not one of NoSchedule, NoExecute, None (or empty for all)")
+    devices = [device(i) for i in range(8)]
+    devices[0]["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]
+    ix = index(("gpu-1", devices))
+    first = 'device.attributes["gpu.nvidia.com"].index == 0'
+    for toleration, given in (
+        ({"key": "gpu.nvidia.com/xid", "operator": "Exists", "effect": "None"}, False),
+        ({"key": "gpu.nvidia.com/xid", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 5}, True),
+    ):
+        spec = parse_claim_spec(claim_spec(1, selectors=(first,), tolerations=[toleration]), "c")
+        assert spec.problems == ()
+        assert (choose(ix, spec.requests, ix.devices["gpu-1"], [0], set()) is not None) == given, toleration
 
 
 def test_distinct_attribute_gives_each_device_its_own_value():

@@ -9,8 +9,9 @@ Which toleration counts, when several match one taint, follows the taint evictio
 ever; zero or less: not at all) is how long the pod may stay on a node with that ``NoExecute``
 taint. Tolerations are therefore kept in the order written (duplicates dropped), never sorted.
 
-A DRA request's device tolerations match a device's taints by the same rule (``dra.model``
-reads them into ``Toleration`` and ``Taint``).
+A DRA request's device tolerations are read here too (``parse_device_tolerations``, with a
+device taint's effects) and match a device's taints by the same rule (``dra.model`` reads the
+taints into ``Taint``).
 
 ``node_taints`` reads a node's taints as the engine's plain ``(key, value, effect)`` tuples,
 leaving out those the control plane mirrors from a node's state (``unschedulable``,
@@ -170,13 +171,28 @@ def parse_tolerations(raw: Any, problems: list[str]) -> tuple[Toleration, ...]:
     return _read(raw, problems)
 
 
-def _read(raw: Any, problems: list[str]) -> tuple[Toleration, ...]:
-    if not isinstance(raw, list):
-        problems.append(f"{TOLERATIONS}: expected a list, got {type_name(raw)}")
+def parse_device_tolerations(raw: Any, where: str, problems: list[str]) -> tuple[Toleration, ...]:
+    """A DRA request's ``tolerations`` (written at ``where``), by the same rules as a pod's, with a
+    device taint's effects: ``NoSchedule``, ``NoExecute``, or ``None``, which matches only taints
+    that keep nobody off and so is left out. Never raises."""
+    return _read(raw, problems, where=where, device=True)
+
+
+#: the effects a device toleration may name; ``None`` matches only taints that keep nobody off
+DEVICE_EFFECT_NONE = "None"
+_DEVICE_EFFECTS = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
+
+
+def _read(raw: Any, problems: list[str], *, where: str = TOLERATIONS, device: bool = False) -> tuple[Toleration, ...]:
+    if raw is None:
         return ()
+    if not isinstance(raw, list):
+        problems.append(f"{where}: expected a list, got {type_name(raw)}")
+        return ()
+    effects = _DEVICE_EFFECTS if device else tuple(TaintEffect)
     out: dict[Toleration, None] = {}
     for i, item in enumerate(raw):
-        path = f"{TOLERATIONS}[{i}]"
+        path = f"{where}[{i}]"
         if not isinstance(item, Mapping):
             problems.append(f"{path}: expected an object, got {type_name(item)}")
             continue
@@ -198,12 +214,16 @@ def _read(raw: Any, problems: list[str]) -> tuple[Toleration, ...]:
             continue
         effect_text = item.get("effect") or None
         effect = enum_member(TaintEffect, effect_text)
-        if effect_text is not None and effect is None:
-            problems.append(f"{path}.effect: {effect_text!r} is not one of {enum_choices(TaintEffect)} (or empty for all)")
+        keeps_nobody_off = device and effect_text == DEVICE_EFFECT_NONE
+        if effect_text is not None and (effect not in effects) and not keeps_nobody_off:
+            choices = ", ".join([*effects, DEVICE_EFFECT_NONE] if device else effects)
+            problems.append(f"{path}.effect: {effect_text!r} is not one of {choices} (or empty for all)")
             continue
         seconds = item.get("tolerationSeconds")
         if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
             problems.append(f"{path}.tolerationSeconds: {seconds!r} is not a whole number of seconds")
+            continue
+        if keeps_nobody_off:
             continue
         # kube ignores tolerationSeconds unless the toleration can match a NoExecute taint
         if effect not in (None, TaintEffect.NO_EXECUTE):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..taints import Taint, TaintEffect, Toleration, TolerationOperator, untolerated
+from ..taints import Taint, TaintEffect, Toleration, parse_device_tolerations, untolerated
 
 #: the API group and version usher reads and writes
 GROUP = "resource.k8s.io"
@@ -73,8 +73,6 @@ class Selector:
 #: the device taint effects that keep a claim that does not tolerate them off a device (a taint with
 #: effect ``None`` only says something: nobody is kept off)
 KEEPING_OFF = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
-#: the effects a device toleration may name (``None`` too, which matches only ``None`` taints)
-DEVICE_EFFECTS = (*KEEPING_OFF, "None")
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,39 +287,11 @@ def _exact(request_name: str, exact: dict[str, Any], where: str, path: str, prob
             problems.append(f"{where}.selectors[{j}].cel.expression: required")
             continue
         selectors.append(Selector(expression, f"{where}.selectors[{j}].cel.expression"))
-    tolerations = _tolerations(exact.get("tolerations"), f"{where}.tolerations", problems)
+    tolerations = parse_device_tolerations(exact.get("tolerations"), f"{where}.tolerations", problems)
     if exact.get("adminAccess") is not None and not isinstance(exact.get("adminAccess"), bool):
         problems.append(f"{where}.adminAccess: {exact['adminAccess']!r} is not true or false")
     return Request(request_name, klass, mode, count, tuple(selectors), path, admin=exact.get("adminAccess") is True,
                    tolerations=tolerations)
-
-
-def _tolerations(raw: Any, where: str, problems: list[str]) -> tuple[Toleration, ...]:
-    """A request's device tolerations; one usher cannot read is a problem with its path (the API
-    server refuses such values, so only a server that does not validate lets one through). One of
-    effect ``None`` is left out: it matches only taints that keep nobody off."""
-    out = []
-    for i, t in enumerate(raw or []):
-        if not isinstance(t, dict):
-            problems.append(f"{where}[{i}]: a toleration is an object")
-            continue
-        operator = t.get("operator") or TolerationOperator.EQUAL
-        effect = t.get("effect") or None
-        seconds = t.get("tolerationSeconds")
-        if not isinstance(operator, str) or operator not in set(TolerationOperator):
-            problems.append(f"{where}[{i}].operator: {operator!r} is not Equal or Exists")
-            continue
-        if seconds is not None and (not isinstance(seconds, int) or isinstance(seconds, bool)):
-            problems.append(f"{where}[{i}].tolerationSeconds: {seconds!r} is not a whole number of seconds")
-            continue
-        if effect is not None and (not isinstance(effect, str) or effect not in DEVICE_EFFECTS):
-            problems.append(f"{where}[{i}].effect: {effect!r} is not NoSchedule, NoExecute or None")
-            continue
-        if effect == "None":
-            continue
-        out.append(Toleration(str(t.get("key") or ""), TolerationOperator(operator), str(t.get("value") or ""),
-                              TaintEffect(effect) if effect is not None else None, seconds))
-    return tuple(out)
 
 
 def class_selectors(obj: dict[str, Any] | None) -> tuple[Selector, ...]:
