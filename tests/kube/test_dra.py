@@ -389,6 +389,24 @@ def test_a_request_that_tolerates_a_devices_taint_may_be_given_it():
         assert (choose(ix, spec.requests, ix.devices["gpu-1"], [0], set()) is not None) == given, seconds
 
 
+def test_a_claim_allocated_for_nodes_usher_cannot_name_is_a_problem_not_allocated_again():
+    """Another scheduler allocated a claim for every node of a rack (a nodeSelector by label, as a
+    network-attached device's is): usher cannot say where such a pod would run, so the pod waits
+    with the field; before, the claim read as unallocated and usher allocated it a second time."""
+    ix = index(("gpu-1", [device(i) for i in range(8)]))
+    allocation = {"devices": {"results": [{"request": "gpus", "driver": "gpu.nvidia.com", "pool": "gpu-1", "device": "gpu-0"}]},
+                  "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                      {"key": "usher/rack", "operator": "In", "values": ["r1"]}]}]}}
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", claim_spec(1), {"allocation": allocation}))
+    assert ix.ask(pod(claim_name="c")).problems == (
+        "spec.resourceClaims[0]: ResourceClaim default/c is allocated for the nodes its allocation's nodeSelector "
+        "picks, not for one named node; usher places pods only on claims allocated on one node",)
+    allocation["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}]}]}
+    ix.object_changed(DraKind.CLAIM, "default/c", claim("c", claim_spec(1), {"allocation": allocation}))
+    assert ix.ask(pod(claim_name="c")).problems == ()
+
+
 def test_device_tolerations_are_read_by_the_pods_rules():
     """A request's tolerations are read as a pod's are (``taints``), with a device's effects: an
     ``Exists`` toleration with a value, or an ``Equal`` one with no key, is refused as the API

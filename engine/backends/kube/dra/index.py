@@ -290,8 +290,12 @@ class DraIndex:
         if strangers:
             problems.append(f"{path}: ResourceClaim {key} is reserved for a pod usher does not place with this one "
                             f"(uid {strangers[0]}); usher shares a claim only among the pods of one gang it schedules")
+        on = allocated_node(obj) if status.get("allocation") else None
+        if status.get("allocation") and on is None:
+            problems.append(f"{path}: ResourceClaim {key} is allocated for the nodes its allocation's nodeSelector "
+                            f"picks, not for one named node; usher places pods only on claims allocated on one node")
         # a device given with admin access is not the pod's: others hold it (or may)
-        return PodClaim(entry["name"], key, spec, allocated_node(obj) if status.get("allocation") else None,
+        return PodClaim(entry["name"], key, spec, on,
                         tuple((str(r.get("request")), str(r.get("device"))) for r in results
                               if isinstance(r, dict) and not r.get("adminAccess")),
                         reserved, others, counter == own)
