@@ -5,6 +5,7 @@
     USHER_BENCH_POOL=8 python bench/kube.py binds   # the client's request pool at 8 connections
     python bench/kube.py volumes    # 2,000 one-GPU pods without volumes, then with one claim each
     USHER_BENCH_NODES=100 USHER_BENCH_PODS=200 python bench/kube.py claims   # nvidia.com/gpu, then device claims
+    python bench/kube.py rules      # 500 one-GPU pods on 1,000 nodes, then the same as one replica per node spread over racks
 
 ``volumes`` runs two rounds back to back, each against a fresh sandbox of 1,000 nodes: the same
 number of one-GPU pods, created over HTTP before the controller starts, first without volumes,
@@ -15,7 +16,11 @@ provisioner's volume, the PV controller's bind, then the pod's. Binds/s and CPU 
 ``claims`` is the same with the GPU itself asked as a device claim (a ResourceClaimTemplate of one
 ``gpu.nvidia.com`` device, no ``nvidia.com/gpu``; the resourceclaim controller has made every
 claim before the controller starts): each bind goes through the claims PreBind (the claim's
-``status.allocation`` and ``reservedFor`` written) before the pod's.
+``status.allocation`` and ``reservedFor`` written) before the pod's. ``rules`` is the same with
+each pod a replica of an inference service: label ``app: serve``, a required pod anti-affinity on
+``kubernetes.io/hostname`` against that label (never two on one node) and a ``DoNotSchedule``
+spread of skew 1 over ``usher/rack``; so each placement is judged against every replica placed
+before it (500 by default; ``USHER_BENCH_PODS`` is capped at what the racks can hold, :func:`spread_room`).
 
 ``binds`` also prints the CPU each process used while binding, per bind: on a shared machine that
 is steadier than the rate. Then, against the same sandbox in the same run, it measures the floor:
@@ -71,6 +76,8 @@ FLOOR_SCHEDULER = "bench-floor"
 GPUS_ANNOTATION = "usher/gpus"
 #: the GPUs of each node in :func:`scenario`
 NODE_GPUS = 8
+#: the nodes of each rack in :func:`scenario`
+RACK_NODES = 16
 
 
 def trust(kubeconfig: Path) -> ssl.SSLContext | bool:
@@ -88,7 +95,7 @@ def scenario(nodes: int, pods: int) -> str:
         "name: kube-bench",
         "topology: {levels: [usher/rack, kubernetes.io/hostname]}",
         "nodeGroups:",
-        f"  - {{prefix: n, count: {nodes}, layout: {{usher/rack: 16}}, template: {{gpus: 8, gpuModel: H100}}}}",
+        f"  - {{prefix: n, count: {nodes}, layout: {{usher/rack: {RACK_NODES}}}, template: {{gpus: 8, gpuModel: H100}}}}",
         "queues: [{name: q}]",
         "jobs:" if pods else "jobs: []",
     ]
@@ -322,6 +329,7 @@ class Ask(StrEnum):
     PLAIN = "plain"  # nvidia.com/gpu from the device plugin, no volume
     VOLUME = "volume"  # the same, with a scratch claim of its own (a generic ephemeral volume)
     CLAIM = "claim"  # its GPU as a device claim made from a ResourceClaimTemplate, no nvidia.com/gpu
+    RULES = "rules"  # nvidia.com/gpu, one replica per node (required anti-affinity) spread evenly over racks
 
 
 #: the ResourceClaimTemplate the ``claim`` pods name: one GPU of NVIDIA's driver's class
@@ -343,12 +351,21 @@ def bench_pod(i: int, ask: Ask) -> dict:
     elif ask == Ask.CLAIM:
         container["resources"] = {"claims": [{"name": "gpu"}]}
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    labels = {"usher/queue": "q"}
+    if ask == Ask.RULES:
+        # what an inference Deployment's replicas carry: never two on one node, even over the racks
+        labels["app"] = "serve"
+        mine = {"matchLabels": {"app": "serve"}}
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": mine, "topologyKey": "kubernetes.io/hostname"}]}}
+        spec["topologySpreadConstraints"] = [
+            {"maxSkew": 1, "topologyKey": "usher/rack", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": mine}]
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"p{i}", "namespace": "default", "labels": {"usher/queue": "q"}}, "spec": spec}
+            "metadata": {"name": f"p{i}", "namespace": "default", "labels": labels}, "spec": spec}
 
 
 async def ask_round(nodes: int, pods: int, ask: Ask) -> dict[str, float]:
-    """One round of ``volumes`` or ``claims``: binds/s from the first cycle to the last bind, CPU per bind."""
+    """One round of ``volumes``, ``claims`` or ``rules``: binds/s from the first cycle to the last bind, CPU per bind."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.yaml"
         path.write_text(scenario(nodes, 0))
@@ -400,6 +417,8 @@ async def ask_round(nodes: int, pods: int, ask: Ask) -> dict[str, float]:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             await client.aclose()
+            if ask == Ask.RULES:
+                await check_rules(url, verify, headers, nodes)
             binds = max(ctrl.stats.binds, 1)
             return {"binds": ctrl.stats.binds, "errors": ctrl.stats.bind_errors, "rate": binds / (done - first_cycle),
                     "to_first": to_first, "to_first_cpu": to_first_cpu,
@@ -408,6 +427,31 @@ async def ask_round(nodes: int, pods: int, ask: Ask) -> dict[str, float]:
         finally:
             sandbox.terminate()
             sandbox.wait(10)
+
+
+async def check_rules(url: str, verify: ssl.SSLContext | bool, headers: dict[str, str], nodes: int) -> None:
+    """The ``rules`` round's placements keep the rules: never two replicas on one node, no rack
+    more than one replica ahead of another (every rack is eligible: all nodes are alike)."""
+    async with httpx.AsyncClient(base_url=url, timeout=60, verify=verify, headers=headers) as http:
+        r = await http.get("/api/v1/namespaces/default/pods", params={"labelSelector": "app=serve"})
+        r.raise_for_status()
+    on = [p["spec"].get("nodeName") for p in r.json()["items"] if p["spec"].get("nodeName")]
+    if len(set(on)) != len(on):
+        raise SystemExit(f"rules broken: {len(on)} replicas bound on {len(set(on))} nodes")
+    per_rack = [0] * -(-nodes // RACK_NODES)
+    for node in on:  # the sandbox names scenario nodes n0, n1, ... in order, RACK_NODES a rack
+        per_rack[int(node.lstrip("n")) // RACK_NODES] += 1
+    if max(per_rack) - min(per_rack) > 1:
+        raise SystemExit(f"rules broken: replicas per rack {min(per_rack)}-{max(per_rack)}, max skew 1")
+    print(f"rules kept: {len(on)} replicas on {len(on)} nodes, {min(per_rack)}-{max(per_rack)} a rack")
+
+
+def spread_room(nodes: int) -> int:
+    """How many ``rules`` replicas :func:`scenario`'s cluster can hold: one per node, and no rack more
+    than one ahead of the smallest rack (:data:`RACK_NODES` nodes a rack, the last one maybe fewer)."""
+    racks = -(-nodes // RACK_NODES)
+    smallest = nodes - RACK_NODES * (racks - 1)
+    return nodes if smallest == RACK_NODES else smallest + (racks - 1) * (smallest + 1)
 
 
 def measure_asks(nodes: int, pods: int, ask: Ask) -> None:
@@ -419,8 +463,9 @@ def measure_asks(nodes: int, pods: int, ask: Ask) -> None:
               f"{r['rate']:.0f} binds/s, controller CPU {r['cpu_ms']:.2f} ms per bind, sandbox {r['sandbox_ms']:.2f} ms, "
               f"start to first cycle {r['to_first']:.1f} s ({r['to_first_cpu']:.1f} s CPU)", flush=True)
     plain, other = rounds[Ask.PLAIN], rounds[ask]
-    title = {Ask.VOLUME: "with a volume claim per pod", Ask.CLAIM: "GPU as a device claim"}[ask]
-    print(f"| benchmark | nvidia.com/gpu, no volume | {title} | ratio |\n|---|---:|---:|---:|")
+    title = {Ask.VOLUME: "with a volume claim per pod", Ask.CLAIM: "GPU as a device claim",
+             Ask.RULES: "one per node, spread over racks"}[ask]
+    print(f"| benchmark | nvidia.com/gpu, nothing else | {title} | ratio |\n|---|---:|---:|---:|")
     print(f"| binds/s, first cycle to last bind | {plain['rate']:,.0f} | {other['rate']:,.0f} | {other['rate'] / plain['rate']:.2f} |")
     print(f"| controller CPU per bind | {plain['cpu_ms']:.2f} ms | {other['cpu_ms']:.2f} ms | {other['cpu_ms'] / plain['cpu_ms']:.2f} |")
     print(f"| sandbox CPU per bind | {plain['sandbox_ms']:.2f} ms | {other['sandbox_ms']:.2f} ms | {other['sandbox_ms'] / plain['sandbox_ms']:.2f} |")
@@ -441,8 +486,11 @@ def main(argv: list[str]) -> None:
             measure_asks(1000, int(os.environ.get("USHER_BENCH_PODS", "2000")), Ask.VOLUME)
         elif name == "claims":
             measure_asks(int(os.environ.get("USHER_BENCH_NODES", "1000")), int(os.environ.get("USHER_BENCH_PODS", "2000")), Ask.CLAIM)
+        elif name == "rules":
+            nodes = int(os.environ.get("USHER_BENCH_NODES", "1000"))
+            measure_asks(nodes, min(spread_room(nodes), int(os.environ.get("USHER_BENCH_PODS", "500"))), Ask.RULES)
         else:
-            raise SystemExit(f"unknown benchmark {name!r} (binds, coldstart, volumes, claims)")
+            raise SystemExit(f"unknown benchmark {name!r} (binds, coldstart, volumes, claims, rules)")
 
 
 if __name__ == "__main__":
