@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from ..selectors import SelectorOperator, selects
+from ..selectors import LabelSelector
 
 
 class Unsatisfiable(StrEnum):
@@ -40,33 +40,6 @@ class RuleKind(StrEnum):
     EXISTING_ANTI_AFFINITY = "anti-affinity of pods already there"
     SPREAD = "topology spread"
     MISSING_KEY = "topology label"
-
-
-Expression = tuple[str, SelectorOperator, frozenset[str]]
-
-
-@dataclass(slots=True, frozen=True)
-class LabelSelector:
-    """A ``metav1.LabelSelector``: every ``matchLabels`` pair and expression must hold (empty: all)."""
-
-    match_labels: tuple[tuple[str, str], ...] = ()
-    expressions: tuple[Expression, ...] = ()
-
-    def selects(self, labels: Mapping[str, str]) -> bool:
-        return selects(dict(self.match_labels), self.expressions, labels)
-
-    def words(self) -> str:
-        """``app=vllm`` / ``app in (a, b), tier`` for a message."""
-        parts = [f"{k}={v}" for k, v in self.match_labels]
-        for key, op, values in self.expressions:
-            shown = ", ".join(sorted(values))
-            parts.append({
-                SelectorOperator.IN: f"{key} in ({shown})",
-                SelectorOperator.NOT_IN: f"{key} notin ({shown})",
-                SelectorOperator.EXISTS: key,
-                SelectorOperator.DOES_NOT_EXIST: f"!{key}",
-            }[op])
-        return ",".join(parts) or "any labels"
 
 
 @dataclass(slots=True, frozen=True)

@@ -42,8 +42,9 @@ Conventions (documented for users in docs/operating.md):
   written by ``usher agent`` (``format_nvlink``, ``format_gpu_health``).
 
 Longer than the house's 600 lines on purpose: it is the one place where usher reads a pod's
-and a node's labels, annotations and requests (each rule once, as issue 30 asked), so a reader
-finds every honoured name and its parser here; the owners' rules are in ``owners``.
+and a node's labels, annotations and requests (each rule once, so that no two callers read one
+name two ways), so a reader finds every honoured name and its parser here; the owners' rules
+are in ``owners``.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ import yaml
 from ...scenario.limits import CONFIG_LIMITS
 from ...scenario.quantity import parse_cpu, parse_duration, parse_memory
 from ...scenario.yamltree import YamlLimitError, load_bounded
-from ...selectors import SelectorOperator, selects
+from ...selectors import label_selector_or_nothing
 from ...state import HOST_PORT, MILLI, PODS, UNLIMITED, Extras
 from .constraints import NodeConstraints, parse_constraints
 from .podrules import NO_RULES, PodRules, parse_pod_rules
@@ -316,17 +317,11 @@ def host_ports(spec: dict[str, Any]) -> set[str]:
 
 
 def selector_matches(selector: Any, labels: dict[str, str]) -> bool:
-    """Whether a raw label selector (an API object's) selects ``labels`` (``selectors.selects``).
+    """Whether a raw label selector (an API object's) selects ``labels`` (``selectors.read_label_selector``).
     An empty selector selects everything, a missing one nothing (a policy/v1
     PodDisruptionBudget's rule); one usher cannot read selects nothing."""
-    if not isinstance(selector, dict) or not isinstance(selector.get("matchLabels") or {}, dict):
-        return False
-    terms: list[tuple[str, SelectorOperator, list[str]]] = []
-    for expr in selector.get("matchExpressions") or []:
-        if not isinstance(expr, dict) or expr.get("operator") not in set(SelectorOperator):
-            return False
-        terms.append((expr.get("key"), SelectorOperator(expr["operator"]), expr.get("values") or []))
-    return selects(selector.get("matchLabels") or {}, terms, labels)
+    read = label_selector_or_nothing(selector)
+    return read is not None and read.selects(labels)
 
 
 def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:

@@ -15,13 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ....selectors import SelectorOperator
+from ....selectors import Expression, LabelSelector, SelectorOperator, kind_of, read_label_selector
 from ....podrules.model import (
     NO_RULES,
     AffinityTerm,
-    Expression,
     InclusionPolicy,
-    LabelSelector,
     PodRules,
     SpreadConstraint,
     Unsatisfiable,
@@ -36,11 +34,6 @@ _POD_AFFINITY_KEYS = {REQUIRED, PREFERRED}
 _TERM_KEYS = {"labelSelector", "namespaces", "namespaceSelector", "topologyKey", "matchLabelKeys", "mismatchLabelKeys"}
 _SPREAD_KEYS = {"maxSkew", "topologyKey", "whenUnsatisfiable", "labelSelector", "minDomains",
                 "nodeAffinityPolicy", "nodeTaintsPolicy", "matchLabelKeys"}
-
-
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
-            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def parse_pod_rules(spec: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[PodRules, list[str]]:
@@ -65,7 +58,7 @@ def parse_pod_rules(spec: Mapping[str, Any], labels: Mapping[str, str]) -> tuple
 def _pod_affinity(raw: Any, path: str, labels: Mapping[str, str],
                   problems: list[str]) -> tuple[tuple[AffinityTerm, ...], tuple[WeightedTerm, ...]]:
     if not isinstance(raw, Mapping):
-        problems.append(f"{path}: expected an object, got {_kind(raw)}")
+        problems.append(f"{path}: expected an object, got {kind_of(raw)}")
         return (), ()
     for key in raw:
         if key not in _POD_AFFINITY_KEYS:
@@ -79,7 +72,7 @@ def _pod_affinity(raw: Any, path: str, labels: Mapping[str, str],
     for i, item in enumerate(_list(raw.get(PREFERRED), f"{path}.{PREFERRED}", problems)):
         where = f"{path}.{PREFERRED}[{i}]"
         if not isinstance(item, Mapping):
-            problems.append(f"{where}: expected an object, got {_kind(item)}")
+            problems.append(f"{where}: expected an object, got {kind_of(item)}")
             continue
         for key in item:
             if key not in ("weight", "podAffinityTerm"):
@@ -101,7 +94,7 @@ def _list(raw: Any, path: str, problems: list[str]) -> list[Any]:
     if raw is None:
         return []
     if not isinstance(raw, list):
-        problems.append(f"{path}: expected a list, got {_kind(raw)}")
+        problems.append(f"{path}: expected a list, got {kind_of(raw)}")
         return []
     return raw
 
@@ -119,7 +112,7 @@ def _strings(raw: Any, path: str, problems: list[str]) -> list[str] | None:
 
 def _term(raw: Any, path: str, labels: Mapping[str, str], problems: list[str]) -> AffinityTerm | None:
     if not isinstance(raw, Mapping):
-        problems.append(f"{path}: expected an object, got {_kind(raw)}")
+        problems.append(f"{path}: expected an object, got {kind_of(raw)}")
         return None
     before = len(problems)
     for key in raw:
@@ -128,9 +121,9 @@ def _term(raw: Any, path: str, labels: Mapping[str, str], problems: list[str]) -
     topology_key = raw.get("topologyKey")
     if not isinstance(topology_key, str) or not topology_key:
         problems.append(f"{path}.topologyKey: required, a node label key (such as kubernetes.io/hostname)")
-    selector = _selector(raw.get("labelSelector"), f"{path}.labelSelector", problems)
+    selector = read_label_selector(raw.get("labelSelector"), f"{path}.labelSelector", problems)
     namespaces = _strings(raw.get("namespaces"), f"{path}.namespaces", problems)
-    ns_selector = _selector(raw.get("namespaceSelector"), f"{path}.namespaceSelector", problems)
+    ns_selector = read_label_selector(raw.get("namespaceSelector"), f"{path}.namespaceSelector", problems)
     match = _strings(raw.get("matchLabelKeys"), f"{path}.matchLabelKeys", problems)
     mismatch = _strings(raw.get("mismatchLabelKeys"), f"{path}.mismatchLabelKeys", problems)
     both = sorted(set(match or ()) & set(mismatch or ()))
@@ -146,47 +139,6 @@ def _term(raw: Any, path: str, labels: Mapping[str, str], problems: list[str]) -
         selector = LabelSelector(selector.match_labels, selector.expressions + tuple(extra))
     assert isinstance(topology_key, str)
     return AffinityTerm(selector, topology_key, frozenset(namespaces or ()), ns_selector)
-
-
-def _selector(raw: Any, path: str, problems: list[str]) -> LabelSelector | None:
-    """A label selector, or None when not given (a term without one picks no pod)."""
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping):
-        problems.append(f"{path}: expected an object, got {_kind(raw)}")
-        return None
-    for key in raw:
-        if key not in ("matchLabels", "matchExpressions"):
-            problems.append(f"{path}.{key}: unknown field")
-    pairs = raw.get("matchLabels") or {}
-    if not isinstance(pairs, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in pairs.items()):
-        problems.append(f"{path}.matchLabels: expected a map of strings to strings")
-        return None
-    expressions: list[Expression] = []
-    for i, expr in enumerate(_list(raw.get("matchExpressions"), f"{path}.matchExpressions", problems)):
-        where = f"{path}.matchExpressions[{i}]"
-        if not isinstance(expr, Mapping):
-            problems.append(f"{where}: expected an object, got {_kind(expr)}")
-            continue
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values")
-        if not isinstance(key, str) or not key:
-            problems.append(f"{where}.key: required")
-            continue
-        if op not in set(SelectorOperator):
-            problems.append(f"{where}.operator: {op!r} is not one of {', '.join(SelectorOperator)}")
-            continue
-        vals = _strings(values, f"{where}.values", problems) if values is not None else []
-        if vals is None:
-            continue
-        operator = SelectorOperator(op)
-        if operator in (SelectorOperator.IN, SelectorOperator.NOT_IN) and not vals:
-            problems.append(f"{where}.values: must be non-empty when operator is {operator}")
-            continue
-        if operator in (SelectorOperator.EXISTS, SelectorOperator.DOES_NOT_EXIST) and vals:
-            problems.append(f"{where}.values: must be empty when operator is {operator}")
-            continue
-        expressions.append((key, operator, frozenset(vals)))
-    return LabelSelector(tuple(sorted(pairs.items())), tuple(expressions))
 
 
 def _enum(raw: Any, kind: type[InclusionPolicy] | type[Unsatisfiable], path: str, default: Any,
@@ -205,7 +157,7 @@ def _spread(raw: Any, labels: Mapping[str, str], problems: list[str]) -> tuple[S
     for i, item in enumerate(_list(raw, SPREAD, problems)):
         path = f"{SPREAD}[{i}]"
         if not isinstance(item, Mapping):
-            problems.append(f"{path}: expected an object, got {_kind(item)}")
+            problems.append(f"{path}: expected an object, got {kind_of(item)}")
             continue
         before = len(problems)
         for key in item:
@@ -232,7 +184,7 @@ def _spread(raw: Any, labels: Mapping[str, str], problems: list[str]) -> tuple[S
                                 InclusionPolicy.HONOR, problems)
         taints_policy = _enum(item.get("nodeTaintsPolicy"), InclusionPolicy, f"{path}.nodeTaintsPolicy",
                               InclusionPolicy.IGNORE, problems)
-        selector = _selector(item.get("labelSelector"), f"{path}.labelSelector", problems)
+        selector = read_label_selector(item.get("labelSelector"), f"{path}.labelSelector", problems)
         match = _strings(item.get("matchLabelKeys"), f"{path}.matchLabelKeys", problems)
         if match and selector is None:
             problems.append(f"{path}.matchLabelKeys: may not be given without labelSelector")

@@ -143,7 +143,7 @@ class _RoomIndex:
         for c in capacities:
             if c.topology is None:
                 continue  # selects no node
-            labels, expressions = c.topology
+            labels, expressions = c.topology.match_labels, c.topology.expressions
             if expressions:
                 others.append(c)
                 continue
@@ -467,8 +467,8 @@ def _topology_keys(storage: Storage, class_name: str) -> list[str]:
     keys: set[str] = set()
     for c in storage.capacities.values():
         if c.class_name == class_name and c.topology is not None:
-            keys.update(k for k, _ in c.topology[0])
-            keys.update(e[0] for e in c.topology[1])
+            keys.update(k for k, _ in c.topology.match_labels)
+            keys.update(e[0] for e in c.topology.expressions)
     return sorted(keys)
 
 

@@ -29,7 +29,7 @@ from enum import StrEnum
 from typing import Any
 
 from ....scenario.quantity import parse_memory
-from ....selectors import SelectorOperator, selects
+from ....selectors import LabelSelector, label_selector_or_nothing
 from ..constraints import Term, parse_node_selector
 
 
@@ -78,7 +78,6 @@ ZONE_LABELS = (
 #: how a volume's zone label lists several zones
 ZONE_SEPARATOR = "__"
 
-Selector = tuple[tuple[tuple[str, str], ...], tuple[tuple[str, SelectorOperator, tuple[str, ...]], ...]]
 
 
 @dataclass(slots=True, frozen=True)
@@ -101,7 +100,7 @@ class Claim:
     access_modes: frozenset[AccessMode] = frozenset()
     request: int = 0
     volume_mode: VolumeMode = VolumeMode.FILESYSTEM
-    selector: Selector | None = None
+    selector: LabelSelector | None = None
     volume_name: str = ""
     selected_node: str | None = None
     bind_completed: bool = False
@@ -191,7 +190,7 @@ class Capacity:
 
     name: str
     class_name: str
-    topology: Selector | None
+    topology: LabelSelector | None
     capacity: int | None = None
     maximum: int | None = None
 
@@ -203,8 +202,8 @@ class Capacity:
         return self.topology is not None and _selects(self.topology, labels)
 
 
-def _selects(selector: Selector, labels: Mapping[str, str]) -> bool:
-    return selects(dict(selector[0]), selector[1], labels)
+def _selects(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
+    return selector.selects(labels)
 
 
 # -- parsing ------------------------------------------------------------------------------
@@ -256,7 +255,7 @@ def parse_claim(obj: Mapping[str, Any]) -> Claim:
         access_modes=_modes(spec.get("accessModes")),
         request=_bytes(requests.get("storage")),
         volume_mode=_mode(spec.get("volumeMode")),
-        selector=_selector(spec.get("selector")),
+        selector=label_selector_or_nothing(spec.get("selector")),
         volume_name=str(spec.get("volumeName") or ""),
         selected_node=notes.get(Known.SELECTED_NODE) or None,
         bind_completed=Known.BIND_COMPLETED in notes,
@@ -331,7 +330,7 @@ def parse_capacity(obj: Mapping[str, Any]) -> Capacity:
     return Capacity(
         name=f"{meta.get('namespace') or ''}/{meta.get('name') or ''}",
         class_name=str(obj.get("storageClassName") or ""),
-        topology=_selector(obj.get("nodeTopology")),
+        topology=label_selector_or_nothing(obj.get("nodeTopology")),
         capacity=_bytes(capacity) if capacity is not None else None,
         maximum=_bytes(maximum) if maximum is not None else None,
     )
@@ -371,18 +370,3 @@ def _bytes(raw: Any) -> int:
         return parse_memory(raw if isinstance(raw, int | float) else str(raw))
     except ValueError:
         return 0
-
-
-def _selector(raw: Any) -> Selector | None:
-    """A label selector as a hashable pair; None when absent. One usher cannot read selects
-    nothing (an operator it does not know), as a PodDisruptionBudget's does in ``objects``."""
-    if not isinstance(raw, Mapping):
-        return None
-    labels = raw.get("matchLabels") or {}
-    exprs = []
-    for e in raw.get("matchExpressions") or []:
-        op = e.get("operator") if isinstance(e, Mapping) else None
-        if op not in {o.value for o in SelectorOperator}:
-            return ((("", "\0"),), ())  # a label no object has: selects nothing
-        exprs.append((str(e.get("key")), SelectorOperator(op), tuple(str(v) for v in e.get("values") or [])))
-    return tuple(sorted((str(k), str(v)) for k, v in labels.items())), tuple(exprs)
