@@ -1,4 +1,4 @@
-"""Compare a benchmark at a base commit with the working tree, back to back in one run (issue 34).
+"""Compare a benchmark at a base commit with the working tree, back to back in one run.
 
     python bench/compare.py BASE [BENCH...] [--repeats 3] [--decisions quick|full|none] [--head REV]
 

@@ -1,4 +1,4 @@
-"""Console benchmark (issue 4): first paint, key-press latency and idle CPU. Not a test.
+"""Console benchmark: first paint, key-press latency and idle CPU. Not a test.
 
     python bench/console.py            # both parts; prints a markdown table
     python bench/console.py demo       # only the real `usher demo` in a pseudo-terminal
@@ -18,7 +18,7 @@ second over 5 s idle (paused) and 5 s with the replay running at x600. The drive
 a key press and an idle wait (Pilot.press + pause) is measured with an unbound key and shown
 first; subtract it to get the app's share.
 
-``busy`` (issue 14): B2's 1,000 nodes x 8 GPUs and 20,000 jobs over a week at 1.3x offered
+``busy``: B2's 1,000 nodes x 8 GPUs and 20,000 jobs over a week at 1.3x offered
 load (``workloads.b2_busy(nodes=1000, jobs=20000, load=1.3)``), replayed to the first hour with
 ``BUSY_PENDING`` or more jobs pending; then, in the headless driver at 200x50, the time to the
 first painted frame (the overview), then the jobs view (every pending job's reason, position and

@@ -1,4 +1,4 @@
-"""Decision traces: do two trees schedule exactly alike? (Issue 14's check; not a test.)
+"""Decision traces: do two trees schedule exactly alike? (A check before and after a change; not a test.)
 
     python bench/decisions.py now.txt                                  # this tree
     PYTHONPATH=/tmp/old-usher python bench/decisions.py before.txt     # another checkout's package

@@ -1,4 +1,4 @@
-"""ETA accuracy (issue 15): how close the estimated starts usher shows come true.
+"""ETA accuracy: how close the estimated starts usher shows come true.
 
     nice python bench/eta.py            # the table into docs/results.md (between the eta markers)
     nice python bench/eta.py --print    # the table on stdout, docs untouched
@@ -14,7 +14,7 @@ Each team estimates in its own way (``HABITS``; the generator's own 0-100% overs
 team-1 exactly, team-2 five times what it uses, team-3 twice, team-4 anywhere from once to five
 times. The same jobs are replayed under usher with the planner's two run-time models
 (``policy.backfill.RuntimeModel``): one scale for the cluster (the median of every finished run's
-time over its estimate; the method before issue 33) and each queue's own scale, learnt from its
+time over its estimate) and each queue's own scale, learnt from its
 finished runs. The rows "usher, exact estimates" set every estimate to the job's run time: what
 the ETAs could be if users knew how long their jobs run (the rest of the error comes from later
 arrivals, preemptions and moves).

@@ -1,4 +1,4 @@
-"""Key-burst endurance run (issue 29): random bursts at the console for minutes. Not a test.
+"""Key-burst endurance run: random bursts at the console for minutes. Not a test.
 
     python bench/keyburst.py                 # 5 minutes against the demo replay, seed 29
     python bench/keyburst.py --minutes 10 --seed 7 --size 80x24

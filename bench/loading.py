@@ -1,19 +1,19 @@
-"""Loading benchmarks (issue 14): scenario YAML to a checked `Scenario`, with wall, CPU and RSS.
+"""Loading benchmarks: scenario YAML to a checked `Scenario`, with wall, CPU and RSS.
 
     python bench/loading.py                 # b3 and traces, each in a process of its own
     python bench/loading.py b3              # 5,000 nodes + 100,000 jobs (bench B3's file)
     python bench/loading.py traces          # the spec's example + the openb trace entry
-    python bench/loading.py --slow b3       # the line-tracking loader only (the path before issue 14)
+    python bench/loading.py --slow b3       # the line-tracking loader only (no fast path)
 
 `b3` times `parse_scenario` on `workloads.b3_scale()` (8.5 MB, 1.9M YAML events). `traces`
 times `load_scenario` on `fixtures/examples/spec-example.yaml` with the openb trace entry
 appended (1,213 nodes and 8,152 jobs from `../shared/traces/alibaba-gpu-v2023`), the load
-that `tests/scenario/test_scenario_traces.py` used to time (its 1.0 s assertion lives here now,
-as a figure, not a test). Each benchmark runs in a fresh process, so its peak RSS (ru_maxrss)
+`tests/scenario/test_scenario_traces.py` checks, timed here as a figure rather than asserted
+in a test. Each benchmark runs in a fresh process, so its peak RSS (ru_maxrss)
 is its own; "held" is the RSS after loading, with the YAML text and garbage gone, minus the RSS
 before it: what the loaded scenario costs the process while a replay runs.
 
-Figures go to docs/benchmarks.md, section "Loading (issue 14)".
+Figures go to docs/benchmarks.md, section "Loading".
 """
 
 from __future__ import annotations

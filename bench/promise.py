@@ -1,4 +1,4 @@
-"""Backfill's promise, counted (issue 15): how many reservation holders start after the earliest
+"""Backfill's promise, counted: how many reservation holders start after the earliest
 start they were promised, on busy replays with one thing that may move a reservation at a time.
 
     python bench/promise.py                      # every variant, usher's policy

@@ -1,4 +1,4 @@
-"""Time-based replays (issue 5): every workload under every policy, the table into docs/results.md.
+"""Time-based replays: every workload under every policy, the table into docs/results.md.
 
     nice python bench/replays.py                      # all; rewrites the section in docs/results.md
     nice python bench/replays.py --print              # the same tables on stdout, docs untouched

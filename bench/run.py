@@ -1,4 +1,4 @@
-"""Engine benchmarks B1-B3 (issue 2). Prints a markdown table; figures go to docs/benchmarks.md.
+"""Engine benchmarks B1-B3. Prints a markdown table; figures go to docs/benchmarks.md.
 
     python bench/run.py            # B1, B2, B3
     python bench/run.py b1 b2      # some
@@ -100,7 +100,8 @@ def b3() -> list[tuple[str, str]]:
 
 
 def busy_replay(nodes: int, offered: float, jobs_per_node: int = 20, days: float = 7.0) -> dict[str, float]:
-    """Replay B2's cluster shape at ``nodes`` and ``offered`` load; the figures issue 14 asks for."""
+    """Replay B2's cluster shape at ``nodes`` and ``offered`` load: load and replay time, CPU,
+    cycle times, the backlog and its kinds, peak RSS."""
     scenario, load_s = load(workloads.b2_busy(nodes=nodes, jobs=nodes * jobs_per_node, days=days, load=offered))
     gc.collect()
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -258,7 +259,7 @@ def depth() -> list[tuple[str, str]]:
 
 
 def contention() -> list[tuple[str, str]]:
-    """Issue 34's ratios, measured in one process so that they survive a noisy machine: B2's
+    """The busy/quiet and deep/shallow ratios, measured in one process so that they survive a noisy machine: B2's
     cluster and jobs at 1.0x and 1.3x offered load (a busy week against a quiet one, CPU seconds
     of the whole replay), and a completion's cost with 100,000 jobs submitted against 10,000
     (does a deeper backlog cost more per event?). Absolute figures here move with the machine;

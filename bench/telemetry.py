@@ -1,4 +1,4 @@
-"""Telemetry benchmarks (issue 6): what live GPU figures cost the console and the controller.
+"""Telemetry benchmarks: what live GPU figures cost the console and the controller.
 
     nice python bench/telemetry.py
 

@@ -14,8 +14,8 @@ pod is:
 The paper counts CPU and GPUs only. usher counts memory too (``PodDemand.memory``): a GPU on a
 node whose memory is spoken for is as lost as one beside no free CPU. On openb's 8-GPU nodes
 (384 GiB) eight 1-GPU pods of 48 GiB use up the memory, so a node mixing them with lighter pods
-can end with a whole GPU and 13 cores free and no pod able to use them; memory-blind FGD strands
-about a whole GPU per 1,000 that way on the multigpu workloads of the FGD comparison.
+can end with a whole GPU and 13 cores free and no pod able to use them, which memory-blind FGD
+scores as free room.
 
 A pod without GPUs is scored against a stricter fragment that counts pods (``count_pods``): a
 typical pod can use only as many free GPUs as the pods of its kind that the node's CPU and
@@ -127,8 +127,7 @@ def typical_pods(counts: Mapping[PodDemand, float], popularity: float = POPULARI
     decided without memory, and each chosen demand's weight is then shared among the memory
     requests seen with it: memory splits pods that are otherwise alike (openb's 1-GPU pods of
     12 cores ask for 16 or 24 GiB), and cutting the split demands at ``popularity`` would drop
-    common kinds of pod (measured: usher's lead over FGD on the default workload fell from
-    +0.49 to +0.09 points that way).
+    common kinds of pod from the typical ones.
     """
     blind: dict[PodDemand, float] = {}
     for demand, count in counts.items():

@@ -11,9 +11,9 @@ We build the data from the nodes ourselves so that each mapping key and sequence
 aliases work as usual.
 
 `read_plain` is the scenario loader's fast path: the same data without lines, built straight
-from the parser's events within the same bounds, faster and in a fraction of the memory
-(docs/benchmarks.md, "Loading"); it raises `NeedsLines` wherever `read_yaml` would report, and the loader then asks
-`read_yaml` for the report.
+from the parser's events within the same bounds, with no node tree or line table kept (its
+cost is measured in docs/benchmarks.md, "Loading"); it raises `NeedsLines` wherever `read_yaml`
+would report, and the loader then asks `read_yaml` for the report.
 
 Longer than the house's 600 lines: the two readers (with lines, and the fast path) are kept
 side by side so that their bounds and their refusals stay the same.

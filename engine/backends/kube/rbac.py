@@ -125,7 +125,7 @@ CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
     *_grants("scheduling.k8s.io", "podgroups/status", (Verb.PATCH,), Scope.CLUSTER),
     # Storage (informers: list and watch): a pod's claims, the volumes they are bound to, the
     # classes that provision them, the room CSI drivers report and each node's attach limits
-    # decide where the pod may go (issue 31).
+    # decide where the pod may go.
     *_grants("", "persistentvolumeclaims", _LIST_WATCH, Scope.CLUSTER),
     *_grants("", "persistentvolumes", _LIST_WATCH, Scope.CLUSTER),
     *_grants(_STORAGE, "storageclasses", _LIST_WATCH, Scope.CLUSTER),
@@ -141,7 +141,7 @@ CONTROLLER_PERMISSIONS: tuple[Permission, ...] = (
     *_grants("", "events", (Verb.LIST,), Scope.CLUSTER),
     # Dynamic Resource Allocation (informers: list and watch): the GPUs a pod asks through its
     # ResourceClaims (or the templates they are made from), the DeviceClasses' selectors and the
-    # devices nodes' ResourceSlices publish (issue 35).
+    # devices nodes' ResourceSlices publish.
     *(p for plural in _DRA_READ for p in _grants(_RESOURCE, plural, _LIST_WATCH, Scope.CLUSTER)),
     # A gang's PreBind: each claim's status.allocation and status.reservedFor; their undo reads
     # the claim afresh (get) so that it takes out only the gang's own pods.

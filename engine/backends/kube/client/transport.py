@@ -4,8 +4,8 @@
 connections through aiohttp's client, requests on a pool of ``pool_size`` (16) connections, at
 most one request in flight on each (the rest wait their turn in the client, in order); watches on
 a pool of their own (``WATCH_CONNECTIONS``), each holding one connection for as long as it
-streams. (aiohttp rather than httpx because a request's CPU cost is most of a bind's; the
-measurements are in docs/benchmarks.md, "Kubernetes backend".)
+streams. (aiohttp rather than httpx because a request's CPU cost in the client is most of a
+bind's, and aiohttp's is the lower; docs/benchmarks.md, "Kubernetes backend", measures it.)
 
 Before every request it reads the ``Authorization`` header from :class:`~.credentials.Credentials`
 (in a worker thread: the library's refresh hook may run a subprocess). A 401 reloads the
