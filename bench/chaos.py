@@ -66,8 +66,7 @@ import httpx
 import yaml
 from usher.engine.backends.kube.client import KubeClient
 from usher.engine.backends.kube.mirror import Gang
-from usher.engine.controller import Command
-from usher.engine.core import CommandError
+from usher.engine.channel import Command, CommandError
 from usher.engine.enums import Action as OpAction
 from usher.engine.backends.kube.controller import KubeController
 from usher.engine.backends.kube.decisions import Decisions, format_decisions, parse_decisions

@@ -18,7 +18,7 @@ from rich.text import Text
 from textual.css.query import NoMatches
 from textual.widgets import Static
 
-from usher.engine.backends.kube.connection import Connection, ConnectionState
+from usher.engine.channel import Connection, ConnectionState
 from usher.engine.contract import ConsoleController
 
 from .catalog import View

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import StrEnum
 
-from usher.engine.controller import OutsideJob
+from usher.engine.channel import OutsideJob
 from usher.engine.enums import JobState, PendingReason
 from usher.engine.explain import Explanation, explain_all
 from usher.engine.policy import quota

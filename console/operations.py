@@ -17,8 +17,7 @@ from rich.text import Text
 
 from usher.engine import fmt
 from usher.engine.contract import ConsoleController
-from usher.engine.controller import Command
-from usher.engine.core import CommandError
+from usher.engine.channel import Command, CommandError
 from usher.engine.enums import Action
 from usher.engine.state import INF, MILLI
 from usher.engine.whatif import drain_impact, preempt_impact, quota_preview

@@ -14,7 +14,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from usher.engine import fmt
-from usher.engine.controller import OutsideJob
+from usher.engine.channel import OutsideJob
 from usher.engine.enums import JobState
 from usher.engine.state import MILLI, AuditEntry
 

@@ -24,8 +24,7 @@ from .enums import Action, Capability
 
 if TYPE_CHECKING:
     from .config_errors import ConfigRefusal
-    from .backends.kube.connection import Connection
-    from .controller import Command, Snapshot
+    from .channel import Command, Connection, Snapshot
     from .enums import PendingReason
     from .policy.registry import Policy
     from .state import ClusterState

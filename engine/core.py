@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 from . import fmt
 from .admission import Admitter, CycleResult, Decision
+from .channel import CommandError
 from .cycle import run_cycle
 from .enums import Action, AuditAction, DecisionKind, EndReason, JobState, MoveMode, PendingReason
 from .policy import quota
@@ -40,10 +41,6 @@ _NEEDS_ROOM = frozenset({
     PendingReason.TOPOLOGY_UNSATISFIABLE,
     PendingReason.RESERVED_FOR_HIGHER_PRIORITY,
 })
-
-
-class CommandError(ValueError):
-    """An operator command that names nothing the engine knows, or makes no sense now."""
 
 
 class Engine(Admitter):

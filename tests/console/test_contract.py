@@ -14,7 +14,7 @@ from usher.console.app import UsherApp
 from usher.engine.backends.kube.client import Credentials, KubeClient
 from usher.engine.backends.kube.controller import KubeController
 from usher.engine.contract import MEMBERS, ConsoleController, require
-from usher.engine.core import CommandError
+from usher.engine.channel import CommandError
 from usher.engine.enums import Capability
 
 

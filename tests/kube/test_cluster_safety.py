@@ -17,8 +17,7 @@ import pytest
 from kubectl import Kubectl
 from sandboxes import UsherOnSandbox, node, pod, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
 from usher.engine.backends.kube.controller import KubeController
-from usher.engine.controller import Command
-from usher.engine.core import CommandError
+from usher.engine.channel import Command, CommandError
 from usher.engine.enums import Action
 from usher.sandbox.apiserver import FaultKind
 

@@ -161,7 +161,7 @@ async def test_the_console_lists_the_schedulers_decisions(tmp_path, monkeypatch)
 async def test_the_console_preempts_and_drains_through_the_api_though_it_schedules_nothing(cluster) -> None:
     """The console's controller does not schedule (it is no leader), yet an operator's preempt
     and drain are carried out: the API server checks the operator's own permission."""
-    from usher.engine.controller import Command
+    from usher.engine.channel import Command
     from usher.engine.enums import Action
 
     c = cluster

@@ -11,8 +11,7 @@ import pytest
 import yaml
 from harness import Cluster, per_job, replay_starts, scenario_of
 
-from usher.engine.controller import Command
-from usher.engine.core import CommandError
+from usher.engine.channel import Command, CommandError
 from usher.engine.enums import Action
 from usher.sandbox.apiserver import FaultKind
 

@@ -9,7 +9,7 @@ import asyncio
 
 from kubectl import Kubectl
 from sandboxes import UsherOnSandbox, node, usher_sandbox  # noqa: F401 (usher_sandbox is the sb fixture)
-from usher.engine.controller import Command
+from usher.engine.channel import Command
 from usher.engine.enums import Action
 
 

@@ -13,7 +13,7 @@ from sandboxes import UsherOnSandbox, node, usher_sandbox  # noqa: F401 (usher_s
 from test_workload_gangs import eight_gpu_nodes, gpu_template, running_whole
 from test_preemption_on_cluster import JOBS, PREEMPTING, evictions, job, priority_class, rejected, running, ticks
 
-from usher.engine.controller import Command
+from usher.engine.channel import Command
 from usher.engine.enums import Action, AuditAction
 
 

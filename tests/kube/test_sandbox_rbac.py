@@ -25,7 +25,7 @@ import pytest
 import yaml
 from harness import Cluster, scenario_of
 from kubernetes.client import ApiClient, ApiException, Configuration, CoreV1Api
-from usher.engine.controller import Command
+from usher.engine.channel import Command
 from usher.engine.enums import Action
 from usher.sandbox import crds, workload_api_beta
 from usher.sandbox.apiserver import (

@@ -16,8 +16,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from ...controller import Command
-from ...core import CommandError
+from ...channel import Command, CommandError
 from ...enums import Action
 from ...fmt import QueueResource, figure, limits_change, plural
 from ...scenario import ScenarioError, parse_queue_config_async

@@ -15,18 +15,12 @@ known it lost contact (``disconnected_since``), all in wall-clock seconds.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Protocol
+
+from ...channel import Connection, ConnectionState
 
 STALE_AFTER = 30.0
 """Seconds without contact after which reconnecting becomes stale."""
-
-
-class ConnectionState(StrEnum):
-    LIVE = "live"
-    RECONNECTING = "reconnecting"
-    STALE = "stale"
 
 
 class HasContact(Protocol):
@@ -38,24 +32,6 @@ class HasContact(Protocol):
 
     @property
     def disconnected_since(self) -> float | None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Connection:
-    """``since``: when contact was found lost, the earliest over the informers that lost it (live:
-    the latest contact); ``last_contact``: the latest moment any informer was in contact."""
-
-    state: ConnectionState
-    since: float
-    last_contact: float
-
-    @property
-    def live(self) -> bool:
-        return self.state is ConnectionState.LIVE
-
-    def seconds_without_contact(self, now: float) -> float:
-        """How long since contact was lost (0 while live)."""
-        return 0.0 if self.live else max(0.0, now - self.since)
 
 
 def connection_of(informers: Iterable[HasContact], now: float, stale_after: float = STALE_AFTER) -> Connection:

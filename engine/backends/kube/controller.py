@@ -28,15 +28,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...controller import Command, Snapshot, snapshot_of
-from ...core import CommandError
+from ...channel import Command, CommandError, Connection, Snapshot, snapshot_of
 from ...enums import Action, Capability, PendingReason
 from ...policy.registry import Policy
 from ...telemetry import TelemetryStore
 from .binder import Binder
 from .client import ApiError, ClusterUnreachable, KubeClient, NotFound
 from .commands import Commands
-from .connection import Connection, connection_of
+from .connection import connection_of
 from .context import (
     EVICTION_REFUSED_BACKOFF,
     Context,

@@ -17,8 +17,7 @@ import time
 from collections.abc import Callable
 
 from ...admission import CycleResult, Decision
-from ...controller import Command, settle_reply
-from ...core import CommandError
+from ...channel import Command, CommandError, settle_reply
 from ...enums import AuditAction, DecisionKind, EndReason
 from ...state import AuditEntry
 from .binder import Binder

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from ...controller import OutsideJob
+from ...channel import OutsideJob
 from ...enums import JobState, PendingReason
 from ...fmt import plural
 from .gang import Gang
