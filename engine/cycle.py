@@ -47,7 +47,8 @@ plan while no job has started or stopped (``reservations``).
 
 The walk (``_GangCycle``) is one class: its methods share the cycle's verdict tables (settled
 kinds, passed quota, blocked queues), and the rules for when a remembered verdict may stand read
-best in one place. Its tails, which write the rest of a walk per reason cell, are its base
+best in one place; that is why this module runs past 600 lines rather than split the class.
+Its tails, which write the rest of a walk per reason cell, are its base
 ``cycle_cells.CellTails``, a module of their own.
 """
 
