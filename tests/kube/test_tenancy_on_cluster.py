@@ -22,6 +22,8 @@ import pytest
 import yaml
 from kubectl import Kubectl
 from usher.engine.backends.kube.client import KubeClient
+from usher.engine.channel import Command
+from usher.engine.enums import Action
 from usher.engine.backends.kube.controller import KubeController
 from usher.sandbox import crds
 from usher.sandbox.apiserver import FakeApiServer
@@ -54,6 +56,8 @@ class Tenancy:
         self.clock = ManualClock(1_000_000.0)
         self.server = FakeApiServer(Store(clock=self.clock.now), authorization=True, controllers=True, tls=True)
         self.tenants: dict[str, httpx.AsyncClient] = {}
+        #: controllers a test started beside usher's (an operator's console), stopped with it
+        self.consoles: list[tuple[KubeController, asyncio.Task[None]]] = []
 
     async def start(self) -> None:
         await self.server.start(port=0)
@@ -81,8 +85,12 @@ class Tenancy:
         await asyncio.wait_for(self.usher.synced.wait(), 10)
 
     async def stop(self) -> None:
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
+        tasks = [self.task, *(task for _, task in self.consoles)]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for console, _ in self.consoles:
+            await console.client.aclose()
         await self.usher.client.aclose()
         for client in (self.admin, *self.tenants.values()):
             await client.aclose()
@@ -134,6 +142,9 @@ class Tenancy:
             "name": name, "labels": {"usher/queue": queue} if queue else {}, "annotations": annotations or {}}}
         r = await self.tenants[team].post(f"/api/v1/namespaces/{team}/pods", json=body)
         assert r.status_code == 201, r.text
+
+    def stored(self, resource: str, name: str, namespace: str) -> dict[str, Any]:
+        return self.server.store.get(resource, name, namespace)
 
     def pod(self, team: str, name: str) -> dict[str, Any]:
         return self.server.store.get("pods", name, team)
@@ -233,6 +244,53 @@ async def test_a_tenant_cannot_approve_itself_and_an_operators_approval_starts_i
     assert (await c.admin.put(path, json=cm)).status_code == 200
     await c.until(lambda: c.node_of("team-b", "honest") is not None, "the approved pod runs")
     assert c.node_of("team-b", "self-approved") is None
+
+
+async def _operator_console(c: Tenancy) -> KubeController:
+    """A console as an operator runs it: a ServiceAccount bound to deploy/'s ``usher-operator``
+    ClusterRole (as the README says), a controller that does not schedule."""
+    await c.admin_create("/api/v1/namespaces/usher-system/serviceaccounts",
+                         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "alice"}})
+    await c.admin_create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "usher-operators"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "usher-operator"},
+        "subjects": [{"kind": "ServiceAccount", "name": "alice", "namespace": "usher-system"}]})
+    path = c.tmp / "alice.kubeconfig"
+    path.write_text(yaml.safe_dump(c.server.kubeconfig(await c._token("usher-system", "alice"), "usher-system")))
+    console = KubeController(await KubeClient.connect(str(path)), identity="alice-console", clock=c.clock.now,
+                             elect=False, schedule=False, status_interval=0.0)
+    c.consoles.append((console, asyncio.create_task(console.run())))
+    await asyncio.wait_for(console.synced.wait(), 10)
+    return console
+
+
+async def test_an_approval_is_of_one_job_not_of_a_name_the_tenant_may_reuse(cluster: Tenancy) -> None:
+    """An operator approves team-b's 1-GPU pod in the gated queue; the tenant deletes it and makes
+    another of the same name asking 8 GPUs. The approval was of the first: the second waits for
+    its own (before, the entry named only the key, so the bigger pod started on the old approval)."""
+    c = cluster
+    console = await _operator_console(c)
+    await c.submit("team-b", "sweep", 1, queue="gated")
+    await c.until(lambda: _has_condition(c, "team-b", "sweep"), "told why it waits")
+    await c.until(lambda: "team-b/sweep" in console.mirror.gangs, "the console sees it")
+    assert await asyncio.wait_for(console.post(Command(Action.APPROVE, job="team-b/sweep")), 10) == "approved"
+    decisions = yaml.safe_load(c.stored("configmaps", "usher-decisions", "usher-system")["data"]["decisions.yaml"])
+    assert decisions["approved"]["team-b/sweep"]["uid"] == c.pod("team-b", "sweep")["metadata"]["uid"]
+    await c.until(lambda: c.node_of("team-b", "sweep") is not None, "the approved pod runs")
+    # the tenant reuses the name for a bigger pod
+    tenant = c.tenants["team-b"]
+    assert (await tenant.delete("/api/v1/namespaces/team-b/pods/sweep", params={"gracePeriodSeconds": "0"})).status_code == 200
+    await c.until(lambda: not c.server.store.exists("pods", "sweep", "team-b"), "the first pod is gone")
+    await c.submit("team-b", "sweep", 8, queue="gated")
+    await c.until(lambda: _has_condition(c, "team-b", "sweep"), "told why it waits")
+    await c.settle()
+    assert c.node_of("team-b", "sweep") is None
+    assert c.waiting("team-b", "sweep")[0] == "AwaitingApproval"
+    # approved again, for this one: it runs
+    await c.until(lambda: console.mirror.gangs.get("team-b/sweep") is not None
+                  and console.mirror.gangs["team-b/sweep"].uid == c.pod("team-b", "sweep")["metadata"]["uid"], "the console sees the new pod")
+    assert await asyncio.wait_for(console.post(Command(Action.APPROVE, job="team-b/sweep")), 10) == "approved"
+    await c.until(lambda: c.node_of("team-b", "sweep") is not None, "the new approval starts it")
 
 
 async def test_a_tenant_cannot_hold_its_own_job(cluster: Tenancy) -> None:

@@ -9,17 +9,23 @@ and not a custom resource, because it needs no CRD installed before usher can st
 it by name, and ``kubectl edit`` shows an operator the whole record at once.
 
 The document names jobs by their gang key (``research/PyTorchJob/llama-ft``, as the console's
-Jobs view and the Events show it), with who decided and when::
+Jobs view and the Events show it), with who decided and when, and for an approval the uid of the
+object the job is (its top owner, a PodGroup, a lone pod)::
 
     approved:
-      research/PyTorchJob/llama-ft: {by: alice, at: "2026-11-27T21:40:00Z"}
+      research/PyTorchJob/llama-ft: {by: alice, at: "2026-11-27T21:40:00Z", uid: 5f0c...}
     held:
       research/Job/sweep-7: {by: bob, at: "2026-11-27T22:05:12Z"}
 
+An approval grants, so it is of one job: a tenant who deletes an approved job and makes another
+under its name (a bigger one, say) does not inherit the approval; the new one waits for its own
+(``Mirror.approved``). One written without a uid (by hand, or for a gang of labels only, which no
+object stands for) goes by the name. A hold only keeps back, so it goes by the name: a held job
+made again stays held until an operator releases the name.
+
 A console writes it with optimistic concurrency (a conflicting writer: read again, merge, retry)
 and drops the entries of jobs no longer on the cluster, so the record stays the size of what
-runs and waits. A job deleted and made again under the same name keeps its entries until the
-next write drops them (usher does not tell two incarnations of a name apart here).
+runs and waits.
 """
 
 from __future__ import annotations
@@ -111,13 +117,17 @@ def format_decisions(decisions: Decisions) -> str:
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
 
 
-def decide(decisions: Decisions, gang: str, action: Action, actor: str, when: str, known: Collection[str]) -> Decisions:
+def decide(decisions: Decisions, gang: str, action: Action, actor: str, when: str, known: Collection[str],
+           uid: str | None = None) -> Decisions:
     """``decisions`` after ``actor`` took ``action`` (approve, hold or release) on ``gang`` at
-    ``when``; entries of jobs not in ``known`` (gone from the cluster) are dropped."""
+    ``when``; ``uid`` is the incarnation decided on (its top owner's uid), kept with an approval;
+    entries of jobs not in ``known`` (gone from the cluster) are dropped."""
     keep = set(known) | {gang}
     approved = {k: v for k, v in decisions.approved.items() if k in keep}
     held = {k: v for k, v in decisions.held.items() if k in keep}
     note = {"by": actor, "at": when}
+    if uid and action == Action.APPROVE:
+        note["uid"] = uid
     if action == Action.APPROVE:
         approved[gang] = note
     elif action == Action.HOLD:

@@ -98,6 +98,9 @@ class Gang:
     staged: bool = False
     #: how the gang is shown (``PyTorchJob research/llama-ft``); None: by its key
     title: str | None = None
+    #: which incarnation of its key the gang is (its top owner's uid, a lone pod's); None: a gang of
+    #: labels only, which no object stands for
+    uid: str | None = None
     #: what the gang's size waits for (its owner not seen yet); None: nothing
     waiting_for: str | None = None
     job: Job | None = None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+from dataclasses import replace
 from typing import Any
 
 from ...config_errors import ConfigRefusal
@@ -343,6 +344,10 @@ class Intake:
         """The pod's gang from its labels and its owners, remembering which owners it read."""
         served = {k for k, informers in self._owner_informers.items() if any(i.served for i in informers)}
         group = infer_group(pod, self._owner, served=served)
+        if group.owner is not None and not group.waiting:
+            found = self._owner(*group.owner)
+            if found is not None:
+                group = replace(group, uid=str((found.get("metadata") or {}).get("uid") or "") or None)
         self._forget_depends(key)
         self._groups[key] = group
         self._depends[key] = group.depends

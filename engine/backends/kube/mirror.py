@@ -272,6 +272,10 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
         self.pod_gang[key] = gang_key
         gang.size, gang.minimum, gang.title, gang.waiting_for = view.gang_size, view.gang_minimum, view.gang_title, view.waiting_for
         gang.staged = view.gang_staged
+        if view.gang_uid != gang.uid and gang.job is not None:
+            gang.uid = view.gang_uid
+            self._refresh_flags(gang, gang.job)
+        gang.uid = view.gang_uid
         self.sync(gang, now)
 
     def _strands(self, view: PodView) -> bool:
@@ -547,7 +551,18 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
         return names != sorted((n for g in gang.group_pods for n in g), key=natural_key)
 
     def _refresh_flags(self, gang: Gang, job: Job) -> None:
-        self.state.set_operator_flags(job, approved=gang.key in self.decisions.approved, held=gang.key in self.decisions.held)
+        self.state.set_operator_flags(job, approved=self.approved(gang), held=gang.key in self.decisions.held)
+
+    def approved(self, gang: Gang) -> bool:
+        """Whether an operator approved this gang: its key is approved, and the approval names
+        this incarnation (the uid it was given for) or none (a gang of labels only, or written by
+        hand, by name). A job deleted and made again under its name is another job: it waits for
+        its own approval (and so does one whose owner usher has not read yet)."""
+        note = self.decisions.approved.get(gang.key)
+        if note is None:
+            return False
+        given_for = note.get("uid")
+        return not given_for or given_for == gang.uid
 
     def refresh_flags(self, gang: Gang) -> None:
         if gang.job is not None:

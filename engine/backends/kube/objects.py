@@ -68,7 +68,7 @@ from .constraints import NodeConstraints, parse_constraints
 from .podrules import NO_RULES, PodRules, parse_pod_rules
 # usher's labels and annotations, re-exported here where callers have always found them
 from .names import GPU_RESOURCE, SCHEDULER_NAME, Annotation, Label
-from .owners import GroupSpec, infer_group
+from .owners import GroupSpec, Kind, infer_group
 from .taints import Taint, node_taints
 
 
@@ -190,6 +190,8 @@ class PodView:
     gang_staged: bool = False
     #: how the gang is shown (``PyTorchJob research/llama-ft``); None: by its key
     gang_title: str | None = None
+    #: which incarnation of the gang (``GroupSpec.uid``): an operator's approval is of one
+    gang_uid: str | None = None
     #: what the gang's size waits for (an owner not seen yet); None: nothing
     waiting_for: str | None = None
     #: nodeSelector, node affinity and tolerations (``constraints``); None when it has none
@@ -399,6 +401,7 @@ def pod_view(obj: dict[str, Any], group: GroupSpec | None = None) -> PodView:
         gang_minimum=group.minimum,
         gang_staged=group.staged,
         gang_title=_title(group),
+        gang_uid=group.uid if group.uid is not None else (meta.get("uid") or None) if group.kind == Kind.POD else None,
         waiting_for=group.problem if group.waiting else None,
         priority=int(spec.get("priority") or 0),
         preempts=spec.get("preemptionPolicy") != "Never",

@@ -152,6 +152,9 @@ class GroupSpec:
     #: whether the owner makes the gang's pods anew once they are evicted (a batch Job: by its
     #: podFailurePolicy and backoffLimit, ``job_survives_eviction``); None: not known here
     survives_eviction: bool | None = None
+    #: which incarnation of the gang this is: its top owner's (or PodGroup's) ``metadata.uid``, a
+    #: lone pod's own uid; None for a gang of labels only (set by the intake, which holds the owners)
+    uid: str | None = None
 
 
 class _Missing(Exception):
