@@ -9,8 +9,10 @@
   :func:`known_to_node`: what the kubelet's admission checks of them (the scheduler checks all);
 - taints and tolerations (:func:`toleration_matches`, :func:`tolerates`, :func:`untolerated`,
   and :func:`eviction_delay`, the taint eviction controller's ``tolerationSeconds``), node
-  selectors and required node affinity (:func:`matches_node_selector`, each requirement by
-  :mod:`usher.sandbox.labels`, the rule list and watch selectors use too), conditions
+  selectors and required node affinity (:func:`matches_node_selector`, :func:`terms_match`,
+  each requirement built and matched by :mod:`usher.sandbox.labels`, the rule list and watch
+  selectors use too), a volume's node affinity (:func:`volume_fits_node`) and a storage
+  class's ``allowedTopologies`` (:func:`topology_terms_match`), conditions
   (:func:`set_condition`).
 
 These are the sandbox's own readings of Kubernetes' rules, never usher's: the sandbox is the
@@ -25,7 +27,7 @@ from enum import StrEnum
 from typing import Any
 
 from . import quantity as _quantity
-from .labels import Operator, Requirement, parse_int64
+from .labels import SELECTOR_OPERATORS, InvalidSelector, Operator, Requirement, new_requirement
 
 JsonObject = dict[str, Any]
 
@@ -257,22 +259,25 @@ def node_ready(node: Mapping[str, Any]) -> bool | None:
 
 
 #: a NodeSelectorRequirement's operator as the label requirement kube turns it into
-_NODE_OPERATORS = {
-    "In": Operator.IN, "NotIn": Operator.NOT_IN, "Exists": Operator.EXISTS, "DoesNotExist": Operator.DOES_NOT_EXIST,
-    "Gt": Operator.GREATER_THAN, "Lt": Operator.LESS_THAN,
-}
+_NODE_OPERATORS = {**SELECTOR_OPERATORS, "Gt": Operator.GREATER_THAN, "Lt": Operator.LESS_THAN}
+#: a matchFields requirement's operator as the field selector term kube turns it into
+_FIELD_OPERATORS = {"In": Operator.EQUALS, "NotIn": Operator.NOT_EQUALS}
 
 
-def _requirement(expr: Mapping[str, Any]) -> Requirement | None:
-    """A node selector requirement as a label requirement; None where kube could not build one
-    (an unknown operator, a ``Gt`` / ``Lt`` without exactly one integer): such a term matches nothing."""
-    operator = _NODE_OPERATORS.get(expr.get("operator") or "")
-    values = [str(v) for v in expr.get("values") or []]
-    if operator is None:
+def _requirement(expr: Mapping[str, Any], operators: Mapping[str, Operator]) -> Requirement | None:
+    """A node selector requirement as kube builds it; None where it cannot (an unknown operator,
+    what ``labels.NewRequirement`` refuses, a ``matchFields`` term without exactly one value):
+    the term it is in then matches nothing."""
+    name, values = expr.get("operator"), expr.get("values") or []
+    operator = operators.get(name) if isinstance(name, str) else None
+    if operator is None or not isinstance(values, list):
         return None
-    if operator in (Operator.GREATER_THAN, Operator.LESS_THAN) and (len(values) != 1 or parse_int64(values[0]) is None):
+    if operators is _FIELD_OPERATORS:  # nodeSelectorRequirementsAsFieldSelector: one value, no NewRequirement
+        return Requirement(str(expr.get("key") or ""), operator, frozenset(values)) if len(values) == 1 else None
+    try:
+        return new_requirement(expr.get("key"), operator, values)
+    except InvalidSelector:
         return None
-    return Requirement(str(expr.get("key") or ""), operator, frozenset(values))
 
 
 def term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
@@ -281,13 +286,18 @@ def term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     if not exprs and not fields:
         return False  # an empty term matches no objects
     labels = node["metadata"].get("labels") or {}
-    node_fields = {"metadata.name": node["metadata"]["name"]}
-    for requirements, against in ((exprs, labels), (fields, node_fields)):
+    node_fields = {"metadata.name": node["metadata"].get("name") or ""}
+    for requirements, operators, against in ((exprs, _NODE_OPERATORS, labels), (fields, _FIELD_OPERATORS, node_fields)):
         for expr in requirements:
-            requirement = _requirement(expr)
+            requirement = _requirement(expr, operators)
             if requirement is None or not requirement.matches(against):
                 return False
     return True
+
+
+def terms_match(terms: Iterable[Mapping[str, Any]], node: Mapping[str, Any]) -> bool:
+    """``MatchNodeSelectorTerms``: the terms ORed (none: no node)."""
+    return any(isinstance(t, Mapping) and term_matches(t, node) for t in terms)
 
 
 def matches_node_selector(pod_spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
@@ -299,9 +309,44 @@ def matches_node_selector(pod_spec: Mapping[str, Any], node: Mapping[str, Any]) 
     required = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
     terms = required.get("nodeSelectorTerms")
-    if terms is not None and not any(term_matches(t, node) for t in terms):
+    if terms is not None and not terms_match(terms, node):
         return False
     return True
+
+
+def volume_fits_node(pv: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """A PersistentVolume's ``spec.nodeAffinity.required`` against a node, as volume util's
+    ``CheckNodeAffinity`` checks it for the scheduler's VolumeBinding and the kubelet: no
+    required affinity fits every node; else one of its terms must match the node's *labels*
+    (kube builds a node of the labels alone, so a ``matchFields`` term on ``metadata.name``
+    matches no node)."""
+    required = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required")
+    if required is None:
+        return True
+    return terms_match((required or {}).get("nodeSelectorTerms") or [],
+                       {"metadata": {"name": "", "labels": node["metadata"].get("labels") or {}}})
+
+
+def topology_terms_match(terms: Any, labels: Mapping[str, str]) -> bool:
+    """``MatchTopologySelectorTerms``: a StorageClass's ``allowedTopologies`` against a node's
+    labels. No terms allow every node; else the terms are ORed, and a term holds when each of
+    its ``matchLabelExpressions`` does (the key present with one of its values, kube's ``In``
+    requirement); an empty term, or one kube cannot build (an expression without values or
+    with a bad key), allows no node."""
+    if not terms:
+        return True
+    for term in terms if isinstance(terms, list) else []:
+        expressions = term.get("matchLabelExpressions") if isinstance(term, Mapping) else None
+        if not expressions or not isinstance(expressions, list):
+            continue
+        try:
+            requirements = [new_requirement(e.get("key"), Operator.IN, e.get("values") or [])
+                            for e in expressions if isinstance(e, Mapping)]
+        except InvalidSelector:
+            continue
+        if len(requirements) == len(expressions) and all(r.matches(labels) for r in requirements):
+            return True
+    return False
 
 
 # ------------------------------------------------------------------ conditions

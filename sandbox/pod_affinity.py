@@ -13,7 +13,9 @@
 
 A term matches a pod when the pod is in one of its namespaces (``namespaces``, the pods whose
 namespace's labels ``namespaceSelector`` matches, or the term's pod's own namespace when both are
-empty) and its ``labelSelector`` matches the pod's labels (a missing selector matches nothing).
+empty) and its ``labelSelector`` matches the pod's labels, read by the sandbox's one selector rule
+(:class:`usher.sandbox.labels.LabelSelector`): a missing selector, or one ``LabelSelectorAsSelector``
+cannot build (an unknown operator, a missing key, which validation refuses), matches nothing.
 ``matchLabelKeys`` / ``mismatchLabelKeys`` are merged into the selector as ``In`` / ``NotIn``
 requirements on the pod's own values, as kube-apiserver does on creation (:func:`merged_selector`).
 Every pod bound to a node counts, terminating ones too, until they are gone.
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from .labels import Operator, Requirement
+from .labels import LabelSelector
 
 JsonObject = dict[str, Any]
 
@@ -57,31 +59,6 @@ class Kind(StrEnum):
     ANTI_AFFINITY = "podAntiAffinity"
 
 
-_OPERATORS = {"In": Operator.IN, "NotIn": Operator.NOT_IN, "Exists": Operator.EXISTS, "DoesNotExist": Operator.DOES_NOT_EXIST}
-
-
-@dataclass(frozen=True)
-class LabelSelector:
-    """A ``metav1.LabelSelector`` as ``LabelSelectorAsSelector`` reads it (an unknown operator,
-    which validation refuses, matches nothing)."""
-
-    requirements: tuple[Requirement, ...]
-    valid: bool = True
-
-    @classmethod
-    def from_spec(cls, spec: Mapping[str, Any]) -> LabelSelector:
-        reqs = [Requirement(str(k), Operator.EQUALS, frozenset([str(v)])) for k, v in (spec.get("matchLabels") or {}).items()]
-        for expr in spec.get("matchExpressions") or []:
-            operator = _OPERATORS.get(expr.get("operator") or "") if isinstance(expr, dict) else None
-            if operator is None:
-                return cls((), valid=False)
-            reqs.append(Requirement(str(expr.get("key") or ""), operator, frozenset(str(v) for v in expr.get("values") or ())))
-        return cls(tuple(reqs))
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        return self.valid and all(r.matches(labels) for r in self.requirements)
-
-
 def merged_selector(term: Mapping[str, Any], labels: Mapping[str, str]) -> JsonObject | None:
     """The term's ``labelSelector`` with its ``matchLabelKeys`` (``In``) and
     ``mismatchLabelKeys`` (``NotIn``) on the pod's own label values; None when it has none."""
@@ -100,7 +77,9 @@ def merged_selector(term: Mapping[str, Any], labels: Mapping[str, str]) -> JsonO
 class Term:
     """One pod affinity term, resolved: its selector, namespaces and topology key."""
 
-    selector: LabelSelector | None
+    selector: LabelSelector
+    """What ``LabelSelectorAsSelector`` makes of the term's selector: a missing one, or one it
+    cannot build (validation refuses it), matches nothing."""
     namespaces: frozenset[str]
     namespace_selector: LabelSelector | None
     topology_key: str
@@ -115,9 +94,9 @@ class Term:
         if not names and ns_selector is None:
             names = frozenset({meta.get("namespace") or "default"})
         return cls(
-            LabelSelector.from_spec(raw) if raw is not None else None,
+            LabelSelector.or_nothing(raw),
             names,
-            LabelSelector.from_spec(ns_selector) if isinstance(ns_selector, dict) else None,
+            LabelSelector.or_nothing(ns_selector) if isinstance(ns_selector, dict) else None,
             str(term.get("topologyKey") or ""),
             weight,
         )
@@ -127,7 +106,7 @@ class Term:
         namespace = meta.get("namespace") or "default"
         in_namespace = namespace in self.namespaces or (
             self.namespace_selector is not None and self.namespace_selector.matches(namespace_labels.get(namespace) or {}))
-        return in_namespace and self.selector is not None and self.selector.matches(meta.get("labels") or {})
+        return in_namespace and self.selector.matches(meta.get("labels") or {})
 
 
 def terms(pod: Mapping[str, Any], kind: Kind, required: bool = True) -> list[Term]:

@@ -50,6 +50,7 @@ from usher.engine.scenario.quantity import parse_duration
 
 from .events import EventType, record
 from .kinds import RESOURCE_TYPES, Resource
+from .nodefit import topology_terms_match
 from .parts import Host, Part
 from .storage import (
     Annotation,
@@ -138,15 +139,11 @@ def _segments_of(pv: JsonObject) -> set[tuple[str, str]]:
             for v in expr.get("values") or []}
 
 
-def _allowed(sc: JsonObject, key: str, value: str) -> bool:
-    terms = sc.get("allowedTopologies") or []
-    if not terms:
-        return True
-    for term in terms:
-        expressions = term.get("matchLabelExpressions") or []
-        if all(e.get("key") != key or value in (e.get("values") or []) for e in expressions):
-            return True
-    return False
+def _allowed(sc: JsonObject, node: JsonObject, key: str, value: str) -> bool:
+    """Whether the class's ``allowedTopologies`` hold the node, by :func:`nodefit.topology_terms_match`
+    (the scheduler's rule) on its labels with the driver's topology label (``value`` for ``key``),
+    which a cluster's kubelet sets from the driver's node info."""
+    return topology_terms_match(sc.get("allowedTopologies"), {**(node["metadata"].get("labels") or {}), key: value})
 
 
 class Provisioner(Part):
@@ -342,12 +339,12 @@ class Provisioner(Part):
             value = segment_of(node, key)
             if value is None:
                 raise ProvisioningError(RpcCode.INVALID_ARGUMENT, f'node "{selected}" has no label {key}')
-            if not _allowed(sc, key, value):
+            if not _allowed(sc, node, key, value):
                 raise ProvisioningError(RpcCode.INVALID_ARGUMENT, (
                     f'selected node "{selected}" topology {key}={value} is not in the allowed topologies of StorageClass '
                     f'"{sc["metadata"]["name"]}"'))
             return value
-        values = sorted({v for s in self.stored(NODE_RT) if (v := segment_of(s.obj, key)) is not None and _allowed(sc, key, v)})
+        values = sorted({v for s in self.stored(NODE_RT) if (v := segment_of(s.obj, key)) is not None and _allowed(sc, s.obj, key, v)})
         if not values:
             raise ProvisioningError(RpcCode.RESOURCE_EXHAUSTED, f"no node offers topology {key} allowed by the StorageClass")
         return values[0]
@@ -448,7 +445,7 @@ class Provisioner(Part):
                 continue
             key = TOPOLOGY_KEYS[str(provisioner)]
             class_name = sc["metadata"]["name"]
-            for segment in sorted({v for n in nodes if (v := segment_of(n, key)) is not None and _allowed(sc, key, v)}):
+            for segment in sorted({v for n in nodes if (v := segment_of(n, key)) is not None and _allowed(sc, n, key, v)}):
                 left = max(0, to_bytes(params.get(Param.CAPACITY, DEFAULT_CAPACITY)) - used.get((class_name, segment), 0))
                 name = f"csisc-{class_name}-{segment}".lower().replace("_", "-")[:253]
                 wanted[name] = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",

@@ -1,10 +1,12 @@
 """Label and field selectors of lists and watches, parsed as the API server parses them, and the
 :class:`Filter` a list or watch applies.
 
-A requirement's rule is :class:`usher.sandbox.labels.Requirement`, shared with the node
-selectors of :mod:`usher.sandbox.nodefit`; this module only parses the selector strings of a
-request (with the API server's messages for the ones it refuses) and says which fields of which
-kind may be selected on.
+A selector's rule is :mod:`usher.sandbox.labels` (its requirements, shared with the node
+selectors of :mod:`usher.sandbox.nodefit`, and the reading of a ``metav1.LabelSelector``); this
+module only parses the selector strings of a request (with the API server's messages for the
+ones it refuses), answers a ``metav1.LabelSelector`` that cannot be built as the API server
+answers a bad selector (``400 Bad Request``), and says which fields of which kind may be
+selected on.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from typing import Any
 
 from .kinds import ResourceType
 from .api_errors import ApiError
-from .labels import Operator, Requirement, parse_int64
+from . import labels as label_rules
+from .labels import InvalidSelector, Operator, Requirement, parse_int64
 
 JsonObject = dict[str, Any]
 
 
 # --------------------------------------------------------------------------- selectors
-# (parsed here; a requirement's rule is labels.Requirement, shared with nodefit's node selectors)
+# (parsed here; the rule is labels.LabelSelector, shared with the scheduler's plugins)
 
 
 _KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
@@ -34,11 +37,11 @@ _ORDER = re.compile(rf"\s*({_KEY})\s*([<>])\s*({_VALUE})\s*")
 _SET_VALUE = re.compile(_VALUE)
 
 
-@dataclass(frozen=True, slots=True)
-class LabelSelector:
-    """A conjunction of label requirements; the empty selector matches everything."""
+class LabelSelector(label_rules.LabelSelector):
+    """:class:`usher.sandbox.labels.LabelSelector` as the API server reads it from a request:
+    the query syntax parsed here, a selector that cannot be built refused with ``400``."""
 
-    requirements: tuple[Requirement, ...] = ()
+    __slots__ = ()
 
     @classmethod
     def parse(cls, text: str | None) -> LabelSelector:
@@ -48,27 +51,13 @@ class LabelSelector:
         return cls(tuple(_parse_requirement(part) for part in _split_top_level(text)))
 
     @classmethod
-    def from_spec(cls, selector: Mapping[str, Any]) -> LabelSelector:
-        """The selector of a ``metav1.LabelSelector`` (``matchLabels``, ``matchExpressions``)."""
-        requirements = [
-            Requirement(k, Operator.EQUALS, frozenset([str(v)])) for k, v in (selector.get("matchLabels") or {}).items()
-        ]
-        operators = {
-            "In": Operator.IN,
-            "NotIn": Operator.NOT_IN,
-            "Exists": Operator.EXISTS,
-            "DoesNotExist": Operator.DOES_NOT_EXIST,
-        }
-        for expr in selector.get("matchExpressions") or []:
-            operator = operators.get(expr.get("operator", ""))
-            if operator is None:
-                raise ApiError.bad_request(f"{expr.get('operator')!r} is not a valid label selector operator")
-            requirements.append(Requirement(expr["key"], operator, frozenset(expr.get("values") or ())))
-        return cls(tuple(requirements))
-
-    def matches(self, labels: Mapping[str, str] | None) -> bool:
-        labels = labels or {}
-        return all(r.matches(labels) for r in self.requirements)
+    def from_spec(cls, spec: Mapping[str, Any] | None) -> label_rules.LabelSelector:
+        """:meth:`usher.sandbox.labels.LabelSelector.from_spec`; what it cannot build is a
+        ``400 Bad Request`` with ``LabelSelectorAsSelector``'s words."""
+        try:
+            return super(LabelSelector, cls).from_spec(spec)
+        except InvalidSelector as e:
+            raise ApiError.bad_request(str(e)) from None
 
 
 def _split_top_level(text: str) -> list[str]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from .pod_affinity import LabelSelector
+from .labels import LabelSelector
 
 JsonObject = dict[str, Any]
 
@@ -54,7 +54,7 @@ class Constraint:
     key: str
     when: str
     selector: LabelSelector | None
-    """None for a missing ``labelSelector``: it matches no pod."""
+    """None for a missing ``labelSelector``: it matches no pod (nor does one kube cannot build)."""
     min_domains: int | None
     affinity_policy: str
     taints_policy: str
@@ -67,7 +67,7 @@ class Constraint:
         if extra:
             selector["matchExpressions"] = [*(selector.get("matchExpressions") or []), *extra]
         return cls(int(raw.get("maxSkew") or 1), str(raw.get("topologyKey") or ""), str(raw.get("whenUnsatisfiable") or ""),
-                   LabelSelector.from_spec(selector) if raw.get("labelSelector") is not None else None,
+                   LabelSelector.or_nothing(selector) if raw.get("labelSelector") is not None else None,
                    raw.get("minDomains"), raw.get("nodeAffinityPolicy") or Policy.HONOR,
                    raw.get("nodeTaintsPolicy") or Policy.IGNORE)
 

@@ -39,10 +39,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .kinds import RESOURCE_TYPES, Resource
-from .nodefit import is_terminal, term_matches
+from .labels import LabelSelector
+from .nodefit import is_terminal, topology_terms_match, volume_fits_node
 from .pv_controller import NO_PROVISIONER, claim_of_volume_source, mismatch
 from .storage import AccessMode, Annotation, BindingMode, ClaimPhase, storage_request, to_bytes
-from .store import ApiError, LabelSelector, Store
+from .store import ApiError, Store
 
 JsonObject = dict[str, Any]
 
@@ -76,18 +77,6 @@ class Pending:
 def pod_claims(pod: JsonObject) -> list[str]:
     return [name for v in (pod.get("spec") or {}).get("volumes") or []
             if isinstance(v, dict) and (name := claim_of_volume_source(pod, v)) is not None]
-
-
-def _affinity_ok(pv: JsonObject, node: JsonObject) -> bool:
-    terms = ((((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms"))
-    return not terms or any(term_matches(t, node) for t in terms)
-
-
-def _in_topologies(sc: JsonObject, node: JsonObject) -> bool:
-    terms = sc.get("allowedTopologies") or []
-    labels = node["metadata"].get("labels") or {}
-    return not terms or any(all(labels.get(e.get("key")) in (e.get("values") or [])
-                                for e in t.get("matchLabelExpressions") or []) for t in terms)
 
 
 class VolumeBinding:
@@ -175,7 +164,7 @@ class VolumeBinding:
                 pv = self._get(PV_RT, volume_name)
                 if pv is None:
                     return "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
-                if not _affinity_ok(pv, node):
+                if not volume_fits_node(pv, node):
                     return NODE_CONFLICT
                 continue
             selected = (claim["metadata"].get("annotations") or {}).get(Annotation.SELECTED_NODE)
@@ -201,7 +190,7 @@ class VolumeBinding:
                 continue
             mine = isinstance(ref, dict) and (ref.get("namespace"), ref.get("name")) == (
                 claim["metadata"]["namespace"], claim["metadata"]["name"])
-            if (ref and not mine) or mismatch(claim, pv) is not None or not _affinity_ok(pv, node):
+            if (ref and not mine) or mismatch(claim, pv) is not None or not volume_fits_node(pv, node):
                 continue
             fits.append(pv)
         return min(fits, key=lambda pv: (to_bytes(((pv.get("spec") or {}).get("capacity") or {}).get("storage")),
@@ -209,19 +198,19 @@ class VolumeBinding:
 
     def _provision_problem(self, claim: JsonObject, node: JsonObject) -> str | None:
         sc = self._get(SC_RT, (claim.get("spec") or {}).get("storageClassName") or "")
-        if sc is None or sc.get("provisioner") == NO_PROVISIONER or not _in_topologies(sc, node):
+        labels = node["metadata"].get("labels") or {}
+        if sc is None or sc.get("provisioner") == NO_PROVISIONER or not topology_terms_match(sc.get("allowedTopologies"), labels):
             return BIND_CONFLICT
         driver = self._get(DRIVER_RT, str(sc.get("provisioner")))
         if driver is None or not (driver.get("spec") or {}).get("storageCapacity"):
             return None
         size = storage_request(claim)
-        labels = node["metadata"].get("labels") or {}
         for s in self.store.list(CAP_RT).items:
             cap = s.obj
             if cap.get("storageClassName") != sc["metadata"]["name"]:
                 continue
             topology = cap.get("nodeTopology")
-            if topology is None or not LabelSelector.from_spec(topology).matches(labels):
+            if not LabelSelector.or_nothing(topology).matches(labels):  # no nodeTopology: no node
                 continue
             limit = cap.get("maximumVolumeSize", cap.get("capacity"))
             if limit is not None and to_bytes(limit) >= size:

@@ -31,7 +31,7 @@ from typing import Any
 
 from .events import EventType
 from .kinds import RESOURCE_TYPES, Resource
-from .nodefit import is_terminal, term_matches
+from .nodefit import is_terminal, volume_fits_node
 from .pv_controller import claim_of_volume_source
 from .storage import AccessMode, ClaimPhase
 from .store import ApiError, Store
@@ -72,12 +72,6 @@ def _claim_error(store: Store, pod: JsonObject, volume: JsonObject, claim_name: 
     if not store.exists(PV_RT, volume_name):
         return f'{prefix}: failed to fetch PV "{volume_name}" from API server: persistentvolumes "{volume_name}" not found'
     return None
-
-
-def _affinity_ok(pv: JsonObject, node: JsonObject) -> bool:
-    required = (((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {})
-    terms = required.get("nodeSelectorTerms")
-    return not terms or any(term_matches(t, node) for t in terms)
 
 
 def _single_node(pv: JsonObject) -> bool:
@@ -127,7 +121,7 @@ def volume_problem(store: Store, pod: JsonObject, node: JsonObject) -> VolumePro
         pv = store.get_stored(PV_RT, claim["spec"]["volumeName"]).obj
         pv_name = pv["metadata"]["name"]
         csi = isinstance((pv.get("spec") or {}).get("csi"), dict)
-        if not _affinity_ok(pv, node):
+        if not volume_fits_node(pv, node):
             if csi:
                 return VolumeProblem("FailedAttachVolume", (
                     f'AttachVolume.Attach failed for volume "{pv_name}" : rpc error: code = FailedPrecondition '

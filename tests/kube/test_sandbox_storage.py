@@ -208,6 +208,17 @@ def test_an_immediate_class_provisions_at_once_within_its_allowed_topologies(clu
     assert "selected-node" not in str(claim.metadata.annotations)
 
 
+def test_an_allowed_topology_holds_only_where_all_its_expressions_do(cluster: Cluster) -> None:
+    """A term's expressions are ANDed (``MatchTopologySelectorTerms``, the scheduler's rule too):
+    zone-b and a rack no node is labelled with allow no node, so nothing is provisioned in zone-b."""
+    cluster.apply(class_yaml("zone-b-rack", "zonal.csi.sandbox.usher", "Immediate", extra=(
+        "allowedTopologies:\n- matchLabelExpressions:\n  - {key: topology.kubernetes.io/zone, values: [zone-b]}\n"
+        "  - {key: example.com/rack, values: [r1]}\n")) + "---\n" + claim_yaml("racked", cls="zone-b-rack"))
+    failed = cluster.event("racked", "ProvisioningFailed")
+    assert "no node offers topology topology.kubernetes.io/zone allowed by the StorageClass" in failed.message
+    assert cluster.claim("racked").status.phase == "Pending" and cluster.core.list_persistent_volume().items == []
+
+
 def test_the_pv_controller_binds_a_static_volume_that_matches(cluster: Cluster) -> None:
     cluster.apply("---\n".join([
         local_pv_yaml("small", "n1", "10Gi"),
