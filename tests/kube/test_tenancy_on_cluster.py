@@ -293,6 +293,57 @@ async def test_an_approval_is_of_one_job_not_of_a_name_the_tenant_may_reuse(clus
     await c.until(lambda: c.node_of("team-b", "sweep") is not None, "the new approval starts it")
 
 
+async def test_an_approval_covers_the_gpus_approved_not_a_job_grown_after_it(cluster: Tenancy) -> None:
+    """An operator approves team-b's Job of 2 one-GPU pods while it waits for room; before it
+    starts, the tenant raises its parallelism to 8. The approval said 2 GPUs: the grown Job waits
+    for the operator again once there is room (before, it started all 8 on the approval of 2), and
+    runs whole once approved at its new size."""
+    c = cluster
+    console = await _operator_console(c)
+    await c.submit("team-a", "filler-a", 7, queue="team-a")
+    await c.submit("team-b", "filler-b", 8, queue="team-b")
+    await c.until(lambda: c.node_of("team-a", "filler-a") and c.node_of("team-b", "filler-b"), "the cluster is nearly full")
+    pod = {"metadata": {"labels": {"usher/queue": "gated"}}, "spec": {
+        "schedulerName": "usher", "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "busybox:1.36",
+                        "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "grow"},
+           "spec": {"parallelism": 2, "completions": 8, "backoffLimit": 0, "template": pod}}
+    tenant = c.tenants["team-b"]
+    assert (await tenant.post("/apis/batch/v1/namespaces/team-b/jobs", json=job)).status_code == 201
+    key = "team-b/Job/grow"
+    await c.until(lambda: key in console.mirror.gangs and console.mirror.gangs[key].job is not None, "the console sees the Job")
+
+    def bound() -> list[str]:
+        return sorted(p["metadata"]["name"] for p in c.server.store.list("pods", "team-b").objects()
+                      if p["metadata"]["name"].startswith("grow-") and p["spec"].get("nodeName"))
+
+    assert await asyncio.wait_for(console.post(Command(Action.APPROVE, job=key)), 10) == "approved"
+    decisions = yaml.safe_load(c.stored("configmaps", "usher-decisions", "usher-system")["data"]["decisions.yaml"])
+    assert decisions["approved"][key]["gpus"] == "2"
+    await c.settle()
+    assert bound() == [] and c.waiting("team-b", next(p["metadata"]["name"] for p in c.server.store.list("pods", "team-b").objects()
+                                                      if p["metadata"]["name"].startswith("grow-")))[0] != "AwaitingApproval"
+    r = await tenant.patch("/apis/batch/v1/namespaces/team-b/jobs/grow", json={"spec": {"parallelism": 8}},
+                           headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    await c.until(lambda: sum(p["metadata"]["name"].startswith("grow-") for p in c.server.store.list("pods", "team-b").objects()) == 8,
+                  "the Job controller makes six more pods")
+    for team, name in (("team-a", "filler-a"), ("team-b", "filler-b")):
+        assert (await c.tenants[team].delete(f"/api/v1/namespaces/{team}/pods/{name}", params={"gracePeriodSeconds": "0"})).status_code == 200
+    await c.until(lambda: not c.server.store.exists("pods", "filler-a", "team-a")
+                  and not c.server.store.exists("pods", "filler-b", "team-b"), "there is room")
+    for _ in range(10):
+        c.clock.t += 1.0
+        await c.settle()
+    assert bound() == []
+    assert {c.waiting("team-b", p["metadata"]["name"])[0] for p in c.server.store.list("pods", "team-b").objects()
+            if p["metadata"]["name"].startswith("grow-")} == {"AwaitingApproval"}
+    await c.until(lambda: console.mirror.gangs[key].job is not None and console.mirror.gangs[key].size == 8, "the console sees it grown")
+    assert await asyncio.wait_for(console.post(Command(Action.APPROVE, job=key)), 10) == "approved"
+    await c.until(lambda: len(bound()) == 8, "approved at its new size, it runs whole")
+
+
 async def test_a_tenant_cannot_hold_its_own_job(cluster: Tenancy) -> None:
     c = cluster
     await c.submit("team-b", "held", 1, queue="team-b", annotations={"usher/hold": "true"})

@@ -156,7 +156,7 @@ class Commands:
                 decisions = parse_decisions(text, where)
             except DecisionsError as exc:
                 raise CommandError(f"{action}: {exc}; fix it first (kubectl edit configmap -n {ctx.namespace} {DECISIONS_CONFIGMAP})") from None
-            return format_decisions(decide(decisions, gang.key, action, actor, when, known, gang.uid))
+            return format_decisions(decide(decisions, gang.key, action, actor, when, known, gang.uid, gang.job))
 
         await self._edit_configmap(DECISIONS_CONFIGMAP, DECISIONS_CONFIG_KEY, edit, str(action))
         return {Action.APPROVE: "approved", Action.HOLD: "held", Action.RELEASE: "released"}[action]

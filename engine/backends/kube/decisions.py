@@ -10,15 +10,16 @@ it by name, and ``kubectl edit`` shows an operator the whole record at once.
 
 The document names jobs by their gang key (``research/PyTorchJob/llama-ft``, as the console's
 Jobs view and the Events show it), with who decided and when, and for an approval the uid of the
-object the job is (its top owner, a PodGroup, a lone pod)::
+object the job is (its top owner, a PodGroup, a lone pod) and the GPUs it asked::
 
     approved:
-      research/PyTorchJob/llama-ft: {by: alice, at: "2026-11-27T21:40:00Z", uid: 5f0c...}
+      research/PyTorchJob/llama-ft: {by: alice, at: "2026-11-27T21:40:00Z", uid: 5f0c..., gpus: "64"}
     held:
       research/Job/sweep-7: {by: bob, at: "2026-11-27T22:05:12Z"}
 
 An approval grants, so it is of one job: a tenant who deletes an approved job and makes another
-under its name (a bigger one, say) does not inherit the approval; the new one waits for its own
+under its name (a bigger one, say) does not inherit the approval, nor does a job whose owner
+grows past the GPUs approved (a Job's ``parallelism`` raised): each waits for its own
 (``Mirror.approved``). One written without a uid (by hand, or for a gang of labels only, which no
 object stands for) goes by the name. A hold only keeps back, so it goes by the name: a held job
 made again stays held until an operator releases the name.
@@ -30,7 +31,7 @@ runs and waits.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -38,6 +39,8 @@ from typing import Any
 import yaml
 
 from ...enums import Action
+from ...fmt import gpus
+from ...records import MILLI, Job
 from ...scenario.errors import Problem, format_path
 from ...scenario.limits import CONFIG_LIMITS
 from ...scenario.yamltree import read_yaml
@@ -117,17 +120,36 @@ def format_decisions(decisions: Decisions) -> str:
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
 
 
+def job_gpu_milli(job: Job) -> int:
+    """The milli-GPUs all of a job's pods ask together."""
+    return sum(g.count * g.gpu_milli for g in job.groups)
+
+
+def approved_gpus_cover(note: Mapping[str, str], job: Job) -> bool:
+    """Whether an approval's ``gpus`` (when written; an unreadable one covers nothing) covers
+    what ``job`` asks now."""
+    given = note.get("gpus")
+    if given is None:
+        return True
+    try:
+        return job_gpu_milli(job) <= round(float(given) * MILLI)
+    except ValueError:
+        return False
+
+
 def decide(decisions: Decisions, gang: str, action: Action, actor: str, when: str, known: Collection[str],
-           uid: str | None = None) -> Decisions:
+           uid: str | None = None, job: Job | None = None) -> Decisions:
     """``decisions`` after ``actor`` took ``action`` (approve, hold or release) on ``gang`` at
-    ``when``; ``uid`` is the incarnation decided on (its top owner's uid), kept with an approval;
-    entries of jobs not in ``known`` (gone from the cluster) are dropped."""
+    ``when``; an approval keeps ``uid``, the incarnation decided on (its top owner's uid), and the
+    GPUs ``job`` asks; entries of jobs not in ``known`` (gone from the cluster) are dropped."""
     keep = set(known) | {gang}
     approved = {k: v for k, v in decisions.approved.items() if k in keep}
     held = {k: v for k, v in decisions.held.items() if k in keep}
     note = {"by": actor, "at": when}
     if uid and action == Action.APPROVE:
         note["uid"] = uid
+    if job is not None and action == Action.APPROVE:
+        note["gpus"] = gpus(job_gpu_milli(job))
     if action == Action.APPROVE:
         approved[gang] = note
     elif action == Action.HOLD:

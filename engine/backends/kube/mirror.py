@@ -47,7 +47,7 @@ from ...policy.registry import Policy
 from ...scenario import Scenario
 from ...state import MILLI, ClusterState, Extras, Job, PodPlacement
 from .decisions import NONE as NO_DECISIONS
-from .decisions import Decisions
+from .decisions import Decisions, approved_gpus_cover
 from .constraints import GroupConstraints, NodeConstraints
 from .gang import TRANSITIONS, Gang, GangPhase, IllegalMove
 from .mirror_holdings import DEBT, HeldByOthers
@@ -556,13 +556,17 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
     def approved(self, gang: Gang) -> bool:
         """Whether an operator approved this gang: its key is approved, and the approval names
         this incarnation (the uid it was given for) or none (a gang of labels only, or written by
-        hand, by name). A job deleted and made again under its name is another job: it waits for
+        hand, by name), for at least the GPUs the job asks now (``gpus``, when written). A job deleted and made again under its name is another job: it waits for
         its own approval (and so does one whose owner usher has not read yet)."""
         note = self.decisions.approved.get(gang.key)
         if note is None:
             return False
         given_for = note.get("uid")
-        return not given_for or given_for == gang.uid
+        if given_for and given_for != gang.uid:
+            return False
+        # and of the size it was approved at: a job whose owner grew since (a Job's parallelism
+        # raised) asks the operator again
+        return gang.job is None or approved_gpus_cover(note, gang.job)
 
     def refresh_flags(self, gang: Gang) -> None:
         if gang.job is not None:
