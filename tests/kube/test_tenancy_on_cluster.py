@@ -383,6 +383,48 @@ async def test_a_whole_gpu_with_a_fraction_is_refused_as_contradictory(cluster: 
     assert c.node_of("team-b", "both") is None
 
 
+async def test_a_tenant_cannot_rewrite_what_usher_recorded_on_its_running_pods(cluster: Tenancy) -> None:
+    """deploy/74: on its running pods a tenant may not move the GPUs usher recorded (usher/gpus),
+    shrink a shared pod's share of its GPU (usher/gpu-fraction) nor move the pod to another of its
+    queues (usher/queue); usher's view of what the pods hold stays as bound, so a second team's
+    shared pod is never put on a GPU already full. Before it is bound, the queue is the tenant's
+    to change, and a pod may not be made with usher/gpus already set."""
+    c = cluster
+    token = await c._token("team-b", "tenant")
+    path = c.tmp / "tenant.kubeconfig"
+    path.write_text(yaml.safe_dump(c.server.kubeconfig(token, "team-b")))
+    kubectl = Kubectl(path)
+    await c.submit("team-b", "whole", 2, queue="team-b")
+    await c.submit("team-b", "half", requests={}, queue="team-b", annotations={"usher/gpu-fraction": "0.5"})
+    await c.until(lambda: c.node_of("team-b", "whole") and c.node_of("team-b", "half"), "both run")
+    recorded = {n: c.pod("team-b", n)["metadata"]["annotations"]["usher/gpus"] for n in ("whole", "half")}
+    for args, what in (
+        (("annotate", "--overwrite", "pod", "whole", "usher/gpus=6,7"), "may not be changed"),
+        (("annotate", "pod", "whole", "usher/gpus-"), "may not be changed"),
+        (("annotate", "--overwrite", "pod", "half", "usher/gpu-fraction=0.1"), "the share may not change"),
+        (("label", "--overwrite", "pod", "whole", "usher/queue=gated"), "the queue may not change"),
+    ):
+        refused = await asyncio.to_thread(kubectl.run, *args)
+        assert refused.returncode != 0 and what in refused.stderr, (args, refused.stderr)
+        assert "usher-pods-placement-record" in refused.stderr
+    await c.settle()
+    assert {n: c.pod("team-b", n)["metadata"]["annotations"]["usher/gpus"] for n in ("whole", "half")} == recorded
+    held = {p.name: p.gpus for g in c.usher.mirror.gangs.values() for p in g.pods.values() if p.namespace == "team-b"}
+    assert held == {n: [int(i) for i in recorded[n].split(",")] for n in recorded}
+    assert c.usher.state.queues["team-b"].usage[0] == 2500
+    # other annotations stay the tenant's, and a pending pod's queue is its request
+    await asyncio.to_thread(kubectl.ok, "annotate", "pod", "whole", "team/owner=alice")
+    await c.submit("team-b", "later", 1, queue="gated")
+    await asyncio.to_thread(kubectl.ok, "label", "--overwrite", "pod", "later", "usher/queue=team-b")
+    await c.until(lambda: c.node_of("team-b", "later") is not None, "relabelled while pending, it runs in its own queue")
+    manifest = yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "forged", "annotations": {"usher/gpus": "0"}},
+        "spec": {"schedulerName": "usher", "restartPolicy": "Never", "containers": [
+            {"name": "main", "image": "busybox:1.36", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
+    made = await asyncio.to_thread(kubectl.run, "apply", "-f", "-", stdin=manifest)
+    assert made.returncode != 0 and "usher writes it when it binds the pod" in made.stderr
+
+
 async def test_a_tenant_with_kubectl_is_itself_and_cannot_reach_the_operators_decisions(cluster: Tenancy) -> None:
     """The same boundary through kubectl over HTTPS, with the tenant's token in its kubeconfig:
     the server knows it as its ServiceAccount (not anonymous), it may create what it likes in its

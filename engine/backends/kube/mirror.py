@@ -447,7 +447,7 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
             if job is not None and job.submitted:
                 engine.withdraw(job)
             return
-        if job is None or self._shape_changed(gang, job) or self._volumes_changed(gang, job):
+        if job is None or self._shape_changed(gang, job) or self._volumes_changed(gang, job) or self._queue_changed(gang, job):
             old = job
             if job is not None:
                 if job.submitted:
@@ -545,6 +545,12 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
         known = {n for g in gang.group_pods for n in g}
         room = max(0, gang.required - len(gang.bound()))
         return any(p.name not in known for p in gang.unbound()[:room])
+
+    def _queue_changed(self, gang: Gang, job: Job) -> bool:
+        """A waiting gang's pods name another queue now (a tenant relabelled them before they
+        were bound: the queue is their request until then; deploy/74 keeps it once bound)."""
+        pods = gang.unbound()
+        return bool(pods) and self.queue_of(pods[0]) != job.queue
 
     def _shape_changed(self, gang: Gang, job: Job) -> bool:
         names = sorted((p.name for p in gang.unbound()), key=natural_key)
