@@ -216,6 +216,39 @@ def validate_labels(labels: Any, path: str) -> Iterator[FieldError]:
                 yield FieldError(ErrorType.INVALID, path, message, go_quote(value))
 
 
+def validate_label_selector(selector: Any, path: str) -> Iterator[FieldError]:
+    """``ValidateLabelSelector``: ``matchLabels`` as labels, and each ``matchExpressions``
+    requirement's operator, values (some for ``In``/``NotIn``, none for ``Exists``/``DoesNotExist``)
+    and key."""
+    if not isinstance(selector, dict):
+        return
+    yield from validate_labels(selector.get("matchLabels"), f"{path}.matchLabels")
+    for i, req in enumerate(selector.get("matchExpressions") or []):
+        where = f"{path}.matchExpressions[{i}]"
+        req = req if isinstance(req, dict) else {}
+        operator, values = req.get("operator"), req.get("values") or []
+        if operator in ("In", "NotIn"):
+            if not values:
+                yield FieldError(ErrorType.REQUIRED, f"{where}.values", "must be specified when `operator` is 'In' or 'NotIn'")
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                yield FieldError(ErrorType.FORBIDDEN, f"{where}.values",
+                                 "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+        else:
+            yield FieldError(ErrorType.INVALID, f"{where}.operator", "not a valid selector operator", go_quote(str(operator or "")))
+        key = str(req.get("key") or "")
+        for message in qualified_name_errors(key):
+            yield FieldError(ErrorType.INVALID, f"{where}.key", message, go_quote(key))
+        for j, value in enumerate(values if isinstance(values, list) else []):
+            for message in label_value_errors(str(value)):
+                yield FieldError(ErrorType.INVALID, f"{where}.values[{j}]", message, go_quote(str(value)))
+
+
+#: the kinds whose ``spec.selector`` is a label selector kube-apiserver validates on every write
+SELECTOR_KINDS = (Resource.DEPLOYMENTS, Resource.REPLICASETS, Resource.STATEFULSETS, Resource.DAEMONSETS, Resource.JOBS,
+                  Resource.PODDISRUPTIONBUDGETS)
+
+
 def validate_annotations(annotations: Any, path: str) -> Iterator[FieldError]:
     """``ValidateAnnotations``: each key a qualified name (in lower case), and the total size."""
     if not isinstance(annotations, dict):
@@ -376,6 +409,8 @@ def validate(rt: ResourceType, obj: JsonObject) -> list[FieldError]:
     errors = list(validate_metadata(obj.get("metadata")))
     if rt.custom:
         return errors
+    if rt.resource in SELECTOR_KINDS and isinstance(obj.get("spec"), dict):
+        errors.extend(validate_label_selector(obj["spec"].get("selector"), "spec.selector"))
     if rt.resource == Resource.PODS:
         errors.extend(validate_pod_spec(obj.get("spec"), "spec"))
     elif rt.resource in TEMPLATE_PATHS:

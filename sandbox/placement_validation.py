@@ -25,7 +25,7 @@ from typing import Any
 
 from . import workload_api, workload_api_beta
 from .kinds import Resource, ResourceType
-from .object_validation import TEMPLATE_PATHS, ErrorType, FieldError, go_quote, qualified_name_errors
+from .object_validation import TEMPLATE_PATHS, ErrorType, FieldError, go_quote, qualified_name_errors, validate_label_selector
 from .pod_affinity import PREFERRED, REQUIRED, Kind, merged_selector
 from .workload_api import dns_label_errors
 
@@ -63,6 +63,8 @@ def _affinity_term(term: Mapping[str, Any], labels: Mapping[str, str], path: str
             yield _invalid(f"{path}.namespace", str(name), detail)
     match, mismatch = list(term.get("matchLabelKeys") or []), list(term.get("mismatchLabelKeys") or [])
     selector = term.get("labelSelector")
+    yield from validate_label_selector(selector, f"{path}.labelSelector")
+    yield from validate_label_selector(term.get("namespaceSelector"), f"{path}.namespaceSelector")
     for field, keys in (("matchLabelKeys", match), ("mismatchLabelKeys", mismatch)):
         if keys and not isinstance(selector, dict):
             yield FieldError(ErrorType.FORBIDDEN, f"{path}.{field}", "must not be specified when labelSelector is not set")
@@ -116,6 +118,7 @@ def _spread(spec: Mapping[str, Any], path: str) -> Iterator[FieldError]:
         if not isinstance(skew, int) or skew <= 0:
             yield _invalid(f"{where}.maxSkew", skew if skew is not None else 0, _POSITIVE)
         yield from _topology_key(c.get("topologyKey"), f"{where}.topologyKey")
+        yield from validate_label_selector(c.get("labelSelector"), f"{where}.labelSelector")
         when = c.get("whenUnsatisfiable")
         if when not in _WHEN:
             yield _not_supported(f"{where}.whenUnsatisfiable", when or "", _WHEN)

@@ -125,3 +125,30 @@ def test_kubectl_shows_the_refusal(sandbox: ServerThread, tmp_path: Path) -> Non
     result = kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(labelled))
     assert result.returncode != 0 and 'The ConfigMap "c" is invalid: metadata.labels: Invalid value' in result.stderr, result.stderr
     assert "must be no more than 63 characters" in result.stderr
+
+
+def test_label_selectors_are_validated_where_kube_apiserver_validates_them(sandbox: ServerThread, core: CoreV1Api) -> None:
+    """A PodDisruptionBudget's ``spec.selector`` and a pod's affinity and spread selectors are
+    refused with ``ValidateLabelSelector``'s paths and words (before, the sandbox stored them, and
+    its controllers and default scheduler read them as they could)."""
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep"},
+           "spec": {"minAvailable": 1, "selector": {"matchExpressions": [
+               {"key": "app", "operator": "Exists", "values": ["x"]}, {"key": "tier", "operator": "In"}]}}}
+    r = httpx.post(f"{sandbox.url}/apis/policy/v1/namespaces/default/poddisruptionbudgets", json=pdb)
+    assert r.status_code == 422, r.text
+    assert {(c["field"], c["message"]) for c in r.json()["details"]["causes"]} == {
+        ("spec.selector.matchExpressions[0].values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"),
+        ("spec.selector.matchExpressions[1].values", "Required value: must be specified when `operator` is 'In' or 'NotIn'"),
+    }
+    pod = _pod("spread")
+    pod["metadata"]["labels"] = {"app": "serve"}
+    pod["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "Gt", "values": ["1"]}]},
+         "topologyKey": "kubernetes.io/hostname"}]}}
+    pod["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                                                "labelSelector": {"matchLabels": {"app": "-bad-"}}}]
+    causes = {(c["field"], c["message"]) for c in _refused(core, pod)["details"]["causes"]}
+    term = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector"
+    assert (f"{term}.matchExpressions[0].operator", 'Invalid value: "Gt": not a valid selector operator') in causes
+    assert any(f == "spec.topologySpreadConstraints[0].labelSelector.matchLabels" and m.startswith('Invalid value: "-bad-"')
+               for f, m in causes), causes
