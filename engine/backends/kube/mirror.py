@@ -272,10 +272,10 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
         self.pod_gang[key] = gang_key
         gang.size, gang.minimum, gang.title, gang.waiting_for = view.gang_size, view.gang_minimum, view.gang_title, view.waiting_for
         gang.staged = view.gang_staged
-        if view.gang_uid != gang.uid and gang.job is not None:
-            gang.uid = view.gang_uid
-            self._refresh_flags(gang, gang.job)
-        gang.uid = view.gang_uid
+        if view.gang_uid != gang.uid:
+            gang.uid = view.gang_uid  # another incarnation, or its owner read at last: approved?
+            if gang.job is not None:
+                self._refresh_flags(gang, gang.job)
         self.sync(gang, now)
 
     def _strands(self, view: PodView) -> bool:
@@ -560,10 +560,11 @@ class Mirror(JobsOfGangs, WhyWaiting, HeldByOthers, RebuildFromCaches, VolumesOf
         self.state.set_operator_flags(job, approved=self.approved(gang), held=gang.key in self.decisions.held)
 
     def approved(self, gang: Gang) -> bool:
-        """Whether an operator approved this gang: its key is approved, and the approval names
-        this incarnation (the uid it was given for) or none (a gang of labels only, or written by
-        hand, by name), for at least the GPUs the job asks now (``gpus``, when written). A job deleted and made again under its name is another job: it waits for
-        its own approval (and so does one whose owner usher has not read yet)."""
+        """Whether an operator approved this gang: its key is approved, the approval names this
+        incarnation (the uid it was given for) or none (a gang of labels only, or written by hand:
+        by name), and it covers the GPUs the job asks now (``gpus``, when written). A job deleted
+        and made again under its name is another job: it waits for its own approval (and so does
+        one whose owner usher has not read yet)."""
         note = self.decisions.approved.get(gang.key)
         if note is None:
             return False
